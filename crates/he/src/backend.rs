@@ -1,0 +1,318 @@
+//! The `Backend` trait every kernel is written against, the slot layouts, the Galois-key
+//! declaration and the operation counters.
+//!
+//! Modelled on swanky's `Fancy` trait: few required primitives, composite operations as
+//! provided methods, and counting as a wrapper ([`crate::Counting`]) that forwards to any
+//! backend, so the same kernel reports the same counts on [`crate::Bfv`], [`crate::Sim`]
+//! and the data-free [`crate::Count`].
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{HeError, Result};
+use crate::params::Params;
+
+/// How the n slots of a plaintext are arranged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Layout {
+    /// Real BFV batching: 2 rows of n/2 slots. A row rotation by k moves slot j of each
+    /// row to j − k (left by k) within its row; the column rotation swaps the rows.
+    /// Slot index i < n/2 is row 0, column i; i ≥ n/2 is row 1, column i − n/2.
+    TwoRows,
+    /// The papers' counting model: one cyclic vector of n slots (Sim and Count only).
+    /// No column rotation exists.
+    Cyclic,
+}
+
+/// Direction of a message, for byte accounting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    /// Client → server (queries).
+    Up,
+    /// Server → client (responses).
+    Down,
+}
+
+/// The rotations a party has Galois keys for. Steps are normalised (mod n/2 in
+/// [`Layout::TwoRows`], mod n in [`Layout::Cyclic`]), so `-1` and `n/2 - 1` are one key.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GaloisSpec {
+    steps: BTreeSet<i64>,
+    /// Whether the column rotation (row swap, Galois element 2n − 1) has a key.
+    pub column: bool,
+}
+
+impl GaloisSpec {
+    /// Keys for the given row-rotation steps (step 0 needs no key and is ignored).
+    pub fn new(steps: impl IntoIterator<Item = i64>) -> Self {
+        Self {
+            steps: steps.into_iter().filter(|&s| s != 0).collect(),
+            column: false,
+        }
+    }
+    /// Also a key for the column rotation.
+    pub fn with_column(mut self) -> Self {
+        self.column = true;
+        self
+    }
+    /// No keys at all.
+    pub fn none() -> Self {
+        Self::default()
+    }
+    /// The row-rotation steps as given.
+    pub fn steps(&self) -> impl Iterator<Item = i64> + '_ {
+        self.steps.iter().copied()
+    }
+    /// The normalised steps for a rotation span (n/2 or n), deduplicated.
+    pub fn normalized(&self, span: usize) -> BTreeSet<usize> {
+        self.steps
+            .iter()
+            .map(|&s| s.rem_euclid(span as i64) as usize)
+            .filter(|&s| s != 0)
+            .collect()
+    }
+    /// Number of Galois keys this spec needs for a rotation span.
+    pub fn key_count(&self, span: usize) -> usize {
+        self.normalized(span).len() + usize::from(self.column)
+    }
+    /// Adds the steps and column flag of another spec.
+    pub fn union(mut self, other: &GaloisSpec) -> Self {
+        self.steps.extend(other.steps.iter().copied());
+        self.column |= other.column;
+        self
+    }
+}
+
+/// Checks a rotation step against the layout and the declared keys; returns the
+/// normalised step (in (0, span)), or `None` for the identity.
+pub(crate) fn check_step(
+    step: i64,
+    span: usize,
+    keys: &BTreeSet<usize>,
+    spec: &GaloisSpec,
+) -> Result<Option<usize>> {
+    if step.unsigned_abs() as usize >= span {
+        return Err(HeError::RotationOutOfRange { step, half: span });
+    }
+    let s = step.rem_euclid(span as i64) as usize;
+    if s == 0 {
+        return Ok(None);
+    }
+    if !keys.contains(&s) {
+        return Err(HeError::UndeclaredRotation {
+            step,
+            declared: spec.steps().collect(),
+        });
+    }
+    Ok(Some(s))
+}
+
+/// Operation counts of a run; the papers' counting vocabulary (gala.txt §II-C) plus
+/// HELiKs's NTT/iNTT and the traffic.
+///
+/// NTT / iNTT count full RNS polynomial transforms (all moduli of the level) that the
+/// fhe.rs backend really performs, with ciphertexts resident in NTT form: a Perm or a
+/// DecPerm = 1 iNTT (c1 to coefficients) + L NTTs (lifting the L RNS digits); a HstPerm
+/// = 0; preparing or encoding a plaintext = 1 NTT; a decryption = 1 iNTT; each level a
+/// mod switch drops = 2 iNTT + 2 NTT. ScMult and Add need none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpCounts {
+    /// Ciphertext additions, subtractions, plaintext additions and negations.
+    pub add: u64,
+    /// Ciphertext × plaintext products (a fused sum of k products counts k).
+    pub sc_mult: u64,
+    /// Plain rotations (one full key switch each).
+    pub perm: u64,
+    /// Decompositions shared by a group of hoisted rotations.
+    pub dec_perm: u64,
+    /// Rotations reusing a decomposition.
+    pub hst_perm: u64,
+    /// Forward NTTs (see the type doc).
+    pub ntt: u64,
+    /// Inverse NTTs (see the type doc).
+    pub intt: u64,
+    /// Encryptions (public-key, symmetric, and flooding encryptions of zero).
+    pub encrypt: u64,
+    /// Decryptions.
+    pub decrypt: u64,
+    /// Levels dropped by modulus switching.
+    pub mod_switch: u64,
+    /// Ciphertext bytes sent client → server.
+    pub bytes_up: u64,
+    /// Ciphertext bytes sent server → client.
+    pub bytes_down: u64,
+}
+
+impl OpCounts {
+    /// All rotations, however performed (Perm + HstPerm).
+    pub fn rotations(&self) -> u64 {
+        self.perm + self.hst_perm
+    }
+}
+
+impl std::ops::Add for OpCounts {
+    type Output = OpCounts;
+    fn add(self, o: OpCounts) -> OpCounts {
+        OpCounts {
+            add: self.add + o.add,
+            sc_mult: self.sc_mult + o.sc_mult,
+            perm: self.perm + o.perm,
+            dec_perm: self.dec_perm + o.dec_perm,
+            hst_perm: self.hst_perm + o.hst_perm,
+            ntt: self.ntt + o.ntt,
+            intt: self.intt + o.intt,
+            encrypt: self.encrypt + o.encrypt,
+            decrypt: self.decrypt + o.decrypt,
+            mod_switch: self.mod_switch + o.mod_switch,
+            bytes_up: self.bytes_up + o.bytes_up,
+            bytes_down: self.bytes_down + o.bytes_down,
+        }
+    }
+}
+
+/// What every backend exposes about its slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotInfo {
+    /// Number of slots = ring degree.
+    pub n: usize,
+    /// Plaintext (sharing) modulus.
+    pub p: u64,
+    /// Slot arrangement.
+    pub layout: Layout,
+}
+
+impl SlotInfo {
+    /// The length of the cyclic vector a row rotation acts on (n/2 or n).
+    pub fn span(&self) -> usize {
+        match self.layout {
+            Layout::TwoRows => self.n / 2,
+            Layout::Cyclic => self.n,
+        }
+    }
+}
+
+/// A homomorphic-encryption backend over Z_p slots.
+///
+/// Values are vectors of `n` elements of Z_p, always reduced. Kernels take `&B` where
+/// `B: Backend` and never see which implementation runs.
+pub trait Backend: Sync {
+    /// A ciphertext.
+    type Ct: Clone + Send + Sync;
+    /// An encoded plaintext (for additions and encryption).
+    type Pt: Clone + Send + Sync;
+    /// A plaintext prepared once for repeated multiplication (NTT + Shoup form in BFV).
+    type PreparedPt: Send + Sync;
+    /// The decomposition of a ciphertext shared by a group of hoisted rotations.
+    type Hoisted: Send + Sync;
+
+    /// Slot count, p and layout.
+    fn slots(&self) -> SlotInfo;
+    /// The parameter set, where the backend has one (the ideal-model Count has none).
+    fn params(&self) -> Option<&Params>;
+    /// The Galois keys this party can use.
+    fn galois(&self) -> &GaloisSpec;
+
+    /// Encodes n values of Z_p (fewer are padded with zeros).
+    fn encode(&self, values: &[u64]) -> Result<Self::Pt>;
+    /// Encodes and prepares n values of Z_p for multiplication (offline work).
+    fn prepare(&self, values: &[u64]) -> Result<Self::PreparedPt>;
+    /// Symmetric-key encryption whose uniform half travels as a 32-byte seed (client).
+    fn encrypt_sym(&self, pt: &Self::Pt) -> Result<Self::Ct>;
+    /// Public-key encryption.
+    fn encrypt_pk(&self, pt: &Self::Pt) -> Result<Self::Ct>;
+    /// A public-key encryption of zero whose c0 carries extra uniform noise in
+    /// [−2^bits, 2^bits] (response re-randomisation and flooding).
+    fn encrypt_zero_flood(&self, bits: u32) -> Result<Self::Ct>;
+    /// Decrypts and decodes the n slots (client).
+    fn decrypt(&self, ct: &Self::Ct) -> Result<Vec<u64>>;
+    /// Remaining noise budget in bits (client-side diagnostic; `None` where there is no noise).
+    fn noise_budget(&self, ct: &Self::Ct) -> Result<Option<u32>>;
+
+    /// ct + ct.
+    fn add(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct>;
+    /// ct − ct.
+    fn sub(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct>;
+    /// ct + pt.
+    fn add_plain(&self, a: &Self::Ct, b: &Self::Pt) -> Result<Self::Ct>;
+    /// ct − pt.
+    fn sub_plain(&self, a: &Self::Ct, b: &Self::Pt) -> Result<Self::Ct>;
+    /// −ct.
+    fn negate(&self, a: &Self::Ct) -> Result<Self::Ct>;
+    /// ct × pt (slot-wise).
+    fn mul_plain(&self, a: &Self::Ct, b: &Self::PreparedPt) -> Result<Self::Ct>;
+    /// Σ ct_i × pt_i with one reduction at the end.
+    fn dot(&self, cts: &[&Self::Ct], pts: &[&Self::PreparedPt]) -> Result<Self::Ct>;
+
+    /// Rotates each row left by `step` (signed; |step| < span). Needs a declared key.
+    fn rotate_rows(&self, a: &Self::Ct, step: i64) -> Result<Self::Ct>;
+    /// Swaps the two rows. Needs the column key.
+    fn rotate_columns(&self, a: &Self::Ct) -> Result<Self::Ct>;
+    /// The shared decomposition for hoisted rotations of `a`.
+    fn hoist(&self, a: &Self::Ct) -> Result<Self::Hoisted>;
+    /// A rotation reusing a decomposition.
+    fn rotate_hoisted(&self, h: &Self::Hoisted, step: i64) -> Result<Self::Ct>;
+
+    /// Switches to the last level (one modulus): smaller responses.
+    fn switch_to_last(&self, a: &Self::Ct) -> Result<Self::Ct>;
+    /// Level of a ciphertext (0 = top).
+    fn level(&self, a: &Self::Ct) -> usize;
+    /// Whether a ciphertext is still in seeded form (fresh symmetric encryption).
+    fn is_seeded(&self, a: &Self::Ct) -> bool;
+
+    /// Serialises a ciphertext for the wire.
+    fn serialize(&self, a: &Self::Ct) -> Result<Vec<u8>>;
+    /// Deserialises and validates a ciphertext from the wire.
+    fn deserialize(&self, bytes: &[u8]) -> Result<Self::Ct>;
+
+    /// Exact wire size of a ciphertext (0 in the data-free ideal model).
+    fn wire_size(&self, a: &Self::Ct) -> usize {
+        match self.params() {
+            Some(p) => p.ct_wire_size(self.level(a), self.is_seeded(a)),
+            None => 0,
+        }
+    }
+
+    /// Rotates one ciphertext by several steps with one shared decomposition
+    /// (1 DecPerm + one HstPerm per non-zero step; step 0 returns a copy).
+    fn rotate_group(&self, a: &Self::Ct, steps: &[i64]) -> Result<Vec<Self::Ct>> {
+        if steps.iter().all(|&s| s == 0) {
+            return Ok(steps.iter().map(|_| a.clone()).collect());
+        }
+        let h = self.hoist(a)?;
+        steps
+            .iter()
+            .map(|&s| {
+                if s == 0 {
+                    Ok(a.clone())
+                } else {
+                    self.rotate_hoisted(&h, s)
+                }
+            })
+            .collect()
+    }
+
+    /// Sends a ciphertext over the (simulated) wire: serialise, count, deserialise.
+    fn transfer(&self, _dir: Dir, a: &Self::Ct) -> Result<Self::Ct> {
+        self.deserialize(&self.serialize(a)?)
+    }
+
+    /// Checks that `values` are n (or fewer) reduced elements of Z_p.
+    fn check_values(&self, values: &[u64]) -> Result<()> {
+        let s = self.slots();
+        if values.len() > s.n {
+            return Err(HeError::WrongLength {
+                expected: s.n,
+                actual: values.len(),
+            });
+        }
+        if let Some((index, &value)) = values.iter().enumerate().find(|(_, &v)| v >= s.p) {
+            return Err(HeError::NotReduced {
+                index,
+                value,
+                p: s.p,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,711 @@
+//! `Bfv`: the real backend, fhe.rs 0.1.1 (feature `tfhe-ntt`) plus the speed-ups fhe.rs
+//! leaves on the table, built on fhe-math's public API:
+//!
+//! - **Hoisted rotations.** fhe.rs key-switches with one digit per RNS prime and no
+//!   special modulus. The automorphism commutes with that digit split, so the inverse NTT
+//!   of c1 and the L² NTTs that lift its L digits are done once per ciphertext
+//!   ([`Backend::hoist`]); each rotation of it then costs L slot permutations of the
+//!   lifted digits ([`fhe_math::rq::Poly::substitute`] in NTT form) and two length-L
+//!   inner products with the key (`fhe_math::rq::dot_product`). The key polynomials come
+//!   from `EvaluationKey::to_bytes()` and the public `fhe::proto::bfv` types, the c1
+//!   halves re-expanded from their seeds exactly as fhe.rs 0.1.1 does it (step j ↔ Galois
+//!   exponent 3^j mod 2n, row swap 2n − 1). This mirrors private fhe.rs behaviour: the
+//!   `=0.1.1` pin and the equality tests against fhe.rs's own rotation guard it.
+//! - **Shoup-form plaintexts** for ct × pt ([`BfvPrepared`], NTT + Shoup precomputation
+//!   done once, offline), with centred coefficients (one bit less noise).
+//! - **Fused sums of products** with lazy 128-bit accumulation and one reduction.
+//!
+//! Every rotation of this backend, single or grouped, goes through the hoisted path;
+//! [`Bfv::rotate_rows_fhe`] keeps fhe.rs's own rotation for comparison.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use fhe::bfv::{
+    BfvParameters, Ciphertext, Encoding, EvaluationKey, EvaluationKeyBuilder, Plaintext,
+    PublicKey, SecretKey,
+};
+use fhe::proto::bfv::{Ciphertext as CtProto, EvaluationKey as EkProto};
+use fhe_math::rq::{
+    dot_product, traits::TryConvertFrom, Context, Poly, Representation, SubstitutionExponent,
+};
+use fhe_math::zq::Modulus;
+use fhe_traits::{
+    DeserializeParametrized, FheDecoder, FheDecrypter, FheEncoder, FheEncrypter, Serialize,
+};
+use prost::Message;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::backend::{check_step, Backend, GaloisSpec, Layout, SlotInfo};
+use crate::error::{HeError, Result};
+use crate::params::Params;
+
+/// A BFV ciphertext (two polynomials in NTT form).
+#[derive(Clone, Debug)]
+pub struct BfvCt {
+    ct: Ciphertext,
+    seeded: bool,
+}
+
+/// An encoded plaintext (scaled on use, for additions and encryption).
+#[derive(Clone, Debug)]
+pub struct BfvPt(Plaintext);
+
+/// A plaintext prepared for multiplication: centred coefficients, NTT + Shoup form.
+#[derive(Clone, Debug)]
+pub struct BfvPrepared(Poly);
+
+/// The shared decomposition of a ciphertext for hoisted rotations: the ciphertext, and the L RNS
+/// digits of c1 lifted to the whole modulus, in NTT form.
+#[derive(Debug)]
+pub struct BfvHoisted {
+    ct: Ciphertext,
+    digits: Vec<Poly>,
+}
+
+/// A Galois key in the form the hoisted key switch uses.
+#[derive(Debug)]
+struct RotKey {
+    exp: SubstitutionExponent,
+    c0: Vec<Poly>,
+    c1: Vec<Poly>,
+}
+
+/// The public material a client uploads in setup: its public key (for response
+/// re-randomisation) and the Galois keys it declared, in fhe.rs's seeded wire form.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct PublicKeys {
+    /// The declared rotations.
+    pub galois: GaloisSpec,
+    /// fhe.rs `PublicKey::to_bytes()`.
+    pub public_key: Vec<u8>,
+    /// fhe.rs `EvaluationKey::to_bytes()` (seeded key-switching keys).
+    pub galois_keys: Vec<u8>,
+}
+
+impl PublicKeys {
+    /// Bytes of the Galois keys on the wire.
+    pub fn galois_bytes(&self) -> usize {
+        self.galois_keys.len()
+    }
+    /// Bytes of the public key on the wire.
+    pub fn public_key_bytes(&self) -> usize {
+        self.public_key.len()
+    }
+}
+
+/// The fhe.rs backend. A client instance holds the secret key; a server instance
+/// ([`Bfv::server`]) holds only the public key and Galois keys.
+pub struct Bfv {
+    params: Params,
+    info: SlotInfo,
+    sk: Option<SecretKey>,
+    pk: PublicKey,
+    galois: GaloisSpec,
+    normalized: BTreeSet<usize>,
+    rot_keys: BTreeMap<usize, RotKey>,
+    column_key: Option<RotKey>,
+    fhe_ek: Option<EvaluationKey>,
+    public: PublicKeys,
+}
+
+impl std::fmt::Debug for Bfv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bfv")
+            .field("params", &self.params)
+            .field("galois", &self.galois)
+            .field("has_secret_key", &self.sk.is_some())
+            .finish()
+    }
+}
+
+fn galois_exponent(step: usize, n: usize) -> usize {
+    let m = 2 * n as u128;
+    let mut r = 1u128;
+    for _ in 0..step {
+        r = r * 3 % m;
+    }
+    r as usize
+}
+
+fn malformed(what: &'static str, detail: impl Into<String>) -> HeError {
+    HeError::Malformed {
+        what,
+        detail: detail.into(),
+    }
+}
+
+/// Mirror of fhe-math's `Rq` protobuf (private there), so that wire polynomials are
+/// validated here before any fhe.rs code touches them.
+#[derive(Clone, PartialEq, Message)]
+struct RqWire {
+    #[prost(int32, tag = "1")]
+    representation: i32,
+    #[prost(uint32, tag = "2")]
+    degree: u32,
+    #[prost(bytes = "vec", tag = "3")]
+    coefficients: Vec<u8>,
+    #[prost(bool, tag = "4")]
+    allow_variable_time: bool,
+}
+
+const REPR_NTT: i32 = 2;
+const REPR_NTT_SHOUP: i32 = 3;
+
+/// Decodes a serialized polynomial of `ctx` in representation `repr`, checking its
+/// degree, byte length and that every coefficient is reduced.
+fn decode_poly(
+    bytes: &[u8],
+    ctx: &Arc<Context>,
+    n: usize,
+    repr: i32,
+    what: &'static str,
+) -> Result<Poly> {
+    let rq = RqWire::decode(bytes).map_err(|e| malformed(what, e.to_string()))?;
+    if rq.representation != repr {
+        return Err(malformed(
+            what,
+            format!(
+                "polynomial representation {} instead of {repr}",
+                rq.representation
+            ),
+        ));
+    }
+    if rq.degree as usize != n {
+        return Err(malformed(
+            what,
+            format!("polynomial degree {} instead of {n}", rq.degree),
+        ));
+    }
+    let ops: &[Modulus] = ctx.moduli_operators();
+    let expected: usize = ops.iter().map(|q| q.serialization_length(n)).sum();
+    if rq.coefficients.len() != expected {
+        return Err(malformed(
+            what,
+            format!(
+                "{} coefficient bytes instead of {expected}",
+                rq.coefficients.len()
+            ),
+        ));
+    }
+    let mut coeffs = Vec::with_capacity(n * ops.len());
+    let mut at = 0;
+    for (qi, &q) in ops.iter().zip(ctx.moduli()) {
+        let len = qi.serialization_length(n);
+        let v = qi.deserialize_vec(&rq.coefficients[at..at + len]);
+        at += len;
+        if v.len() != n || v.iter().any(|&c| c >= q) {
+            return Err(malformed(what, "coefficient not reduced modulo q"));
+        }
+        coeffs.extend(v);
+    }
+    let mut p = Poly::try_convert_from(coeffs, ctx, true, Representation::PowerBasis)?;
+    p.change_representation(if repr == REPR_NTT_SHOUP {
+        Representation::NttShoup
+    } else {
+        Representation::Ntt
+    });
+    Ok(p)
+}
+
+impl Bfv {
+    /// A client: fresh secret key, public key and the declared Galois keys (from a CSPRNG).
+    pub fn keygen(params: &Params, galois: GaloisSpec) -> Result<Self> {
+        let mut rng = rand::rng();
+        let par = &params.fhe;
+        let sk = SecretKey::random(par, &mut rng);
+        let pk = PublicKey::new(&sk, &mut rng);
+        let half = params.n() / 2;
+        let mut builder = EvaluationKeyBuilder::new(&sk)?;
+        for s in galois.normalized(half) {
+            builder.enable_column_rotation(s)?;
+        }
+        if galois.column {
+            builder.enable_row_rotation()?;
+        }
+        let ek = builder.build(&mut rng)?;
+        let public = PublicKeys {
+            galois: galois.clone(),
+            public_key: pk.to_bytes(),
+            galois_keys: ek.to_bytes(),
+        };
+        let mut me = Self::from_public(params, public, pk)?;
+        me.sk = Some(sk);
+        me.fhe_ek = Some(ek);
+        Ok(me)
+    }
+
+    /// A server: the client's public material, validated.
+    pub fn server(params: &Params, public: &PublicKeys) -> Result<Self> {
+        let pk = PublicKey::from_bytes(&public.public_key, &params.fhe)
+            .map_err(|e| malformed("public key", e.to_string()))?;
+        Self::from_public(params, public.clone(), pk)
+    }
+
+    fn from_public(params: &Params, public: PublicKeys, pk: PublicKey) -> Result<Self> {
+        let n = params.n();
+        let galois = public.galois.clone();
+        let normalized = galois.normalized(n / 2);
+        let ctx = params.fhe.context_at_level(0)?.clone();
+        let ek = EkProto::decode(public.galois_keys.as_slice())
+            .map_err(|e| malformed("Galois keys", e.to_string()))?;
+        let mut by_exp: BTreeMap<usize, RotKey> = BTreeMap::new();
+        for gk in &ek.gk {
+            let ksk = gk
+                .ksk
+                .as_ref()
+                .ok_or_else(|| malformed("Galois keys", "missing key-switching key"))?;
+            if ksk.ciphertext_level != 0 || ksk.ksk_level != 0 || ksk.log_base != 0 {
+                return Err(malformed("Galois keys", "key not at level 0"));
+            }
+            let l = ctx.moduli().len();
+            if ksk.c0.len() != l {
+                return Err(malformed(
+                    "Galois keys",
+                    format!("{} key parts instead of {l}", ksk.c0.len()),
+                ));
+            }
+            let c0 = ksk
+                .c0
+                .iter()
+                .map(|b| decode_poly(b, &ctx, n, REPR_NTT_SHOUP, "Galois keys"))
+                .collect::<Result<Vec<_>>>()?;
+            let c1 = if ksk.seed.is_empty() {
+                if ksk.c1.len() != l {
+                    return Err(malformed("Galois keys", "missing c1 parts"));
+                }
+                ksk.c1
+                    .iter()
+                    .map(|b| decode_poly(b, &ctx, n, REPR_NTT_SHOUP, "Galois keys"))
+                    .collect::<Result<Vec<_>>>()?
+            } else {
+                let seed: [u8; 32] = ksk
+                    .seed
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| malformed("Galois keys", "seed is not 32 bytes"))?;
+                // fhe.rs 0.1.1 KeySwitchingKey::generate_c1, re-done with its public parts.
+                let mut rng = ChaCha8Rng::from_seed(seed);
+                (0..l)
+                    .map(|_| {
+                        let mut seed_i = [0u8; 32];
+                        rng.fill(&mut seed_i);
+                        Poly::random_from_seed(&ctx, Representation::NttShoup, seed_i)
+                    })
+                    .collect()
+            };
+            let exp = SubstitutionExponent::new(&ctx, gk.exponent as usize)?;
+            by_exp.insert(gk.exponent as usize, RotKey { exp, c0, c1 });
+        }
+        let mut rot_keys = BTreeMap::new();
+        for &s in &normalized {
+            let key = by_exp
+                .remove(&galois_exponent(s, n))
+                .ok_or_else(|| malformed("Galois keys", format!("no key for step {s}")))?;
+            rot_keys.insert(s, key);
+        }
+        let column_key = if galois.column {
+            Some(
+                by_exp
+                    .remove(&(2 * n - 1))
+                    .ok_or_else(|| malformed("Galois keys", "no key for the column rotation"))?,
+            )
+        } else {
+            None
+        };
+        if !by_exp.is_empty() {
+            return Err(malformed(
+                "Galois keys",
+                format!("{} keys that were not declared", by_exp.len()),
+            ));
+        }
+        Ok(Self {
+            info: SlotInfo {
+                n,
+                p: params.p(),
+                layout: Layout::TwoRows,
+            },
+            params: params.clone(),
+            sk: None,
+            pk,
+            galois,
+            normalized,
+            rot_keys,
+            column_key,
+            fhe_ek: None,
+            public,
+        })
+    }
+
+    /// The public material to upload (public key and Galois keys).
+    pub fn public_keys(&self) -> &PublicKeys {
+        &self.public
+    }
+
+    /// The parameter set.
+    pub fn bfv_params(&self) -> &Params {
+        &self.params
+    }
+
+    fn par(&self) -> &Arc<BfvParameters> {
+        &self.params.fhe
+    }
+
+    fn sk(&self) -> Result<&SecretKey> {
+        self.sk.as_ref().ok_or(HeError::MissingKey { key: "secret key" })
+    }
+
+    fn wrap(&self, c: Vec<Poly>) -> Result<BfvCt> {
+        Ok(BfvCt {
+            ct: Ciphertext::new(c, self.par())?,
+            seeded: false,
+        })
+    }
+
+    fn top(a: &BfvCt) -> Result<()> {
+        let l = a.ct.level_index();
+        if l != 0 {
+            return Err(HeError::WrongLevel {
+                expected: 0,
+                actual: l,
+            });
+        }
+        Ok(())
+    }
+
+    fn padded(&self, values: &[u64]) -> Result<Vec<u64>> {
+        self.check_values(values)?;
+        let mut v = values.to_vec();
+        v.resize(self.info.n, 0);
+        Ok(v)
+    }
+
+    fn apply(&self, h: &BfvHoisted, key: &RotKey) -> Result<BfvCt> {
+        let subs = h
+            .digits
+            .iter()
+            .map(|d| d.substitute(&key.exp))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let mut c0 = dot_product(subs.iter(), key.c0.iter())?;
+        let c1 = dot_product(subs.iter(), key.c1.iter())?;
+        c0 += &h.ct[0].substitute(&key.exp)?;
+        self.wrap(vec![c0, c1])
+    }
+
+    /// fhe.rs's own row rotation (no hoisting), for comparison in tests and `bench ops`.
+    /// Available on a client instance (it holds fhe.rs's evaluation key object).
+    pub fn rotate_rows_fhe(&self, a: &BfvCt, step: i64) -> Result<BfvCt> {
+        let ek = self.fhe_ek.as_ref().ok_or(HeError::MissingKey {
+            key: "fhe.rs evaluation key",
+        })?;
+        let s = check_step(step, self.info.n / 2, &self.normalized, &self.galois)?;
+        match s {
+            None => Ok(a.clone()),
+            Some(s) => Ok(BfvCt {
+                ct: ek.rotates_columns_by(&a.ct, s)?,
+                seeded: false,
+            }),
+        }
+    }
+
+    /// fhe.rs's own ct × pt (no Shoup form), for comparison in `bench ops`.
+    pub fn mul_plain_fhe(&self, a: &BfvCt, b: &BfvPt) -> Result<BfvCt> {
+        Self::top(a)?;
+        Ok(BfvCt {
+            ct: &a.ct * &b.0,
+            seeded: false,
+        })
+    }
+}
+
+/// Small accessor so levels read the same everywhere.
+trait LevelIndex {
+    fn level_index(&self) -> usize;
+}
+impl LevelIndex for Ciphertext {
+    fn level_index(&self) -> usize {
+        self.max_switchable_level() + 1 - self[0].ctx().moduli().len()
+    }
+}
+
+impl Backend for Bfv {
+    type Ct = BfvCt;
+    type Pt = BfvPt;
+    type PreparedPt = BfvPrepared;
+    type Hoisted = BfvHoisted;
+
+    fn slots(&self) -> SlotInfo {
+        self.info
+    }
+    fn params(&self) -> Option<&Params> {
+        Some(&self.params)
+    }
+    fn galois(&self) -> &GaloisSpec {
+        &self.galois
+    }
+
+    fn encode(&self, values: &[u64]) -> Result<BfvPt> {
+        let v = self.padded(values)?;
+        Ok(BfvPt(Plaintext::try_encode(
+            v.as_slice(),
+            Encoding::simd_at_level(0),
+            self.par(),
+        )?))
+    }
+
+    fn prepare(&self, values: &[u64]) -> Result<BfvPrepared> {
+        let pt = self.encode(values)?;
+        let ctx = self.par().context_at_level(0)?;
+        let m = Poly::try_convert_from(&pt.0, ctx, false, Representation::PowerBasis)?;
+        let p = self.info.p;
+        let centred: Vec<i64> = m
+            .coefficients()
+            .row(0)
+            .iter()
+            .map(|&c| {
+                if c > p / 2 {
+                    c as i64 - p as i64
+                } else {
+                    c as i64
+                }
+            })
+            .collect();
+        let mut poly =
+            Poly::try_convert_from(centred.as_slice(), ctx, false, Representation::PowerBasis)?;
+        poly.change_representation(Representation::NttShoup);
+        Ok(BfvPrepared(poly))
+    }
+
+    fn encrypt_sym(&self, pt: &BfvPt) -> Result<BfvCt> {
+        let ct = self.sk()?.try_encrypt(&pt.0, &mut rand::rng())?;
+        Ok(BfvCt { ct, seeded: true })
+    }
+
+    fn encrypt_pk(&self, pt: &BfvPt) -> Result<BfvCt> {
+        let ct = self.pk.try_encrypt(&pt.0, &mut rand::rng())?;
+        Ok(BfvCt { ct, seeded: false })
+    }
+
+    fn encrypt_zero_flood(&self, bits: u32) -> Result<BfvCt> {
+        let max = (self.params.log_q() - self.params.p_bits()).saturating_sub(4).min(62);
+        if bits > max {
+            return Err(HeError::FloodTooLarge { bits, max });
+        }
+        let zero = Plaintext::zero(Encoding::simd_at_level(0), self.par())?;
+        let mut rng = rand::rng();
+        let ct = self.pk.try_encrypt(&zero, &mut rng)?;
+        let mut c: Vec<Poly> = ct.to_vec();
+        if bits > 0 {
+            let bound = 1i64 << bits;
+            let noise: Vec<i64> = (0..self.info.n)
+                .map(|_| rng.random_range(-bound..=bound))
+                .collect();
+            let ctx = self.par().context_at_level(0)?;
+            let mut e =
+                Poly::try_convert_from(noise.as_slice(), ctx, false, Representation::PowerBasis)?;
+            e.change_representation(Representation::Ntt);
+            c[0] += &e;
+        }
+        self.wrap(c)
+    }
+
+    fn decrypt(&self, ct: &BfvCt) -> Result<Vec<u64>> {
+        let pt = self.sk()?.try_decrypt(&ct.ct)?;
+        Ok(Vec::<u64>::try_decode(&pt, Encoding::simd())?)
+    }
+
+    #[allow(unsafe_code)]
+    fn noise_budget(&self, ct: &BfvCt) -> Result<Option<u32>> {
+        let sk = self.sk()?;
+        // SAFETY: `measure_noise` is `unsafe` in fhe.rs only because it runs in variable
+        // time in the noise; it is a client-side diagnostic on the client's own data.
+        let noise = unsafe { sk.measure_noise(&ct.ct)? } as f64;
+        let level = ct.ct.level_index();
+        let budget =
+            self.params.log_q_at(level) - (self.info.p as f64).log2() - noise - 1.0;
+        Ok(Some(budget.max(0.0).floor() as u32))
+    }
+
+    fn add(&self, a: &BfvCt, b: &BfvCt) -> Result<BfvCt> {
+        let (la, lb) = (a.ct.level_index(), b.ct.level_index());
+        if la != lb {
+            return Err(HeError::LevelMismatch {
+                left: la,
+                right: lb,
+            });
+        }
+        self.wrap(vec![&a.ct[0] + &b.ct[0], &a.ct[1] + &b.ct[1]])
+    }
+
+    fn sub(&self, a: &BfvCt, b: &BfvCt) -> Result<BfvCt> {
+        let (la, lb) = (a.ct.level_index(), b.ct.level_index());
+        if la != lb {
+            return Err(HeError::LevelMismatch {
+                left: la,
+                right: lb,
+            });
+        }
+        self.wrap(vec![&a.ct[0] - &b.ct[0], &a.ct[1] - &b.ct[1]])
+    }
+
+    fn add_plain(&self, a: &BfvCt, b: &BfvPt) -> Result<BfvCt> {
+        Self::top(a)?;
+        Ok(BfvCt {
+            ct: &a.ct + &b.0,
+            seeded: false,
+        })
+    }
+
+    fn sub_plain(&self, a: &BfvCt, b: &BfvPt) -> Result<BfvCt> {
+        Self::top(a)?;
+        Ok(BfvCt {
+            ct: &a.ct - &b.0,
+            seeded: false,
+        })
+    }
+
+    fn negate(&self, a: &BfvCt) -> Result<BfvCt> {
+        self.wrap(vec![-&a.ct[0], -&a.ct[1]])
+    }
+
+    fn mul_plain(&self, a: &BfvCt, b: &BfvPrepared) -> Result<BfvCt> {
+        Self::top(a)?;
+        let mut c0 = a.ct[0].clone();
+        let mut c1 = a.ct[1].clone();
+        c0 *= &b.0;
+        c1 *= &b.0;
+        self.wrap(vec![c0, c1])
+    }
+
+    fn dot(&self, cts: &[&BfvCt], pts: &[&BfvPrepared]) -> Result<BfvCt> {
+        if cts.is_empty() || pts.is_empty() {
+            return Err(HeError::Empty { what: "dot" });
+        }
+        if cts.len() != pts.len() {
+            return Err(HeError::WrongLength {
+                expected: cts.len(),
+                actual: pts.len(),
+            });
+        }
+        for c in cts {
+            Self::top(c)?;
+        }
+        let c0 = dot_product(cts.iter().map(|c| &c.ct[0]), pts.iter().map(|p| &p.0))?;
+        let c1 = dot_product(cts.iter().map(|c| &c.ct[1]), pts.iter().map(|p| &p.0))?;
+        self.wrap(vec![c0, c1])
+    }
+
+    fn rotate_rows(&self, a: &BfvCt, step: i64) -> Result<BfvCt> {
+        match check_step(step, self.info.n / 2, &self.normalized, &self.galois)? {
+            None => Ok(a.clone()),
+            Some(s) => {
+                let key = self.rot_keys.get(&s).ok_or(HeError::UndeclaredRotation {
+                    step,
+                    declared: self.galois.steps().collect(),
+                })?;
+                let h = self.hoist(a)?;
+                self.apply(&h, key)
+            }
+        }
+    }
+
+    fn rotate_columns(&self, a: &BfvCt) -> Result<BfvCt> {
+        let key = self
+            .column_key
+            .as_ref()
+            .ok_or(HeError::UndeclaredColumnRotation)?;
+        let h = self.hoist(a)?;
+        self.apply(&h, key)
+    }
+
+    fn hoist(&self, a: &BfvCt) -> Result<BfvHoisted> {
+        Self::top(a)?;
+        let mut c1 = a.ct[1].clone();
+        c1.change_representation(Representation::PowerBasis);
+        let ctx = c1.ctx().clone();
+        let digits = c1
+            .coefficients()
+            .outer_iter()
+            .map(|row| {
+                let mut d =
+                    Poly::try_convert_from(row.to_vec(), &ctx, true, Representation::PowerBasis)?;
+                d.change_representation(Representation::Ntt);
+                Ok(d)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(BfvHoisted {
+            ct: a.ct.clone(),
+            digits,
+        })
+    }
+
+    fn rotate_hoisted(&self, h: &BfvHoisted, step: i64) -> Result<BfvCt> {
+        match check_step(step, self.info.n / 2, &self.normalized, &self.galois)? {
+            None => Ok(BfvCt {
+                ct: h.ct.clone(),
+                seeded: false,
+            }),
+            Some(s) => {
+                let key = self.rot_keys.get(&s).ok_or(HeError::UndeclaredRotation {
+                    step,
+                    declared: self.galois.steps().collect(),
+                })?;
+                self.apply(h, key)
+            }
+        }
+    }
+
+    fn switch_to_last(&self, a: &BfvCt) -> Result<BfvCt> {
+        let mut ct = a.ct.clone();
+        ct.switch_to_level(self.params.last_level())?;
+        Ok(BfvCt { ct, seeded: false })
+    }
+
+    fn level(&self, a: &BfvCt) -> usize {
+        a.ct.level_index()
+    }
+
+    fn is_seeded(&self, a: &BfvCt) -> bool {
+        a.seeded
+    }
+
+    fn serialize(&self, a: &BfvCt) -> Result<Vec<u8>> {
+        Ok(a.ct.to_bytes())
+    }
+
+    fn deserialize(&self, bytes: &[u8]) -> Result<BfvCt> {
+        const WHAT: &str = "ciphertext";
+        let proto = CtProto::decode(bytes).map_err(|e| malformed(WHAT, e.to_string()))?;
+        let level = proto.level as usize;
+        if level > self.params.last_level() {
+            return Err(malformed(WHAT, format!("level {level} out of range")));
+        }
+        let ctx = self.par().context_at_level(level)?.clone();
+        let seeded = !proto.seed.is_empty();
+        let parts = match (proto.c.len(), seeded) {
+            (2, false) | (1, true) => proto.c.len(),
+            (k, _) => {
+                return Err(malformed(
+                    WHAT,
+                    format!("{k} polynomials (seeded: {seeded}); expected 2, or 1 and a seed"),
+                ))
+            }
+        };
+        let mut c = proto.c[..parts]
+            .iter()
+            .map(|b| decode_poly(b, &ctx, self.info.n, REPR_NTT, WHAT))
+            .collect::<Result<Vec<_>>>()?;
+        if seeded {
+            let seed: [u8; 32] = proto
+                .seed
+                .as_slice()
+                .try_into()
+                .map_err(|_| malformed(WHAT, "seed is not 32 bytes"))?;
+            c.push(Poly::random_from_seed(&ctx, Representation::Ntt, seed));
+        }
+        // A seeded ciphertext re-serialises with its c1 expanded (fhe.rs keeps the seed
+        // only in the object that drew it): seeded form is for the first hop only.
+        self.wrap(c)
+    }
+}

@@ -1,0 +1,437 @@
+//! Counting: a wrapper that forwards every operation to any backend and counts it (like
+//! swanky's `Informer`), and `Shape`, a backend that carries only shapes. `Count` =
+//! `Counting<Shape>` costs whole networks with millions of operations in milliseconds;
+//! `Counting<Bfv>` and `Counting<Sim>` count the same kernel identically by construction.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use crate::backend::{check_step, Backend, Dir, GaloisSpec, Layout, OpCounts, SlotInfo};
+use crate::error::{HeError, Result};
+use crate::params::Params;
+
+/// Forwards to `B` and counts every operation.
+#[derive(Debug)]
+pub struct Counting<B> {
+    inner: B,
+    counts: Mutex<OpCounts>,
+}
+
+impl<B: Backend> Counting<B> {
+    /// Wraps a backend with zeroed counters.
+    pub fn new(inner: B) -> Self {
+        Self {
+            inner,
+            counts: Mutex::new(OpCounts::default()),
+        }
+    }
+    /// The wrapped backend.
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+    /// The counts so far.
+    pub fn counts(&self) -> OpCounts {
+        *self.counts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// Returns the counts so far and zeroes them.
+    pub fn take(&self) -> OpCounts {
+        std::mem::take(&mut *self.counts.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+    fn bump(&self, f: impl FnOnce(&mut OpCounts)) {
+        f(&mut self.counts.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+    /// RNS moduli at a level (1 in the ideal model).
+    fn moduli_at(&self, level: usize) -> u64 {
+        self.inner
+            .params()
+            .map(|p| (p.levels() - level.min(p.levels() - 1)) as u64)
+            .unwrap_or(1)
+    }
+}
+
+impl<B: Backend> Backend for Counting<B> {
+    type Ct = B::Ct;
+    type Pt = B::Pt;
+    type PreparedPt = B::PreparedPt;
+    type Hoisted = B::Hoisted;
+
+    fn slots(&self) -> SlotInfo {
+        self.inner.slots()
+    }
+    fn params(&self) -> Option<&Params> {
+        self.inner.params()
+    }
+    fn galois(&self) -> &GaloisSpec {
+        self.inner.galois()
+    }
+    fn encode(&self, values: &[u64]) -> Result<Self::Pt> {
+        let r = self.inner.encode(values)?;
+        self.bump(|c| c.ntt += 1);
+        Ok(r)
+    }
+    fn prepare(&self, values: &[u64]) -> Result<Self::PreparedPt> {
+        let r = self.inner.prepare(values)?;
+        self.bump(|c| c.ntt += 1);
+        Ok(r)
+    }
+    fn encrypt_sym(&self, pt: &Self::Pt) -> Result<Self::Ct> {
+        let r = self.inner.encrypt_sym(pt)?;
+        self.bump(|c| c.encrypt += 1);
+        Ok(r)
+    }
+    fn encrypt_pk(&self, pt: &Self::Pt) -> Result<Self::Ct> {
+        let r = self.inner.encrypt_pk(pt)?;
+        self.bump(|c| c.encrypt += 1);
+        Ok(r)
+    }
+    fn encrypt_zero_flood(&self, bits: u32) -> Result<Self::Ct> {
+        let r = self.inner.encrypt_zero_flood(bits)?;
+        self.bump(|c| c.encrypt += 1);
+        Ok(r)
+    }
+    fn decrypt(&self, ct: &Self::Ct) -> Result<Vec<u64>> {
+        let r = self.inner.decrypt(ct)?;
+        self.bump(|c| {
+            c.decrypt += 1;
+            c.intt += 1
+        });
+        Ok(r)
+    }
+    fn noise_budget(&self, ct: &Self::Ct) -> Result<Option<u32>> {
+        self.inner.noise_budget(ct)
+    }
+    fn add(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
+        let r = self.inner.add(a, b)?;
+        self.bump(|c| c.add += 1);
+        Ok(r)
+    }
+    fn sub(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
+        let r = self.inner.sub(a, b)?;
+        self.bump(|c| c.add += 1);
+        Ok(r)
+    }
+    fn add_plain(&self, a: &Self::Ct, b: &Self::Pt) -> Result<Self::Ct> {
+        let r = self.inner.add_plain(a, b)?;
+        self.bump(|c| c.add += 1);
+        Ok(r)
+    }
+    fn sub_plain(&self, a: &Self::Ct, b: &Self::Pt) -> Result<Self::Ct> {
+        let r = self.inner.sub_plain(a, b)?;
+        self.bump(|c| c.add += 1);
+        Ok(r)
+    }
+    fn negate(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        let r = self.inner.negate(a)?;
+        self.bump(|c| c.add += 1);
+        Ok(r)
+    }
+    fn mul_plain(&self, a: &Self::Ct, b: &Self::PreparedPt) -> Result<Self::Ct> {
+        let r = self.inner.mul_plain(a, b)?;
+        self.bump(|c| c.sc_mult += 1);
+        Ok(r)
+    }
+    fn dot(&self, cts: &[&Self::Ct], pts: &[&Self::PreparedPt]) -> Result<Self::Ct> {
+        let r = self.inner.dot(cts, pts)?;
+        let k = cts.len() as u64;
+        self.bump(|c| {
+            c.sc_mult += k;
+            c.add += k - 1
+        });
+        Ok(r)
+    }
+    fn rotate_rows(&self, a: &Self::Ct, step: i64) -> Result<Self::Ct> {
+        let r = self.inner.rotate_rows(a, step)?;
+        if step != 0 {
+            let l = self.moduli_at(self.inner.level(a));
+            self.bump(|c| {
+                c.perm += 1;
+                c.intt += 1;
+                c.ntt += l
+            });
+        }
+        Ok(r)
+    }
+    fn rotate_columns(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        let r = self.inner.rotate_columns(a)?;
+        let l = self.moduli_at(self.inner.level(a));
+        self.bump(|c| {
+            c.perm += 1;
+            c.intt += 1;
+            c.ntt += l
+        });
+        Ok(r)
+    }
+    fn hoist(&self, a: &Self::Ct) -> Result<Self::Hoisted> {
+        let r = self.inner.hoist(a)?;
+        let l = self.moduli_at(self.inner.level(a));
+        self.bump(|c| {
+            c.dec_perm += 1;
+            c.intt += 1;
+            c.ntt += l
+        });
+        Ok(r)
+    }
+    fn rotate_hoisted(&self, h: &Self::Hoisted, step: i64) -> Result<Self::Ct> {
+        let r = self.inner.rotate_hoisted(h, step)?;
+        if step != 0 {
+            self.bump(|c| c.hst_perm += 1);
+        }
+        Ok(r)
+    }
+    fn switch_to_last(&self, a: &Self::Ct) -> Result<Self::Ct> {
+        let from = self.inner.level(a);
+        let r = self.inner.switch_to_last(a)?;
+        let dropped = (self.inner.level(&r) - from) as u64;
+        self.bump(|c| {
+            c.mod_switch += dropped;
+            c.intt += 2 * dropped;
+            c.ntt += 2 * dropped
+        });
+        Ok(r)
+    }
+    fn level(&self, a: &Self::Ct) -> usize {
+        self.inner.level(a)
+    }
+    fn is_seeded(&self, a: &Self::Ct) -> bool {
+        self.inner.is_seeded(a)
+    }
+    fn serialize(&self, a: &Self::Ct) -> Result<Vec<u8>> {
+        self.inner.serialize(a)
+    }
+    fn deserialize(&self, bytes: &[u8]) -> Result<Self::Ct> {
+        self.inner.deserialize(bytes)
+    }
+    fn wire_size(&self, a: &Self::Ct) -> usize {
+        self.inner.wire_size(a)
+    }
+    fn transfer(&self, dir: Dir, a: &Self::Ct) -> Result<Self::Ct> {
+        let bytes = self.inner.wire_size(a) as u64;
+        let r = self.inner.transfer(dir, a)?;
+        self.bump(|c| match dir {
+            Dir::Up => c.bytes_up += bytes,
+            Dir::Down => c.bytes_down += bytes,
+        });
+        Ok(r)
+    }
+}
+
+/// A ciphertext of the data-free backend: its level and whether it is seeded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShapeCt {
+    level: usize,
+    seeded: bool,
+}
+
+/// A backend that carries no data, only shapes; it enforces the same layout, key and
+/// level rules as the others. Decryption yields zeros.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    info: SlotInfo,
+    params: Option<Params>,
+    levels: usize,
+    galois: GaloisSpec,
+    keys: BTreeSet<usize>,
+}
+
+/// The data-free counting backend.
+pub type Count = Counting<Shape>;
+
+impl Count {
+    /// Counts real BFV with these parameters (2 x n/2 layout, exact byte sizes).
+    pub fn real(params: &Params, galois: GaloisSpec) -> Self {
+        Counting::new(Shape::new(params, galois))
+    }
+    /// Counts in the papers' ideal model: one cyclic vector of n slots, a key per step.
+    pub fn ideal(n: usize, p: u64, galois: GaloisSpec) -> Self {
+        Counting::new(Shape::ideal(n, p, galois))
+    }
+}
+
+impl Shape {
+    /// Shapes of real BFV with these parameters.
+    pub fn new(params: &Params, galois: GaloisSpec) -> Self {
+        let info = SlotInfo {
+            n: params.n(),
+            p: params.p(),
+            layout: Layout::TwoRows,
+        };
+        let keys = galois.normalized(info.span());
+        Self {
+            info,
+            params: Some(params.clone()),
+            levels: params.levels(),
+            galois,
+            keys,
+        }
+    }
+    /// Shapes in the ideal cyclic model.
+    pub fn ideal(n: usize, p: u64, galois: GaloisSpec) -> Self {
+        let info = SlotInfo {
+            n,
+            p,
+            layout: Layout::Cyclic,
+        };
+        let keys = galois.normalized(n);
+        Self {
+            info,
+            params: None,
+            levels: 2,
+            galois,
+            keys,
+        }
+    }
+    fn same(a: &ShapeCt, b: &ShapeCt) -> Result<ShapeCt> {
+        if a.level != b.level {
+            return Err(HeError::LevelMismatch {
+                left: a.level,
+                right: b.level,
+            });
+        }
+        Ok(ShapeCt {
+            level: a.level,
+            seeded: false,
+        })
+    }
+    fn top(a: &ShapeCt) -> Result<ShapeCt> {
+        if a.level != 0 {
+            return Err(HeError::WrongLevel {
+                expected: 0,
+                actual: a.level,
+            });
+        }
+        Ok(ShapeCt {
+            level: 0,
+            seeded: false,
+        })
+    }
+    const FRESH: ShapeCt = ShapeCt {
+        level: 0,
+        seeded: false,
+    };
+}
+
+impl Backend for Shape {
+    type Ct = ShapeCt;
+    type Pt = ();
+    type PreparedPt = ();
+    type Hoisted = ShapeCt;
+
+    fn slots(&self) -> SlotInfo {
+        self.info
+    }
+    fn params(&self) -> Option<&Params> {
+        self.params.as_ref()
+    }
+    fn galois(&self) -> &GaloisSpec {
+        &self.galois
+    }
+    fn encode(&self, values: &[u64]) -> Result<()> {
+        self.check_values(values)
+    }
+    fn prepare(&self, values: &[u64]) -> Result<()> {
+        self.check_values(values)
+    }
+    fn encrypt_sym(&self, _pt: &()) -> Result<ShapeCt> {
+        Ok(ShapeCt {
+            level: 0,
+            seeded: true,
+        })
+    }
+    fn encrypt_pk(&self, _pt: &()) -> Result<ShapeCt> {
+        Ok(Self::FRESH)
+    }
+    fn encrypt_zero_flood(&self, _bits: u32) -> Result<ShapeCt> {
+        Ok(Self::FRESH)
+    }
+    fn decrypt(&self, _ct: &ShapeCt) -> Result<Vec<u64>> {
+        Ok(vec![0; self.info.n])
+    }
+    fn noise_budget(&self, _ct: &ShapeCt) -> Result<Option<u32>> {
+        Ok(None)
+    }
+    fn add(&self, a: &ShapeCt, b: &ShapeCt) -> Result<ShapeCt> {
+        Self::same(a, b)
+    }
+    fn sub(&self, a: &ShapeCt, b: &ShapeCt) -> Result<ShapeCt> {
+        Self::same(a, b)
+    }
+    fn add_plain(&self, a: &ShapeCt, _b: &()) -> Result<ShapeCt> {
+        Self::top(a)
+    }
+    fn sub_plain(&self, a: &ShapeCt, _b: &()) -> Result<ShapeCt> {
+        Self::top(a)
+    }
+    fn negate(&self, a: &ShapeCt) -> Result<ShapeCt> {
+        Ok(ShapeCt {
+            level: a.level,
+            seeded: false,
+        })
+    }
+    fn mul_plain(&self, a: &ShapeCt, _b: &()) -> Result<ShapeCt> {
+        Self::top(a)
+    }
+    fn dot(&self, cts: &[&ShapeCt], pts: &[&()]) -> Result<ShapeCt> {
+        if cts.is_empty() || pts.is_empty() {
+            return Err(HeError::Empty { what: "dot" });
+        }
+        if cts.len() != pts.len() {
+            return Err(HeError::WrongLength {
+                expected: cts.len(),
+                actual: pts.len(),
+            });
+        }
+        for c in cts {
+            Self::top(c)?;
+        }
+        Ok(Self::FRESH)
+    }
+    fn rotate_rows(&self, a: &ShapeCt, step: i64) -> Result<ShapeCt> {
+        check_step(step, self.info.span(), &self.keys, &self.galois)?;
+        Ok(ShapeCt {
+            level: a.level,
+            seeded: false,
+        })
+    }
+    fn rotate_columns(&self, a: &ShapeCt) -> Result<ShapeCt> {
+        if self.info.layout != Layout::TwoRows || !self.galois.column {
+            return Err(HeError::UndeclaredColumnRotation);
+        }
+        Ok(ShapeCt {
+            level: a.level,
+            seeded: false,
+        })
+    }
+    fn hoist(&self, a: &ShapeCt) -> Result<ShapeCt> {
+        Self::top(a)
+    }
+    fn rotate_hoisted(&self, h: &ShapeCt, step: i64) -> Result<ShapeCt> {
+        self.rotate_rows(h, step)
+    }
+    fn switch_to_last(&self, _a: &ShapeCt) -> Result<ShapeCt> {
+        Ok(ShapeCt {
+            level: self.levels - 1,
+            seeded: false,
+        })
+    }
+    fn level(&self, a: &ShapeCt) -> usize {
+        a.level
+    }
+    fn is_seeded(&self, a: &ShapeCt) -> bool {
+        a.seeded
+    }
+    fn serialize(&self, a: &ShapeCt) -> Result<Vec<u8>> {
+        Ok(vec![a.level as u8, u8::from(a.seeded)])
+    }
+    fn deserialize(&self, bytes: &[u8]) -> Result<ShapeCt> {
+        match bytes {
+            [l, s] if (*l as usize) < self.levels && *s <= 1 => Ok(ShapeCt {
+                level: *l as usize,
+                seeded: *s == 1,
+            }),
+            _ => Err(HeError::Malformed {
+                what: "shape ciphertext",
+                detail: format!("{} bytes", bytes.len()),
+            }),
+        }
+    }
+}

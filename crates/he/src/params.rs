@@ -1,0 +1,401 @@
+//! BFV parameter sets: named presets, a validating builder, and the parameter hash that
+//! two parties compare in their handshake.
+//!
+//! 128-bit security follows the HomomorphicEncryption.org standard (ternary/small secret,
+//! classical): log2 q ≤ 27 / 54 / 109 / 218 / 438 / 881 bits for n = 1024 … 32768.
+//! GAZELLE and GALA use n = 2048 with a 60-bit q; that is above the 54-bit bound, so
+//! helina has **no n = 2048 preset**: such a set is rejected with
+//! [`HeError::InsecureModulus`].
+//!
+//! fhe.rs has no special key-switching prime: the switch "to the last level" keeps the
+//! first modulus of the chain, so presets put a small modulus first (small responses)
+//! and large ones after it (noise budget for the kernel).
+
+use std::sync::{Arc, OnceLock};
+
+use fhe_traits::Serialize as _;
+use prost::Message as _;
+
+use fhe::bfv::{BfvParameters, BfvParametersBuilder};
+use fhe_math::zq::primes::generate_prime;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{HeError, Result};
+
+/// The NTT implementation this build uses. Builds with different NTT backends cannot
+/// read each other's keys or ciphertexts, so it is part of [`Params::hash`].
+pub const NTT_BACKEND: &str = if cfg!(feature = "tfhe-ntt-nightly") {
+    "tfhe-ntt-nightly"
+} else {
+    "tfhe-ntt"
+};
+
+/// Largest log2 q with 128-bit security for ring degree `n` (HomomorphicEncryption.org
+/// standard, Table 1, classical, ternary secret). `None` for unsupported degrees.
+pub fn max_log_q_128(n: usize) -> Option<u32> {
+    match n {
+        1024 => Some(27),
+        2048 => Some(54),
+        4096 => Some(109),
+        8192 => Some(218),
+        16384 => Some(438),
+        32768 => Some(881),
+        _ => None,
+    }
+}
+
+/// How the ciphertext moduli are given to the builder.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Moduli {
+    /// Bit sizes; the largest NTT-friendly primes of each size are chosen.
+    Bits(Vec<u32>),
+    /// Explicit primes.
+    Explicit(Vec<u64>),
+}
+
+/// A serialisable description of a parameter set (what the handshake exchanges).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamsSpec {
+    /// Preset name, or "custom".
+    pub name: String,
+    /// Ring degree.
+    pub n: usize,
+    /// Plaintext (= sharing) modulus.
+    pub p: u64,
+    /// Ciphertext moduli, first one kept at the last level.
+    pub moduli: Moduli,
+}
+
+/// A validated BFV parameter set.
+#[derive(Clone)]
+pub struct Params {
+    name: String,
+    n: usize,
+    p: u64,
+    moduli: Vec<u64>,
+    pub(crate) fhe: Arc<BfvParameters>,
+    wire_sizes: Arc<OnceLock<Vec<[usize; 2]>>>,
+}
+
+impl std::fmt::Debug for Params {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Params")
+            .field("name", &self.name)
+            .field("n", &self.n)
+            .field("p", &self.p)
+            .field("log_q", &self.log_q())
+            .finish()
+    }
+}
+
+impl PartialEq for Params {
+    fn eq(&self, other: &Self) -> bool {
+        self.n == other.n && self.p == other.p && self.moduli == other.moduli
+    }
+}
+impl Eq for Params {}
+
+/// The names of the presets, in the order `helina` lists them.
+pub const PRESETS: &[&str] = &["n4096", "n8192", "n8192-p32", "n8192-q164", "n8192-q109"];
+
+/// The 32-bit batching prime HELiKs uses: 2^32 − 2^20 + 1.
+pub const P32: u64 = 4_293_918_721;
+
+impl Params {
+    /// A named preset:
+    /// - `n4096`: n = 4096, q = 37+36+36 = 109 bits, 20-bit p. Logic tests and rotation-free kernels.
+    /// - `n8192`: n = 8192, q = 44+58+58+58 = 218 bits, 20-bit p. The secure default.
+    /// - `n8192-p32`: as `n8192` with p = 4293918721 (32 bits) and q = 50+56+56+56.
+    /// - `n8192-q164`: n = 8192, q = 44+60+60 = 164 bits, 20-bit p (smaller, faster, less budget).
+    /// - `n8192-q109`: n = 8192, q = 49+60 = 109 bits, 20-bit p (rotation-free kernels).
+    pub fn preset(name: &str) -> Result<Self> {
+        let (n, p_bits, p_fixed, bits): (usize, u32, Option<u64>, &[u32]) = match name {
+            "n4096" => (4096, 20, None, &[37, 36, 36]),
+            "n8192" => (8192, 20, None, &[44, 58, 58, 58]),
+            "n8192-p32" => (8192, 32, Some(P32), &[50, 56, 56, 56]),
+            "n8192-q164" => (8192, 20, None, &[44, 60, 60]),
+            "n8192-q109" => (8192, 20, None, &[49, 60]),
+            _ => {
+                return Err(HeError::UnknownPreset {
+                    name: name.to_string(),
+                    known: PRESETS.join(", "),
+                })
+            }
+        };
+        let p = match p_fixed {
+            Some(p) => p,
+            None => batching_prime(p_bits, n)?,
+        };
+        ParamsBuilder::new()
+            .name(name)
+            .degree(n)
+            .plaintext(p)
+            .moduli(Moduli::Bits(bits.to_vec()))
+            .build()
+    }
+
+    /// Rebuilds parameters from a spec (e.g. received in a handshake).
+    pub fn from_spec(spec: &ParamsSpec) -> Result<Self> {
+        ParamsBuilder::new()
+            .name(&spec.name)
+            .degree(spec.n)
+            .plaintext(spec.p)
+            .moduli(spec.moduli.clone())
+            .build()
+    }
+
+    /// The spec of these parameters, with explicit moduli.
+    pub fn spec(&self) -> ParamsSpec {
+        ParamsSpec {
+            name: self.name.clone(),
+            n: self.n,
+            p: self.p,
+            moduli: Moduli::Explicit(self.moduli.clone()),
+        }
+    }
+
+    /// Preset name or "custom".
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Ring degree = number of slots.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Slots per row (n/2).
+    pub fn row_size(&self) -> usize {
+        self.n / 2
+    }
+    /// Plaintext (sharing) modulus p.
+    pub fn p(&self) -> u64 {
+        self.p
+    }
+    /// Bits of p (ceil(log2 p)).
+    pub fn p_bits(&self) -> u32 {
+        64 - self.p.leading_zeros()
+    }
+    /// The ciphertext moduli, first one kept at the last level.
+    pub fn moduli(&self) -> &[u64] {
+        &self.moduli
+    }
+    /// Number of levels (= number of moduli).
+    pub fn levels(&self) -> usize {
+        self.moduli.len()
+    }
+    /// Index of the last level (one modulus left).
+    pub fn last_level(&self) -> usize {
+        self.moduli.len() - 1
+    }
+    /// Sum of the moduli's bit lengths.
+    pub fn log_q(&self) -> u32 {
+        self.moduli.iter().map(|q| 64 - q.leading_zeros()).sum()
+    }
+    /// log2 of the modulus at `level` (as a float).
+    pub fn log_q_at(&self, level: usize) -> f64 {
+        self.moduli[..self.moduli.len() - level.min(self.moduli.len() - 1)]
+            .iter()
+            .map(|&q| (q as f64).log2())
+            .sum()
+    }
+
+    /// Exact serialized size in bytes of a two-part ciphertext at `level`, in seeded
+    /// form (c1 replaced by a 32-byte seed) or not.
+    pub fn ct_wire_size(&self, level: usize, seeded: bool) -> usize {
+        let sizes = self.wire_sizes.get_or_init(|| {
+            (0..self.levels())
+                .map(|l| {
+                    let poly = self
+                        .fhe
+                        .context_at_level(l)
+                        .map(|ctx| {
+                            fhe_math::rq::Poly::zero(ctx, fhe_math::rq::Representation::Ntt)
+                                .to_bytes()
+                        })
+                        .unwrap_or_default();
+                    let full = fhe::proto::bfv::Ciphertext {
+                        c: vec![poly.clone(), poly.clone()],
+                        seed: vec![],
+                        level: l as u32,
+                    };
+                    let seeded = fhe::proto::bfv::Ciphertext {
+                        c: vec![poly],
+                        seed: vec![0u8; 32],
+                        level: l as u32,
+                    };
+                    [full.encoded_len(), seeded.encoded_len()]
+                })
+                .collect()
+        });
+        sizes
+            .get(level)
+            .map(|s| s[usize::from(seeded)])
+            .unwrap_or(0)
+    }
+
+    /// A hash identifying these parameters *and* this build's NTT backend (hex, 32 chars).
+    pub fn hash(&self) -> String {
+        let mut h = Sha256::new();
+        h.update(b"helina-params-v1");
+        h.update((self.n as u64).to_le_bytes());
+        h.update(self.p.to_le_bytes());
+        for q in &self.moduli {
+            h.update(q.to_le_bytes());
+        }
+        h.update(NTT_BACKEND.as_bytes());
+        h.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// Centered representative of `x mod p` in (−p/2, p/2].
+    pub fn center(&self, x: u64) -> i64 {
+        let x = x % self.p;
+        if x > self.p / 2 {
+            x as i64 - self.p as i64
+        } else {
+            x as i64
+        }
+    }
+
+    /// Reduces a signed value into [0, p).
+    pub fn reduce(&self, x: i64) -> u64 {
+        x.rem_euclid(self.p as i64) as u64
+    }
+}
+
+/// The largest `bits`-bit prime p ≡ 1 (mod 2n).
+pub fn batching_prime(bits: u32, n: usize) -> Result<u64> {
+    generate_prime(bits as usize, 2 * n as u64, 1u64 << bits).ok_or(HeError::NoBatching {
+        p: 0,
+        n,
+        two_n: 2 * n,
+    })
+}
+
+/// Builder for [`Params`]; `build()` checks every invariant.
+#[derive(Clone, Debug, Default)]
+pub struct ParamsBuilder {
+    name: Option<String>,
+    n: usize,
+    p: u64,
+    moduli: Option<Moduli>,
+}
+
+impl ParamsBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Name shown in reports.
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.to_string());
+        self
+    }
+    /// Ring degree.
+    pub fn degree(mut self, n: usize) -> Self {
+        self.n = n;
+        self
+    }
+    /// Plaintext modulus.
+    pub fn plaintext(mut self, p: u64) -> Self {
+        self.p = p;
+        self
+    }
+    /// Ciphertext moduli.
+    pub fn moduli(mut self, m: Moduli) -> Self {
+        self.moduli = Some(m);
+        self
+    }
+
+    /// Validates and builds.
+    pub fn build(self) -> Result<Params> {
+        let n = self.n;
+        let max_log_q = max_log_q_128(n).ok_or(HeError::UnsupportedDegree { n })?;
+        let two_n = 2 * n;
+        let moduli = match self.moduli.unwrap_or(Moduli::Bits(vec![])) {
+            Moduli::Bits(bits) => {
+                let mut out: Vec<u64> = Vec::with_capacity(bits.len());
+                for (index, &b) in bits.iter().enumerate() {
+                    if !(10..=62).contains(&b) {
+                        return Err(HeError::InvalidModulus {
+                            index,
+                            q: 1u64.checked_shl(b).unwrap_or(u64::MAX),
+                            two_n,
+                        });
+                    }
+                    let mut upper = 1u64 << b;
+                    let q = loop {
+                        match generate_prime(b as usize, two_n as u64, upper) {
+                            Some(q) if out.contains(&q) => upper = q,
+                            Some(q) => break q,
+                            None => {
+                                return Err(HeError::InvalidModulus {
+                                    index,
+                                    q: upper,
+                                    two_n,
+                                })
+                            }
+                        }
+                    };
+                    out.push(q);
+                }
+                out
+            }
+            Moduli::Explicit(m) => {
+                for (index, &q) in m.iter().enumerate() {
+                    let bits = 64 - q.leading_zeros();
+                    if !(10..=62).contains(&bits)
+                        || q % two_n as u64 != 1
+                        || !fhe_util::is_prime(q)
+                        || m[..index].contains(&q)
+                    {
+                        return Err(HeError::InvalidModulus { index, q, two_n });
+                    }
+                }
+                m
+            }
+        };
+        if moduli.is_empty() {
+            return Err(HeError::ChainTooShort { min: 1, actual: 0 });
+        }
+        let log_q: u32 = moduli.iter().map(|q| 64 - q.leading_zeros()).sum();
+        if log_q > max_log_q {
+            return Err(HeError::InsecureModulus {
+                n,
+                log_q,
+                max_log_q,
+            });
+        }
+        let p = self.p;
+        if p < 3 || p % two_n as u64 != 1 || !fhe_util::is_prime(p) {
+            return Err(HeError::NoBatching { p, n, two_n });
+        }
+        let p_bits = 64 - p.leading_zeros();
+        let q_min_bits = moduli
+            .iter()
+            .map(|q| 64 - q.leading_zeros())
+            .min()
+            .unwrap_or(0);
+        if p_bits + 8 > q_min_bits {
+            return Err(HeError::PlaintextTooLarge {
+                p_bits,
+                q_bits: q_min_bits,
+            });
+        }
+        let fhe = BfvParametersBuilder::new()
+            .set_degree(n)
+            .set_plaintext_modulus(p)
+            .set_moduli(&moduli)
+            .build_arc()?;
+        Ok(Params {
+            name: self.name.unwrap_or_else(|| "custom".into()),
+            n,
+            p,
+            moduli,
+            fhe,
+            wire_sizes: Arc::new(OnceLock::new()),
+        })
+    }
+}
