@@ -136,22 +136,7 @@ fn malformed(what: &'static str, detail: impl Into<String>) -> HeError {
     }
 }
 
-/// Mirror of fhe-math's `Rq` protobuf (private there), so that wire polynomials are
-/// validated here before any fhe.rs code touches them.
-#[derive(Clone, PartialEq, Message)]
-struct RqWire {
-    #[prost(int32, tag = "1")]
-    representation: i32,
-    #[prost(uint32, tag = "2")]
-    degree: u32,
-    #[prost(bytes = "vec", tag = "3")]
-    coefficients: Vec<u8>,
-    #[prost(bool, tag = "4")]
-    allow_variable_time: bool,
-}
-
-const REPR_NTT: i32 = 2;
-const REPR_NTT_SHOUP: i32 = 3;
+use crate::wire::{RqWire, REPR_NTT, REPR_NTT_SHOUP};
 
 /// Decodes a serialized polynomial of `ctx` in representation `repr`, checking its
 /// degree, byte length and that every coefficient is reduced.

@@ -19,6 +19,7 @@ mod count;
 mod error;
 mod params;
 mod sim;
+mod wire;
 
 pub use backend::{Backend, Dir, GaloisSpec, Layout, OpCounts, SlotInfo};
 pub use bfv::{Bfv, BfvCt, BfvHoisted, BfvPrepared, BfvPt, PublicKeys};

@@ -13,7 +13,6 @@
 
 use std::sync::{Arc, OnceLock};
 
-use fhe_traits::Serialize as _;
 use prost::Message as _;
 
 use fhe::bfv::{BfvParameters, BfvParametersBuilder};
@@ -205,12 +204,23 @@ impl Params {
         let sizes = self.wire_sizes.get_or_init(|| {
             (0..self.levels())
                 .map(|l| {
+                    // fhe.rs ciphertext polynomials are NTT form, variable-time allowed.
                     let poly = self
                         .fhe
                         .context_at_level(l)
                         .map(|ctx| {
-                            fhe_math::rq::Poly::zero(ctx, fhe_math::rq::Representation::Ntt)
-                                .to_bytes()
+                            let bytes: usize = ctx
+                                .moduli_operators()
+                                .iter()
+                                .map(|q| q.serialization_length(self.n))
+                                .sum();
+                            crate::wire::RqWire {
+                                representation: crate::wire::REPR_NTT,
+                                degree: self.n as u32,
+                                coefficients: vec![0; bytes],
+                                allow_variable_time: true,
+                            }
+                            .encode_to_vec()
                         })
                         .unwrap_or_default();
                     let full = fhe::proto::bfv::Ciphertext {

@@ -1,0 +1,140 @@
+//! Serialisation: exact sizes, seeded queries, small responses, and malformed bytes that
+//! give errors instead of panics.
+
+mod common;
+
+use common::*;
+use he::{random_slots, Backend, Bfv, GaloisSpec, HeError, Params, PublicKeys};
+
+#[test]
+fn sizes_are_exact_and_seeded_is_half() {
+    let b = client();
+    let x = random_slots(params().n(), params().p(), &mut rng(3));
+    let pt = b.encode(&x).unwrap();
+    let sym = b.encrypt_sym(&pt).unwrap();
+    let pk = b.encrypt_pk(&pt).unwrap();
+    let last = b.switch_to_last(&pk).unwrap();
+    for ct in [&sym, &pk, &last] {
+        assert_eq!(b.serialize(ct).unwrap().len(), b.wire_size(ct));
+    }
+    let (s, f) = (b.wire_size(&sym) as f64, b.wire_size(&pk) as f64);
+    assert!((0.49..0.52).contains(&(s / f)), "seeded/full = {}", s / f);
+    // The seeded query decrypts after the trip.
+    let back = b.deserialize(&b.serialize(&sym).unwrap()).unwrap();
+    assert_eq!(b.decrypt(&back).unwrap(), x);
+    let back = b.deserialize(&b.serialize(&last).unwrap()).unwrap();
+    assert_eq!(b.decrypt(&back).unwrap(), x);
+}
+
+#[test]
+fn n8192_last_level_is_about_five_times_smaller() {
+    let p = Params::preset("n8192").unwrap();
+    let b = Bfv::keygen(&p, GaloisSpec::none()).unwrap();
+    let ct = b.encrypt_pk(&b.encode(&[1, 2, 3]).unwrap()).unwrap();
+    let full = b.serialize(&ct).unwrap().len();
+    let sym = b.serialize(&b.encrypt_sym(&b.encode(&[1]).unwrap()).unwrap()).unwrap().len();
+    let last = b.serialize(&b.switch_to_last(&ct).unwrap()).unwrap().len();
+    // 2 x 8192 x 218 bits = 446 KB; seeded ~223 KB; last level (44-bit modulus) ~90 KB.
+    assert!((440_000..452_000).contains(&full), "full {full}");
+    assert!((220_000..226_000).contains(&sym), "seeded {sym}");
+    let ratio = full as f64 / last as f64;
+    assert!(ratio > 4.8, "last level only {ratio:.2}x smaller ({last} bytes)");
+    assert_eq!(b.decrypt(&b.switch_to_last(&ct).unwrap()).unwrap()[..3], [1, 2, 3]);
+}
+
+#[test]
+fn truncated_or_corrupted_ciphertexts_are_errors() {
+    let b = client();
+    let ct = b.encrypt_pk(&b.encode(&[5]).unwrap()).unwrap();
+    let bytes = b.serialize(&ct).unwrap();
+    for cut in [0, 1, 10, bytes.len() / 2, bytes.len() - 1] {
+        assert!(
+            matches!(b.deserialize(&bytes[..cut]), Err(HeError::Malformed { .. })),
+            "cut at {cut}"
+        );
+    }
+    let mut r = rng(9);
+    for i in 0..200 {
+        let mut bad = bytes.clone();
+        let pos = rand::Rng::random_range(&mut r, 0..bad.len());
+        bad[pos] ^= 1 << (i % 8);
+        // Flipping a coefficient bit may still give a valid ciphertext; it must never panic.
+        let _ = b.deserialize(&bad);
+    }
+    // Random bytes.
+    for len in [3usize, 100, 5000] {
+        let junk: Vec<u8> = (0..len).map(|i| (i * 7919 % 251) as u8).collect();
+        assert!(b.deserialize(&junk).is_err());
+    }
+    // A coefficient that is not reduced modulo q is rejected: set all bits of c0's bytes.
+    let mut proto: fhe::proto::bfv::Ciphertext = prost::Message::decode(bytes.as_slice()).unwrap();
+    let mut rq = proto.c[0].clone();
+    let len = rq.len();
+    for byte in &mut rq[len - 200..len - 10] {
+        *byte = 0xff;
+    }
+    proto.c[0] = rq;
+    let bad = prost::Message::encode_to_vec(&proto);
+    assert!(b.deserialize(&bad).is_err());
+    // Three polynomials (a degree-2 ciphertext) are refused.
+    let mut proto: fhe::proto::bfv::Ciphertext = prost::Message::decode(bytes.as_slice()).unwrap();
+    proto.c.push(proto.c[0].clone());
+    assert!(matches!(
+        b.deserialize(&prost::Message::encode_to_vec(&proto)),
+        Err(HeError::Malformed { .. })
+    ));
+}
+
+#[test]
+fn server_from_public_keys_rotates_for_the_client() {
+    let c = client();
+    let public = c.public_keys().clone();
+    assert!(public.galois_bytes() > 0 && public.public_key_bytes() > 0);
+    let s = Bfv::server(params(), &public).unwrap();
+    let x = random_slots(params().n(), params().p(), &mut rng(4));
+    let q = s
+        .deserialize(&c.serialize(&c.encrypt_sym(&c.encode(&x).unwrap()).unwrap()).unwrap())
+        .unwrap();
+    let r = s.rotate_rows(&q, 3).unwrap();
+    let z = s.add(&r, &s.encrypt_zero_flood(20).unwrap()).unwrap();
+    let back = c.deserialize(&s.serialize(&z).unwrap()).unwrap();
+    assert_eq!(c.decrypt(&back).unwrap(), rotate_rows_ref(&x, 3));
+    // The server cannot decrypt.
+    assert_eq!(s.decrypt(&r).unwrap_err(), HeError::MissingKey { key: "secret key" });
+}
+
+#[test]
+fn corrupted_public_keys_are_errors() {
+    let public = client().public_keys().clone();
+    let mut bad = public.clone();
+    bad.galois_keys.truncate(bad.galois_keys.len() / 3);
+    assert!(matches!(Bfv::server(params(), &bad), Err(HeError::Malformed { .. })));
+    let mut bad: PublicKeys = public.clone();
+    bad.galois = GaloisSpec::new([1, 2, 3, 4]).with_column();
+    assert!(matches!(Bfv::server(params(), &bad), Err(HeError::Malformed { .. })));
+    let mut bad = public.clone();
+    bad.public_key = vec![1, 2, 3];
+    assert!(matches!(Bfv::server(params(), &bad), Err(HeError::Malformed { .. })));
+    // Keys made for other parameters.
+    let other = Params::preset("n8192-q109").unwrap();
+    assert!(Bfv::server(&other, &public).is_err());
+}
+
+#[test]
+fn flooding_costs_about_its_bits_of_budget() {
+    let b = client();
+    let x = b.encrypt_pk(&b.encode(&[9]).unwrap()).unwrap();
+    let before = b.noise_budget(&x).unwrap().unwrap();
+    let flooded = b.add(&x, &b.encrypt_zero_flood(40).unwrap()).unwrap();
+    let after = b.noise_budget(&flooded).unwrap().unwrap();
+    assert_eq!(b.decrypt(&flooded).unwrap()[0], 9);
+    // Fresh noise is ~ 2^(10..14); 40-bit flooding leaves the budget 26..32 bits lower.
+    assert!(
+        (24..=34).contains(&(before as i64 - after as i64)),
+        "budget {before} -> {after}"
+    );
+    assert!(matches!(
+        b.encrypt_zero_flood(100),
+        Err(HeError::FloodTooLarge { bits: 100, .. })
+    ));
+}
