@@ -1,1 +1,55 @@
-fn main(){}
+//! `helina`: private neural-network inference with packed BFV and secret sharing.
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+mod bench_ops;
+mod demo;
+mod timing;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "helina",
+    version,
+    about = "HE linear algebra for private inference"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Runs one private query end to end on loopback-free in-process parties and checks
+    /// it against the plaintext reference.
+    Demo(demo::DemoArgs),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Median time of every HE operation the kernels use, plain fhe.rs next to helina's
+    /// faster variant.
+    Ops(bench_ops::OpsArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Demo(a) => demo::run(&a),
+        Cmd::Bench { what } => match what {
+            BenchCmd::Ops(a) => bench_ops::run(&a),
+        },
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}

@@ -22,8 +22,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use fhe::bfv::{
-    BfvParameters, Ciphertext, Encoding, EvaluationKey, EvaluationKeyBuilder, Plaintext,
-    PublicKey, SecretKey,
+    BfvParameters, Ciphertext, Encoding, EvaluationKey, EvaluationKeyBuilder, Plaintext, PublicKey,
+    SecretKey,
 };
 use fhe::proto::bfv::{Ciphertext as CtProto, EvaluationKey as EkProto};
 use fhe_math::rq::{
@@ -64,12 +64,57 @@ pub struct BfvHoisted {
     digits: Vec<Poly>,
 }
 
-/// A Galois key in the form the hoisted key switch uses.
+/// A Galois key in the form the fused hoisted key switch uses: the slot permutation of
+/// its automorphism in NTT form, and the key polynomials as flat coefficient arrays
+/// (index (digit · L + modulus) · n + slot).
 #[derive(Debug)]
 struct RotKey {
-    exp: SubstitutionExponent,
-    c0: Vec<Poly>,
-    c1: Vec<Poly>,
+    inv: Vec<u32>,
+    k0: Vec<u64>,
+    k1: Vec<u64>,
+}
+
+impl RotKey {
+    fn new(
+        ctx: &Arc<Context>,
+        n: usize,
+        exponent: usize,
+        c0: &[Poly],
+        c1: &[Poly],
+    ) -> Result<Self> {
+        let exp = SubstitutionExponent::new(ctx, exponent)?;
+        let l = ctx.moduli().len();
+        // The permutation fhe-math's NTT-form substitution applies, read off an index poly.
+        let idx: Vec<u64> = (0..l).flat_map(|_| 0..n as u64).collect();
+        let probe =
+            Poly::try_convert_from(idx, ctx, true, Representation::Ntt)?.substitute(&exp)?;
+        let perm: Vec<u32> = probe
+            .coefficients()
+            .row(0)
+            .iter()
+            .map(|&v| v as u32)
+            .collect();
+        // Keys are stored pre-permuted by σ⁻¹, so the online inner loop streams:
+        // (Σ_i σ(D_i)·k_i)[t] = (Σ_i D_i·σ⁻¹(k_i))[σ(t)].
+        let mut inv = vec![0u32; n];
+        for (t, &s) in perm.iter().enumerate() {
+            inv[s as usize] = t as u32;
+        }
+        let flat = |polys: &[Poly]| -> Vec<u64> {
+            let mut k = Vec::with_capacity(l * l * n);
+            for poly in polys {
+                for row in poly.coefficients().outer_iter() {
+                    k.extend(inv.iter().map(|&t| row[t as usize]));
+                }
+            }
+            k
+        };
+        Ok(Self {
+            k0: flat(c0),
+            k1: flat(c1),
+            inv,
+        })
+    }
 }
 
 /// The public material a client uploads in setup: its public key (for response
@@ -280,8 +325,10 @@ impl Bfv {
                     })
                     .collect()
             };
-            let exp = SubstitutionExponent::new(&ctx, gk.exponent as usize)?;
-            by_exp.insert(gk.exponent as usize, RotKey { exp, c0, c1 });
+            by_exp.insert(
+                gk.exponent as usize,
+                RotKey::new(&ctx, n, gk.exponent as usize, &c0, &c1)?,
+            );
         }
         let mut rot_keys = BTreeMap::new();
         for &s in &normalized {
@@ -338,7 +385,9 @@ impl Bfv {
     }
 
     fn sk(&self) -> Result<&SecretKey> {
-        self.sk.as_ref().ok_or(HeError::MissingKey { key: "secret key" })
+        self.sk
+            .as_ref()
+            .ok_or(HeError::MissingKey { key: "secret key" })
     }
 
     fn wrap(&self, c: Vec<Poly>) -> Result<BfvCt> {
@@ -366,16 +415,55 @@ impl Bfv {
         Ok(v)
     }
 
+    /// The hoisted key switch, fused: for every modulus j and slot t,
+    /// c0'[t] = σ(c0)[t] + Σ_i σ(D_i)[t]·k0_i[t] and c1'[t] = Σ_i σ(D_i)[t]·k1_i[t], where
+    /// σ is a slot permutation in NTT form: 128-bit accumulation, one reduction per slot,
+    /// no intermediate polynomials.
     fn apply(&self, h: &BfvHoisted, key: &RotKey) -> Result<BfvCt> {
-        let subs = h
-            .digits
-            .iter()
-            .map(|d| d.substitute(&key.exp))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let mut c0 = dot_product(subs.iter(), key.c0.iter())?;
-        let c1 = dot_product(subs.iter(), key.c1.iter())?;
-        c0 += &h.ct[0].substitute(&key.exp)?;
-        self.wrap(vec![c0, c1])
+        let c0 = h.ct[0].coefficients();
+        let ctx = h.ct[0].ctx().clone();
+        let ops = ctx.moduli_operators();
+        let (l, n) = (ops.len(), self.info.n);
+        let views: Vec<_> = h.digits.iter().map(|d| d.coefficients()).collect();
+        let mut out0 = ndarray::Array2::<u64>::zeros((l, n));
+        let mut out1 = ndarray::Array2::<u64>::zeros((l, n));
+        for (j, q) in ops.iter().enumerate() {
+            let rows: Vec<_> = views.iter().map(|v| v.row(j)).collect();
+            let d: Vec<&[u64]> = rows
+                .iter()
+                .map(|r| {
+                    r.as_slice()
+                        .ok_or_else(|| HeError::Engine("digit layout".into()))
+                })
+                .collect::<Result<_>>()?;
+            let k0: Vec<&[u64]> = (0..l)
+                .map(|i| &key.k0[(i * l + j) * n..(i * l + j + 1) * n])
+                .collect();
+            let k1: Vec<&[u64]> = (0..l)
+                .map(|i| &key.k1[(i * l + j) * n..(i * l + j + 1) * n])
+                .collect();
+            let c0j = c0.row(j);
+            let mut o0 = out0.row_mut(j);
+            let mut o1 = out1.row_mut(j);
+            for (s, (&dst, &c)) in key.inv.iter().zip(c0j.iter()).enumerate() {
+                let (mut a0, mut a1) = (0u128, 0u128);
+                for i in 0..l {
+                    let x = d[i][s] as u128;
+                    a0 += x * k0[i][s] as u128;
+                    a1 += x * k1[i][s] as u128;
+                    // Each product is below 2^124: reduce before 16 could overflow.
+                    if i % 15 == 14 {
+                        a0 = q.reduce_u128(a0) as u128;
+                        a1 = q.reduce_u128(a1) as u128;
+                    }
+                }
+                o0[dst as usize] = q.add(q.reduce_u128(a0), c);
+                o1[dst as usize] = q.reduce_u128(a1);
+            }
+        }
+        let p0 = Poly::try_convert_from(out0, &ctx, true, Representation::Ntt)?;
+        let p1 = Poly::try_convert_from(out1, &ctx, true, Representation::Ntt)?;
+        self.wrap(vec![p0, p1])
     }
 
     /// fhe.rs's own row rotation (no hoisting), for comparison in tests and `bench ops`.
@@ -473,7 +561,9 @@ impl Backend for Bfv {
     }
 
     fn encrypt_zero_flood(&self, bits: u32) -> Result<BfvCt> {
-        let max = (self.params.log_q() - self.params.p_bits()).saturating_sub(4).min(62);
+        let max = (self.params.log_q() - self.params.p_bits())
+            .saturating_sub(4)
+            .min(62);
         if bits > max {
             return Err(HeError::FloodTooLarge { bits, max });
         }
@@ -507,8 +597,7 @@ impl Backend for Bfv {
         // time in the noise; it is a client-side diagnostic on the client's own data.
         let noise = unsafe { sk.measure_noise(&ct.ct)? } as f64;
         let level = ct.ct.level_index();
-        let budget =
-            self.params.log_q_at(level) - (self.info.p as f64).log2() - noise - 1.0;
+        let budget = self.params.log_q_at(level) - (self.info.p as f64).log2() - noise - 1.0;
         Ok(Some(budget.max(0.0).floor() as u32))
     }
 

@@ -150,7 +150,9 @@ pub enum HeError {
         actual: String,
     },
     /// Flooding noise too large for the modulus.
-    #[error("flooding noise of {bits} bits is too large: at most {max} bits fit under this modulus")]
+    #[error(
+        "flooding noise of {bits} bits is too large: at most {max} bits fit under this modulus"
+    )]
     FloodTooLarge {
         /// Asked bits.
         bits: u32,

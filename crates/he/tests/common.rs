@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! Shared fixtures: one n4096 client per test binary (key generation is the slow part).
 #![allow(dead_code)]
 

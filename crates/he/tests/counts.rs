@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! The counting wrapper reports identical counts on Bfv, Sim and the data-free Count for
 //! the same sequence of operations, and the counts are the ones the sequence implies.
 
@@ -14,7 +15,10 @@ fn workload<B: Backend>(b: &B) -> he::Result<()> {
     let w1 = b.prepare(&[4, 5])?;
     let w2 = b.prepare(&[6])?;
     let rots = b.rotate_group(&x, &[0, 1, 2, -1])?;
-    let prods: Vec<B::Ct> = rots.iter().map(|r| b.mul_plain(r, &w1)).collect::<he::Result<_>>()?;
+    let prods: Vec<B::Ct> = rots
+        .iter()
+        .map(|r| b.mul_plain(r, &w1))
+        .collect::<he::Result<_>>()?;
     let mut acc = b.dot(&[&prods[0], &prods[1]], &[&w2, &w2])?;
     acc = b.add(&acc, &prods[2])?;
     acc = b.rotate_rows(&acc, 3)?;
@@ -37,13 +41,13 @@ fn counts_are_identical_on_all_backends_and_as_expected() {
     workload(&count).unwrap();
     let l = params().levels() as u64;
     let expected = OpCounts {
-        add: 1 + 1 + 1 + 1,         // dot's one add, add, add_plain, add flood
-        sc_mult: 4 + 2,             // four products (step 0 included), a dot of two
-        perm: 2,                    // rotate_rows, rotate_columns
-        dec_perm: 1,                // one group
-        hst_perm: 3,                // steps 1, 2, -1 (0 is free)
+        add: 1 + 1 + 1 + 1,           // dot's one add, add, add_plain, add flood
+        sc_mult: 4 + 2,               // four products (step 0 included), a dot of two
+        perm: 2,                      // rotate_rows, rotate_columns
+        dec_perm: 1,                  // one group
+        hst_perm: 3,                  // steps 1, 2, -1 (0 is free)
         ntt: 4 + 3 * l + 2 * (l - 1), // 2 prepared + 2 encoded, 3 key switches, switch
-        intt: 3 + 2 * (l - 1) + 1,  // 3 key switches, switch, decrypt
+        intt: 3 + 2 * (l - 1) + 1,    // 3 key switches, switch, decrypt
         encrypt: 2,
         decrypt: 1,
         mod_switch: l - 1,
@@ -64,7 +68,10 @@ fn ideal_model_is_one_cyclic_vector() {
     let out = s.decrypt(&s.rotate_rows(&ct, 1).unwrap()).unwrap();
     assert_eq!(out[1023], 1024);
     assert_eq!(out[2047], 0);
-    assert_eq!(s.rotate_columns(&ct), Err(he::HeError::UndeclaredColumnRotation));
+    assert_eq!(
+        s.rotate_columns(&ct),
+        Err(he::HeError::UndeclaredColumnRotation)
+    );
     let c = Count::ideal(2048, 12289, he::GaloisSpec::new([1, 1500]));
     let x = c.encrypt_sym(&c.encode(&[]).unwrap()).unwrap();
     c.rotate_rows(&x, 1500).unwrap();

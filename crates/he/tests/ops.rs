@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! Every Bfv operation equals the cleartext reference (and Sim) on random data at n4096.
 
 mod common;
@@ -5,6 +6,9 @@ mod common;
 use common::*;
 use he::{random_slots, Backend, HeError};
 use proptest::prelude::*;
+
+/// (operation, reference, Bfv result, Sim result)
+type Check = (&'static str, Vec<u64>, Vec<u64>, Vec<u64>);
 
 fn mulmod(a: u64, b: u64, p: u64) -> u64 {
     ((a as u128 * b as u128) % p as u128) as u64
@@ -68,7 +72,7 @@ proptest! {
         let mul: Vec<u64> = x.iter().zip(&w).map(|(a, c)| mulmod(*a, *c, p)).collect();
         let dot: Vec<u64> = (0..n).map(|i| (mulmod(x[i], w[i], p) + mulmod(y[i], w2[i], p)) % p).collect();
 
-        let checks: Vec<(&str, Vec<u64>, Vec<u64>, Vec<u64>)> = vec![
+        let checks: Vec<Check> = vec![
             ("add", add.clone(), b.decrypt(&b.add(&cx, &cy).unwrap()).unwrap(), s.decrypt(&s.add(&sx, &sy).unwrap()).unwrap()),
             ("sub", sub.clone(), b.decrypt(&b.sub(&cx, &cy).unwrap()).unwrap(), s.decrypt(&s.sub(&sx, &sy).unwrap()).unwrap()),
             ("add_plain", add, b.decrypt(&b.add_plain(&cx, &b.encode(&y).unwrap()).unwrap()).unwrap(), s.decrypt(&s.add_plain(&sx, &s.encode(&y).unwrap()).unwrap()).unwrap()),
@@ -143,16 +147,31 @@ fn undeclared_steps_are_errors_on_every_backend() {
     let bx = b.encrypt_sym(&b.encode(&[1]).unwrap()).unwrap();
     let sx = s.encrypt_sym(&s.encode(&[1]).unwrap()).unwrap();
     let cx = c.encrypt_sym(&c.encode(&[1]).unwrap()).unwrap();
-    assert!(matches!(b.rotate_rows(&bx, 4), Err(HeError::UndeclaredRotation { step: 4, .. })));
-    assert!(matches!(s.rotate_rows(&sx, 4), Err(HeError::UndeclaredRotation { step: 4, .. })));
-    assert!(matches!(c.rotate_rows(&cx, 4), Err(HeError::UndeclaredRotation { step: 4, .. })));
+    assert!(matches!(
+        b.rotate_rows(&bx, 4),
+        Err(HeError::UndeclaredRotation { step: 4, .. })
+    ));
+    assert!(matches!(
+        s.rotate_rows(&sx, 4),
+        Err(HeError::UndeclaredRotation { step: 4, .. })
+    ));
+    assert!(matches!(
+        c.rotate_rows(&cx, 4),
+        Err(HeError::UndeclaredRotation { step: 4, .. })
+    ));
     let half = params().n() as i64 / 2;
-    assert!(matches!(b.rotate_rows(&bx, half), Err(HeError::RotationOutOfRange { .. })));
+    assert!(matches!(
+        b.rotate_rows(&bx, half),
+        Err(HeError::RotationOutOfRange { .. })
+    ));
     // -1 and n/2 - 1 are the same key.
     assert!(b.rotate_rows(&bx, half - 1).is_ok());
     let no_col = he::Sim::new(params(), he::GaloisSpec::new([1]));
     let nx = no_col.encrypt_sym(&no_col.encode(&[1]).unwrap()).unwrap();
-    assert_eq!(no_col.rotate_columns(&nx), Err(HeError::UndeclaredColumnRotation));
+    assert_eq!(
+        no_col.rotate_columns(&nx),
+        Err(HeError::UndeclaredColumnRotation)
+    );
 }
 
 #[test]
@@ -161,8 +180,14 @@ fn level_rules() {
     let x = b.encrypt_sym(&b.encode(&[3]).unwrap()).unwrap();
     let low = b.switch_to_last(&x).unwrap();
     assert_eq!(b.level(&low), params().last_level());
-    assert!(matches!(b.add(&x, &low), Err(HeError::LevelMismatch { .. })));
+    assert!(matches!(
+        b.add(&x, &low),
+        Err(HeError::LevelMismatch { .. })
+    ));
     let w = b.prepare(&[2]).unwrap();
-    assert!(matches!(b.mul_plain(&low, &w), Err(HeError::WrongLevel { .. })));
+    assert!(matches!(
+        b.mul_plain(&low, &w),
+        Err(HeError::WrongLevel { .. })
+    ));
     assert!(matches!(b.dot(&[], &[]), Err(HeError::Empty { .. })));
 }

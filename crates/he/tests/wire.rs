@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! Serialisation: exact sizes, seeded queries, small responses, and malformed bytes that
 //! give errors instead of panics.
 
@@ -32,14 +33,23 @@ fn n8192_last_level_is_about_five_times_smaller() {
     let b = Bfv::keygen(&p, GaloisSpec::none()).unwrap();
     let ct = b.encrypt_pk(&b.encode(&[1, 2, 3]).unwrap()).unwrap();
     let full = b.serialize(&ct).unwrap().len();
-    let sym = b.serialize(&b.encrypt_sym(&b.encode(&[1]).unwrap()).unwrap()).unwrap().len();
+    let sym = b
+        .serialize(&b.encrypt_sym(&b.encode(&[1]).unwrap()).unwrap())
+        .unwrap()
+        .len();
     let last = b.serialize(&b.switch_to_last(&ct).unwrap()).unwrap().len();
     // 2 x 8192 x 218 bits = 446 KB; seeded ~223 KB; last level (44-bit modulus) ~90 KB.
     assert!((440_000..452_000).contains(&full), "full {full}");
     assert!((220_000..226_000).contains(&sym), "seeded {sym}");
     let ratio = full as f64 / last as f64;
-    assert!(ratio > 4.8, "last level only {ratio:.2}x smaller ({last} bytes)");
-    assert_eq!(b.decrypt(&b.switch_to_last(&ct).unwrap()).unwrap()[..3], [1, 2, 3]);
+    assert!(
+        ratio > 4.8,
+        "last level only {ratio:.2}x smaller ({last} bytes)"
+    );
+    assert_eq!(
+        b.decrypt(&b.switch_to_last(&ct).unwrap()).unwrap()[..3],
+        [1, 2, 3]
+    );
 }
 
 #[test]
@@ -93,14 +103,20 @@ fn server_from_public_keys_rotates_for_the_client() {
     let s = Bfv::server(params(), &public).unwrap();
     let x = random_slots(params().n(), params().p(), &mut rng(4));
     let q = s
-        .deserialize(&c.serialize(&c.encrypt_sym(&c.encode(&x).unwrap()).unwrap()).unwrap())
+        .deserialize(
+            &c.serialize(&c.encrypt_sym(&c.encode(&x).unwrap()).unwrap())
+                .unwrap(),
+        )
         .unwrap();
     let r = s.rotate_rows(&q, 3).unwrap();
     let z = s.add(&r, &s.encrypt_zero_flood(20).unwrap()).unwrap();
     let back = c.deserialize(&s.serialize(&z).unwrap()).unwrap();
     assert_eq!(c.decrypt(&back).unwrap(), rotate_rows_ref(&x, 3));
     // The server cannot decrypt.
-    assert_eq!(s.decrypt(&r).unwrap_err(), HeError::MissingKey { key: "secret key" });
+    assert_eq!(
+        s.decrypt(&r).unwrap_err(),
+        HeError::MissingKey { key: "secret key" }
+    );
 }
 
 #[test]
@@ -108,13 +124,22 @@ fn corrupted_public_keys_are_errors() {
     let public = client().public_keys().clone();
     let mut bad = public.clone();
     bad.galois_keys.truncate(bad.galois_keys.len() / 3);
-    assert!(matches!(Bfv::server(params(), &bad), Err(HeError::Malformed { .. })));
+    assert!(matches!(
+        Bfv::server(params(), &bad),
+        Err(HeError::Malformed { .. })
+    ));
     let mut bad: PublicKeys = public.clone();
     bad.galois = GaloisSpec::new([1, 2, 3, 4]).with_column();
-    assert!(matches!(Bfv::server(params(), &bad), Err(HeError::Malformed { .. })));
+    assert!(matches!(
+        Bfv::server(params(), &bad),
+        Err(HeError::Malformed { .. })
+    ));
     let mut bad = public.clone();
     bad.public_key = vec![1, 2, 3];
-    assert!(matches!(Bfv::server(params(), &bad), Err(HeError::Malformed { .. })));
+    assert!(matches!(
+        Bfv::server(params(), &bad),
+        Err(HeError::Malformed { .. })
+    ));
     // Keys made for other parameters.
     let other = Params::preset("n8192-q109").unwrap();
     assert!(Bfv::server(&other, &public).is_err());

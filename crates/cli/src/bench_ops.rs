@@ -1,0 +1,161 @@
+//! `helina bench ops`: median per-operation times, plain fhe.rs next to the faster
+//! variant helina uses. Later kernels are checked against Σ(op count × op cost) from
+//! this table.
+
+use std::collections::BTreeMap;
+
+use clap::Args;
+use he::{random_slots, Backend, Bfv, Dir, GaloisSpec, Params};
+
+use crate::timing::{median_us, progress};
+
+#[derive(Args)]
+pub struct OpsArgs {
+    /// Parameter preset.
+    #[arg(long, default_value = "n8192")]
+    params: String,
+    /// Repetitions per operation (the median is reported).
+    #[arg(long, default_value_t = 25)]
+    reps: usize,
+    /// Print JSON (op name → median µs) instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Size of the hoisted group the `rotate_hoisted` figure is measured in.
+const GROUP: usize = 8;
+/// Number of terms for the per-term product figures.
+const TERMS: usize = 16;
+
+pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let params = Params::preset(&a.params)?;
+    let steps: Vec<i64> = (1..=GROUP as i64).collect();
+    let b = Bfv::keygen(&params, GaloisSpec::new(steps.clone()))?;
+    let mut rng = rand::rng();
+    let (n, p) = (params.n(), params.p());
+    let x = random_slots(n, p, &mut rng);
+    let w: Vec<Vec<u64>> = (0..TERMS).map(|_| random_slots(n, p, &mut rng)).collect();
+    let pt = b.encode(&x)?;
+    let ct = b.encrypt_pk(&pt)?;
+    let cts: Vec<_> = (0..TERMS)
+        .map(|_| b.encrypt_pk(&pt))
+        .collect::<Result<_, _>>()?;
+    let pws: Vec<_> = w.iter().map(|v| b.prepare(v)).collect::<Result<_, _>>()?;
+    let ews: Vec<_> = w.iter().map(|v| b.encode(v)).collect::<Result<_, _>>()?;
+    let sym = b.encrypt_sym(&pt)?;
+    let last = b.switch_to_last(&ct)?;
+    let bytes = b.serialize(&ct)?;
+    let reps = a.reps;
+
+    let mut m: BTreeMap<&'static str, f64> = BTreeMap::new();
+    let pb = progress(20, "bench ops");
+    let mut put = |k: &'static str, v: f64| {
+        m.insert(k, v);
+        pb.inc(1);
+    };
+    put("rotate", median_us(reps, || b.rotate_rows_fhe(&ct, 1)));
+    put("rotate_single", median_us(reps, || b.rotate_rows(&ct, 1)));
+    put("hoist_precompute", median_us(reps, || b.hoist(&ct)));
+    let h = b.hoist(&ct)?;
+    put(
+        "rotate_hoisted_only",
+        median_us(reps, || b.rotate_hoisted(&h, 3)),
+    );
+    put(
+        "rotate_hoisted",
+        median_us(reps.div_ceil(4), || b.rotate_group(&ct, &steps)) / GROUP as f64,
+    );
+    put(
+        "mul_plain",
+        median_us(reps, || b.mul_plain_fhe(&ct, &ews[0])),
+    );
+    put(
+        "mul_plain_shoup",
+        median_us(reps, || b.mul_plain(&ct, &pws[0])),
+    );
+    put(
+        "mul_add_term",
+        median_us(reps.div_ceil(4), || -> he::Result<_> {
+            let mut acc = b.mul_plain_fhe(&cts[0], &ews[0])?;
+            for i in 1..TERMS {
+                acc = b.add(&acc, &b.mul_plain_fhe(&cts[i], &ews[i])?)?;
+            }
+            Ok(acc)
+        }) / TERMS as f64,
+    );
+    let cr: Vec<_> = cts.iter().collect();
+    let pr: Vec<_> = pws.iter().collect();
+    put(
+        "dot_term",
+        median_us(reps.div_ceil(4), || b.dot(&cr, &pr)) / TERMS as f64,
+    );
+    put("add", median_us(reps, || b.add(&ct, &cts[1])));
+    put("add_plain", median_us(reps, || b.add_plain(&ct, &ews[1])));
+    put("encode", median_us(reps, || b.encode(&x)));
+    put("prepare", median_us(reps, || b.prepare(&x)));
+    put("encrypt_pk", median_us(reps, || b.encrypt_pk(&pt)));
+    put("encrypt_sym", median_us(reps, || b.encrypt_sym(&pt)));
+    put("decrypt", median_us(reps, || b.decrypt(&last)));
+    put(
+        "encrypt_zero_flood",
+        median_us(reps, || b.encrypt_zero_flood(40)),
+    );
+    put("switch_to_last", median_us(reps, || b.switch_to_last(&ct)));
+    put("serialize", median_us(reps, || b.serialize(&ct)));
+    put("deserialize", median_us(reps, || b.deserialize(&bytes)));
+    put(
+        "transfer_seeded_query",
+        median_us(reps, || b.transfer(Dir::Up, &sym)),
+    );
+    pb.finish_and_clear();
+
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&m)?);
+        return Ok(());
+    }
+    println!(
+        "bench ops: {} (n = {}, log2 q = {}, p = {}), single thread, median of {} reps, µs",
+        params.name(),
+        n,
+        params.log_q(),
+        p,
+        reps
+    );
+    let pairs: [(&str, &str, &str); 4] = [
+        ("rotation (fhe.rs)", "rotate", "rotate_hoisted"),
+        ("single rotation", "rotate", "rotate_single"),
+        ("ct x pt", "mul_plain", "mul_plain_shoup"),
+        ("sum of products, per term", "mul_add_term", "dot_term"),
+    ];
+    println!(
+        "{:<28} {:>12} {:>22} {:>12} {:>8}",
+        "operation", "plain", "faster variant", "µs", "x"
+    );
+    for (label, plain, fast) in pairs {
+        println!(
+            "{:<28} {:>12.1} {:>22} {:>12.1} {:>8.2}",
+            label,
+            m[plain],
+            fast,
+            m[fast],
+            m[plain] / m[fast]
+        );
+    }
+    println!();
+    for (k, v) in &m {
+        println!("{k:<28} {v:>12.1}");
+    }
+    println!(
+        "rotate_hoisted = per rotation in a group of {GROUP}, its share of hoist_precompute included; \
+         mul_add_term / dot_term = per term of {TERMS}."
+    );
+    println!(
+        "bytes: ciphertext {} (seeded {}, last level {}), Galois key {} each, public key {}",
+        b.wire_size(&ct),
+        b.wire_size(&sym),
+        b.wire_size(&last),
+        b.public_keys().galois_bytes() / GROUP,
+        b.public_keys().public_key_bytes()
+    );
+    Ok(())
+}
