@@ -466,6 +466,41 @@ impl Bfv {
         self.wrap(vec![p0, p1])
     }
 
+    /// A polynomial with coefficients uniform in [−2^bits, 2^bits), in NTT form, drawn
+    /// in 60-bit chunks (e = Σ_k c_k · 2^(60k), the top chunk signed) so that flooding
+    /// noise can exceed 64 bits.
+    fn flood_noise<R: Rng>(&self, bits: u32, rng: &mut R) -> Result<Poly> {
+        const CHUNK: u32 = 60;
+        let ctx = self.par().context_at_level(0)?;
+        let n = self.info.n;
+        let mut total = Poly::zero(ctx, Representation::Ntt);
+        let mut shift = 0u32;
+        let mut left = bits + 1; // [−2^bits, 2^bits) spans bits + 1 bits
+        while left > 0 {
+            let w = left.min(CHUNK);
+            let top = left <= CHUNK;
+            let vals: Vec<i64> = (0..n)
+                .map(|_| {
+                    if top {
+                        rng.random_range(-(1i64 << (w - 1))..(1i64 << (w - 1)))
+                    } else {
+                        rng.random_range(0..(1i64 << w))
+                    }
+                })
+                .collect();
+            let mut e =
+                Poly::try_convert_from(vals.as_slice(), ctx, false, Representation::PowerBasis)?;
+            e.change_representation(Representation::Ntt);
+            if shift > 0 {
+                e *= &(num_bigint::BigUint::from(1u8) << shift);
+            }
+            total += &e;
+            shift += w;
+            left -= w;
+        }
+        Ok(total)
+    }
+
     /// fhe.rs's own row rotation (no hoisting), for comparison in tests and `bench ops`.
     /// Available on a client instance (it holds fhe.rs's evaluation key object).
     pub fn rotate_rows_fhe(&self, a: &BfvCt, step: i64) -> Result<BfvCt> {
@@ -480,6 +515,17 @@ impl Bfv {
                 seeded: false,
             }),
         }
+    }
+
+    /// The serialized bytes of one polynomial of a ciphertext (0 = c0, 1 = c1): a
+    /// diagnostic for tests of re-randomisation.
+    pub fn component_bytes(&self, a: &BfvCt, i: usize) -> Result<Vec<u8>> {
+        a.ct.get(i)
+            .map(|p| p.to_bytes())
+            .ok_or(HeError::WrongLength {
+                expected: 2,
+                actual: i,
+            })
     }
 
     /// fhe.rs's own ct × pt (no Shoup form), for comparison in `bench ops`.
@@ -561,9 +607,7 @@ impl Backend for Bfv {
     }
 
     fn encrypt_zero_flood(&self, bits: u32) -> Result<BfvCt> {
-        let max = (self.params.log_q() - self.params.p_bits())
-            .saturating_sub(4)
-            .min(62);
+        let max = (self.params.log_q() - self.params.p_bits()).saturating_sub(4);
         if bits > max {
             return Err(HeError::FloodTooLarge { bits, max });
         }
@@ -572,15 +616,7 @@ impl Backend for Bfv {
         let ct = self.pk.try_encrypt(&zero, &mut rng)?;
         let mut c: Vec<Poly> = ct.to_vec();
         if bits > 0 {
-            let bound = 1i64 << bits;
-            let noise: Vec<i64> = (0..self.info.n)
-                .map(|_| rng.random_range(-bound..=bound))
-                .collect();
-            let ctx = self.par().context_at_level(0)?;
-            let mut e =
-                Poly::try_convert_from(noise.as_slice(), ctx, false, Representation::PowerBasis)?;
-            e.change_representation(Representation::Ntt);
-            c[0] += &e;
+            c[0] += &self.flood_noise(bits, &mut rng)?;
         }
         self.wrap(c)
     }

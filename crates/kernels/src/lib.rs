@@ -1,1 +1,14 @@
-pub fn x() {}
+//! helina's linear-layer kernels, generic over [`he::Backend`]: matrix-vector products
+//! (one module per method in [`matvec`]) and the shared response step
+//! [`share_output`] (mask, re-randomise with a flooding encryption of zero, switch to
+//! the last level) that every returned ciphertext goes through.
+
+mod error;
+pub mod matvec;
+pub mod noise;
+pub mod rotate;
+mod share;
+
+pub use error::{KernelError, Result};
+pub use matvec::{EncodedMatrix, Geometry, MatvecPlan, Method};
+pub use share::{share_output, FloodPool, Shared};

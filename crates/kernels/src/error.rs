@@ -1,0 +1,78 @@
+//! Errors of the kernels crate.
+
+use he::HeError;
+
+/// Kernel errors. Fields hold expected and actual values.
+#[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+pub enum KernelError {
+    /// An error of the HE layer.
+    #[error(transparent)]
+    He(#[from] HeError),
+    /// A matrix, vector or image of the wrong size.
+    #[error("{what}: expected {expected} values, got {actual}")]
+    Shape {
+        /// What was checked.
+        what: &'static str,
+        /// Expected count.
+        expected: usize,
+        /// Actual count.
+        actual: usize,
+    },
+    /// A zero dimension.
+    #[error("{what} must be at least 1")]
+    EmptyDimension {
+        /// Which dimension.
+        what: &'static str,
+    },
+    /// A weight that does not fit the centred range of Z_p.
+    #[error("weight {value} at index {index} is outside (−p/2, p/2) for p = {p}")]
+    WeightRange {
+        /// Position (row-major).
+        index: usize,
+        /// The value.
+        value: i64,
+        /// Plaintext modulus.
+        p: u64,
+    },
+    /// The noise budget cannot absorb the flooding the response needs.
+    #[error("{method} on {params}: response privacy needs {needed} bits of noise budget, the parameters give {available}; use {suggestion}")]
+    NoiseBudget {
+        /// Method name.
+        method: String,
+        /// Parameter preset.
+        params: String,
+        /// Bits needed (kernel noise + flooding + p + margin).
+        needed: u32,
+        /// Bits available (log2 q).
+        available: u32,
+        /// A preset that can, or advice.
+        suggestion: String,
+    },
+    /// A response or query of the wrong number of ciphertexts.
+    #[error("{what}: expected {expected} ciphertexts, got {actual}")]
+    CiphertextCount {
+        /// What was checked.
+        what: &'static str,
+        /// Expected.
+        expected: usize,
+        /// Actual.
+        actual: usize,
+    },
+    /// The flooding pool ran out of precomputed encryptions of zero.
+    #[error("the pool of precomputed encryptions of zero is empty: precompute {needed} per query")]
+    PoolEmpty {
+        /// How many one query needs.
+        needed: usize,
+    },
+    /// The encoded matrix was made for another plan.
+    #[error("the encoded matrix was made for {expected}, not {actual}")]
+    PlanMismatch {
+        /// The plan the encoding needs.
+        expected: String,
+        /// The plan it was used with.
+        actual: String,
+    },
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, KernelError>;

@@ -1,0 +1,590 @@
+//! Matrix-vector products W·x with secret-shared outputs, one module per method:
+//!
+//! | method | paper | rotations (ideal n-slot model, n_i·n_o ≥ n) | keys |
+//! |---|---|---|---|
+//! | [`naive`] | GALA §III-A-1 | n_o·log2 n_i Perm | log2 n_i |
+//! | [`diagonal`] | Halevi–Shoup | d − 1 HstPerm | d − 1 |
+//! | [`bsgs`] | Halevi–Shoup, baby-step/giant-step | b − 1 HstPerm + d/b − 1 Perm | b |
+//! | [`hybrid`] | GAZELLE (GALA §III-A-2) | n_i n_o/n − 1 HstPerm + log2(n/n_o) Perm | both sets |
+//! | [`gala`] | GALA §III-A-3 | n_i n_o/n − 1 Perm | n_i n_o/n − 1 |
+//! | [`heliks`] | HELiKs §4 | n_i n_o/n − 1 Perm, one fixed step | 1 |
+//!
+//! One interface for every method ([`MatvecPlan`]): the server encodes W offline
+//! ([`MatvecPlan::encode`]); the client encrypts x ([`MatvecPlan::query`], seeded
+//! symmetric, and generates only the keys [`MatvecPlan::galois`] lists); the server
+//! computes and shares ([`MatvecPlan::respond`]: kernel, then [`crate::share_output`],
+//! then its own cleartext finishing step on −r); the client decrypts and finishes
+//! ([`MatvecPlan::decrypt`]). The shares satisfy client + server ≡ W·x (mod p).
+//!
+//! ## Layout
+//! Slots are numbered globally 0..n; in the real 2 x n/2 layout slot g is row g / (n/2),
+//! column g mod (n/2), and a rotation acts within each row (span S = n/2; S = n in the
+//! ideal cyclic model). Inputs larger than the span are cut into column tiles of T
+//! columns (one query ciphertext each); outputs into row blocks (one response
+//! ciphertext each, except `naive`: one per row). Each query ciphertext holds copies of
+//! its tile with period P (P = T, or d for the diagonal methods) in both rows, zero
+//! padded. Products of all column tiles are summed before any output rotation.
+//!
+//! The segment methods (hybrid, gala, heliks) give output row r of a block the L slots
+//! [rL, (r+1)L) (L = min(T, n/R) for R rows per block) and K = T/L diagonal plaintexts:
+//! P_k[g] = W[r][(t + kL) mod T] with t = g mod S, so Σ_k P_k ⊙ rot(x, kL) holds, in
+//! segment r, partial sums whose total is row r of W·x. GALA and HELiKs pre-rotate P_k
+//! by −kL (row encoding) and rotate the products instead; all three leave the final
+//! in-segment sum to the cleartext shares (GALA, HELiKs) or to log2 L HE rotations
+//! (hybrid). Where the paper's figures interleave rows instead of using contiguous
+//! segments, the counts are the same.
+
+pub mod bsgs;
+pub mod diagonal;
+pub mod gala;
+pub mod heliks;
+pub mod hybrid;
+pub mod naive;
+
+use he::{Backend, GaloisSpec, Params, SlotInfo};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{KernelError, Result};
+use crate::noise::NoiseModel;
+use crate::rotate::{Rotations, DEFAULT_KEY_BUDGET};
+use crate::share::{share_output, FloodPool};
+
+/// A matrix-vector method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Method {
+    /// One row per ciphertext, rotate-and-sum in HE.
+    Naive,
+    /// Halevi–Shoup diagonals with hoisted input rotations.
+    Diagonal,
+    /// Diagonals with baby-step/giant-step rotations.
+    Bsgs,
+    /// GAZELLE's hybrid: packed copies, hoisted input rotations, HE rotate-and-sum.
+    Hybrid,
+    /// GALA's row encoding with share-RaS.
+    Gala,
+    /// HELiKs: multiply first, one fixed rotation step, cleartext row-half sums.
+    Heliks,
+}
+
+impl Method {
+    /// Every method, in table order.
+    pub const ALL: [Method; 6] = [
+        Method::Naive,
+        Method::Diagonal,
+        Method::Bsgs,
+        Method::Hybrid,
+        Method::Gala,
+        Method::Heliks,
+    ];
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Naive => "naive",
+            Method::Diagonal => "diagonal",
+            Method::Bsgs => "bsgs",
+            Method::Hybrid => "hybrid",
+            Method::Gala => "gala",
+            Method::Heliks => "heliks",
+        }
+    }
+    /// Parses a name.
+    pub fn parse(s: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The shape of a plan in slots; see the module doc for the symbols.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Geometry {
+    /// Slots per ciphertext.
+    pub n: usize,
+    /// Rotation span S (n/2 real, n ideal).
+    pub span: usize,
+    /// Output rows.
+    pub n_o: usize,
+    /// Input columns.
+    pub n_i: usize,
+    /// Columns per query ciphertext T.
+    pub tile: usize,
+    /// Period P of the packed input copies.
+    pub period: usize,
+    /// Number of query ciphertexts.
+    pub col_tiles: usize,
+    /// Rows per output block R.
+    pub block_rows: usize,
+    /// Number of row blocks.
+    pub row_blocks: usize,
+    /// Segment length L (1 where unused).
+    pub seg: usize,
+    /// Diagonal plaintexts per (block, tile) K.
+    pub diags: usize,
+    /// Baby steps b (BSGS; 1 otherwise).
+    pub baby: usize,
+}
+
+/// Signed weights reduced mod p, with zero padding outside the matrix.
+pub(crate) struct Weights<'a> {
+    w: &'a [u64],
+    n_o: usize,
+    n_i: usize,
+}
+
+impl Weights<'_> {
+    pub(crate) fn at(&self, r: usize, c: usize) -> u64 {
+        if r < self.n_o && c < self.n_i {
+            self.w[r * self.n_i + c]
+        } else {
+            0
+        }
+    }
+}
+
+/// An encoded weight matrix (offline), reusable across queries.
+pub struct EncodedMatrix<B: Backend> {
+    plan: String,
+    pts: Vec<B::PreparedPt>,
+}
+
+impl<B: Backend> EncodedMatrix<B> {
+    /// Number of prepared plaintexts.
+    pub fn len(&self) -> usize {
+        self.pts.len()
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.pts.is_empty()
+    }
+}
+
+/// A matrix-vector method planned for a shape and a slot layout.
+#[derive(Clone, Debug)]
+pub struct MatvecPlan {
+    method: Method,
+    geom: Geometry,
+    rot: Rotations,
+    slots: SlotInfo,
+}
+
+fn pow2(x: usize) -> usize {
+    x.max(1).next_power_of_two()
+}
+
+impl MatvecPlan {
+    /// Plans `method` for an n_o x n_i matrix with the default key budget (64 keys).
+    pub fn new(method: Method, n_o: usize, n_i: usize, slots: SlotInfo) -> Result<Self> {
+        Self::with_key_budget(method, n_o, n_i, slots, Some(DEFAULT_KEY_BUDGET))
+    }
+
+    /// Plans with a key budget (`None`: one key per step, the papers' counting model).
+    pub fn with_key_budget(
+        method: Method,
+        n_o: usize,
+        n_i: usize,
+        slots: SlotInfo,
+        budget: Option<usize>,
+    ) -> Result<Self> {
+        if n_o == 0 {
+            return Err(KernelError::EmptyDimension { what: "rows (n_o)" });
+        }
+        if n_i == 0 {
+            return Err(KernelError::EmptyDimension {
+                what: "columns (n_i)",
+            });
+        }
+        let n = slots.n;
+        let span = slots.span();
+        let tile = pow2(n_i).min(span);
+        let col_tiles = n_i.div_ceil(tile);
+        let mut g = Geometry {
+            n,
+            span,
+            n_o,
+            n_i,
+            tile,
+            period: tile,
+            col_tiles,
+            block_rows: 1,
+            row_blocks: n_o,
+            seg: 1,
+            diags: 1,
+            baby: 1,
+        };
+        match method {
+            Method::Naive => {}
+            Method::Diagonal | Method::Bsgs => {
+                let d = pow2(n_i).max(pow2(n_o)).min(span);
+                g.tile = d;
+                g.period = d;
+                g.col_tiles = n_i.div_ceil(d);
+                g.block_rows = d;
+                g.row_blocks = n_o.div_ceil(d);
+                g.diags = d;
+                if method == Method::Bsgs {
+                    g.baby = bsgs::baby_steps(d, budget);
+                }
+            }
+            Method::Hybrid | Method::Gala | Method::Heliks => {
+                let r = pow2(n_o).min(span);
+                g.block_rows = r;
+                g.row_blocks = n_o.div_ceil(r);
+                g.seg = tile.min(n / r);
+                g.diags = tile / g.seg;
+            }
+        }
+        let steps = match method {
+            Method::Naive => naive::steps(&g),
+            Method::Diagonal => diagonal::steps(&g),
+            Method::Bsgs => bsgs::steps(&g),
+            Method::Hybrid => hybrid::steps(&g),
+            Method::Gala => gala::steps(&g),
+            Method::Heliks => heliks::steps(&g),
+        };
+        let budget = if method == Method::Bsgs { None } else { budget };
+        Ok(Self {
+            method,
+            rot: Rotations::plan(steps, span, budget),
+            geom: g,
+            slots,
+        })
+    }
+
+    /// The method.
+    pub fn method(&self) -> Method {
+        self.method
+    }
+    /// The geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geom
+    }
+    /// How rotations map to keys.
+    pub fn rotations(&self) -> &Rotations {
+        &self.rot
+    }
+    /// The Galois keys the client must generate for this plan.
+    pub fn galois(&self) -> GaloisSpec {
+        self.rot.galois()
+    }
+    /// Query ciphertexts per vector.
+    pub fn query_cts(&self) -> usize {
+        self.geom.col_tiles
+    }
+    /// Response ciphertexts.
+    pub fn output_cts(&self) -> usize {
+        self.geom.row_blocks
+    }
+    fn id(&self) -> String {
+        format!(
+            "{} {}x{} n={} {:?}",
+            self.method, self.geom.n_o, self.geom.n_i, self.slots.n, self.slots.layout
+        )
+    }
+
+    /// Offline: encodes a row-major n_o x n_i matrix of signed weights.
+    pub fn encode<B: Backend>(&self, b: &B, w: &[i64]) -> Result<EncodedMatrix<B>> {
+        let g = &self.geom;
+        if w.len() != g.n_o * g.n_i {
+            return Err(KernelError::Shape {
+                what: "weight matrix",
+                expected: g.n_o * g.n_i,
+                actual: w.len(),
+            });
+        }
+        let p = self.slots.p;
+        let half = (p / 2) as i64;
+        let mut reduced = Vec::with_capacity(w.len());
+        for (index, &value) in w.iter().enumerate() {
+            if value.abs() > half {
+                return Err(KernelError::WeightRange { index, value, p });
+            }
+            reduced.push(value.rem_euclid(p as i64) as u64);
+        }
+        let wt = Weights {
+            w: &reduced,
+            n_o: g.n_o,
+            n_i: g.n_i,
+        };
+        let mut pts = Vec::with_capacity(g.row_blocks * g.diags * g.col_tiles);
+        for block in 0..g.row_blocks {
+            for k in 0..g.diags {
+                for tile in 0..g.col_tiles {
+                    let v = match self.method {
+                        Method::Naive => naive::plaintext(g, &wt, block, tile),
+                        Method::Diagonal => diagonal::plaintext(g, &wt, block, k, tile),
+                        Method::Bsgs => bsgs::plaintext(g, &wt, block, k, tile),
+                        Method::Hybrid => hybrid::plaintext(g, &wt, block, k, tile),
+                        Method::Gala | Method::Heliks => gala::plaintext(g, &wt, block, k, tile),
+                    };
+                    pts.push(b.prepare(&v)?);
+                }
+            }
+        }
+        Ok(EncodedMatrix {
+            plan: self.id(),
+            pts,
+        })
+    }
+
+    /// Client: packs and encrypts x (n_i reduced elements of Z_p), seeded symmetric.
+    pub fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+        let g = &self.geom;
+        if x.len() != g.n_i {
+            return Err(KernelError::Shape {
+                what: "input vector",
+                expected: g.n_i,
+                actual: x.len(),
+            });
+        }
+        let p = self.slots.p;
+        if let Some((index, &value)) = x.iter().enumerate().find(|(_, &v)| v >= p) {
+            return Err(he::HeError::NotReduced { index, value, p }.into());
+        }
+        (0..g.col_tiles)
+            .map(|tile| {
+                let v: Vec<u64> = (0..g.n)
+                    .map(|slot| {
+                        let i = (slot % g.span) % g.period;
+                        let c = tile * g.tile + i;
+                        if i < g.tile && c < g.n_i {
+                            x[c]
+                        } else {
+                            0
+                        }
+                    })
+                    .collect();
+                Ok(b.encrypt_sym(&b.encode(&v)?)?)
+            })
+            .collect()
+    }
+
+    /// Server: the HE computation alone (before `share_output`).
+    pub fn compute<B: Backend>(
+        &self,
+        b: &B,
+        m: &EncodedMatrix<B>,
+        q: &[B::Ct],
+    ) -> Result<Vec<B::Ct>> {
+        if m.plan != self.id() {
+            return Err(KernelError::PlanMismatch {
+                expected: m.plan.clone(),
+                actual: self.id(),
+            });
+        }
+        if q.len() != self.geom.col_tiles {
+            return Err(KernelError::CiphertextCount {
+                what: "query",
+                expected: self.geom.col_tiles,
+                actual: q.len(),
+            });
+        }
+        let ctx = Ctx {
+            b,
+            g: &self.geom,
+            rot: &self.rot,
+            pts: &m.pts,
+        };
+        match self.method {
+            Method::Naive => naive::compute(&ctx, q),
+            Method::Diagonal => diagonal::compute(&ctx, q),
+            Method::Bsgs => bsgs::compute(&ctx, q),
+            Method::Hybrid => hybrid::compute(&ctx, q),
+            Method::Gala => gala::compute(&ctx, q),
+            Method::Heliks => heliks::compute(&ctx, q),
+        }
+    }
+
+    /// The cleartext finishing step both parties apply to their slot vectors (one per
+    /// response ciphertext): a linear map to the n_o outputs.
+    pub fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
+        let g = &self.geom;
+        if slots.len() != self.output_cts() {
+            return Err(KernelError::CiphertextCount {
+                what: "response",
+                expected: self.output_cts(),
+                actual: slots.len(),
+            });
+        }
+        let p = self.slots.p as u128;
+        (0..g.n_o)
+            .map(|r| {
+                let (block, local) = (r / g.block_rows, r % g.block_rows);
+                let v = slots.get(block).ok_or(KernelError::CiphertextCount {
+                    what: "response",
+                    expected: self.output_cts(),
+                    actual: slots.len(),
+                })?;
+                let (start, len) = match self.method {
+                    Method::Naive => (0, 1),
+                    Method::Diagonal | Method::Bsgs => (local, 1),
+                    Method::Hybrid => (local * g.seg, 1),
+                    Method::Gala | Method::Heliks => (local * g.seg, g.seg),
+                };
+                let s = v
+                    .get(start..start + len)
+                    .ok_or(KernelError::Shape {
+                        what: "response slots",
+                        expected: g.n,
+                        actual: v.len(),
+                    })?
+                    .iter()
+                    .fold(0u128, |a, &x| (a + x as u128) % p);
+                Ok(s as u64)
+            })
+            .collect()
+    }
+
+    /// Worst-case noise bits of the kernel's result (see [`crate::noise`]).
+    pub fn kernel_noise(&self, m: &NoiseModel) -> f64 {
+        let g = &self.geom;
+        match self.method {
+            Method::Naive => naive::noise(g, m),
+            Method::Diagonal => diagonal::noise(g, m),
+            Method::Bsgs => bsgs::noise(g, m),
+            Method::Hybrid => hybrid::noise(g, m),
+            Method::Gala => gala::noise(g, m),
+            Method::Heliks => heliks::noise(g, m),
+        }
+    }
+
+    /// Flooding bits this plan needs on `params`, or an error naming a preset that can.
+    pub fn flood_bits(&self, params: &Params) -> Result<u32> {
+        let model = NoiseModel::new(params);
+        let kernel = self.kernel_noise(&model);
+        if model.affords(kernel) {
+            return Ok(model.flood_bits(kernel));
+        }
+        let suggestion = he::PRESETS
+            .iter()
+            .filter_map(|name| Params::preset(name).ok())
+            .find(|cand| {
+                let m = NoiseModel::new(cand);
+                let plan = MatvecPlan::with_key_budget(
+                    self.method,
+                    self.geom.n_o,
+                    self.geom.n_i,
+                    SlotInfo {
+                        n: cand.n(),
+                        p: cand.p(),
+                        layout: he::Layout::TwoRows,
+                    },
+                    None,
+                );
+                plan.is_ok_and(|pl| m.affords(pl.kernel_noise(&m)))
+            })
+            .map(|c| format!("preset {}", c.name()))
+            .unwrap_or_else(|| "a larger ring degree".to_string());
+        Err(KernelError::NoiseBudget {
+            method: self.method.to_string(),
+            params: params.name().to_string(),
+            needed: model.needed_bits(kernel),
+            available: model.log_q.floor() as u32,
+            suggestion,
+        })
+    }
+
+    /// Server online: computes, shares the output, and returns the response and the
+    /// server's share of W·x (n_o values).
+    pub fn respond<B: Backend>(
+        &self,
+        b: &B,
+        m: &EncodedMatrix<B>,
+        q: &[B::Ct],
+        pool: &mut FloodPool<B>,
+    ) -> Result<(Vec<B::Ct>, Vec<u64>)> {
+        let out = self.compute(b, m, q)?;
+        let shared = share_output(b, out, pool)?;
+        let server = self.finish(&shared.server_slots)?;
+        Ok((shared.response, server))
+    }
+
+    /// Client: decrypts the response and finishes → the client's share of W·x.
+    pub fn decrypt<B: Backend>(&self, b: &B, resp: &[B::Ct]) -> Result<Vec<u64>> {
+        let slots = resp
+            .iter()
+            .map(|c| b.decrypt(c))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        self.finish(&slots)
+    }
+}
+
+/// What a method's `compute` needs.
+pub(crate) struct Ctx<'a, B: Backend> {
+    pub(crate) b: &'a B,
+    pub(crate) g: &'a Geometry,
+    pub(crate) rot: &'a Rotations,
+    pub(crate) pts: &'a [B::PreparedPt],
+}
+
+impl<B: Backend> Ctx<'_, B> {
+    /// The prepared plaintext of (block, diagonal k, column tile).
+    pub(crate) fn pt(&self, block: usize, k: usize, tile: usize) -> &B::PreparedPt {
+        &self.pts[(block * self.g.diags + k) * self.g.col_tiles + tile]
+    }
+    /// Σ over tiles of q[tile] ⊙ pt(block, k, tile): one fused product.
+    pub(crate) fn tiles_dot(&self, q: &[&B::Ct], block: usize, k: usize) -> Result<B::Ct> {
+        let pts: Vec<&B::PreparedPt> = (0..q.len()).map(|t| self.pt(block, k, t)).collect();
+        Ok(self.b.dot(q, &pts)?)
+    }
+    /// acc + x, or x when there is no accumulator yet.
+    pub(crate) fn accumulate(&self, acc: Option<B::Ct>, x: B::Ct) -> Result<Option<B::Ct>> {
+        Ok(Some(match acc {
+            None => x,
+            Some(a) => self.b.add(&a, &x)?,
+        }))
+    }
+    /// Rotate-and-sum over `len` consecutive slots (steps len/2, …, 1): slot s of each
+    /// aligned segment then holds the segment's sum.
+    pub(crate) fn ras(&self, mut ct: B::Ct, len: usize) -> Result<B::Ct> {
+        let mut s = len / 2;
+        while s >= 1 {
+            let r = self.rot.rotate(self.b, &ct, s as i64)?;
+            ct = self.b.add(&ct, &r)?;
+            s /= 2;
+        }
+        Ok(ct)
+    }
+}
+
+/// Number of products combined per fused `dot` when streaming hoisted rotations.
+pub(crate) const CHUNK: usize = 32;
+
+/// Σ_k pt(block, k, tile) ⊙ rot(q[tile], step(k)) over all k and tiles, for every block,
+/// with each query ciphertext hoisted once and rotations streamed in chunks (memory
+/// stays O(CHUNK) ciphertexts). Used by the input-rotation methods.
+pub(crate) fn input_rotation_sum<B: Backend>(
+    c: &Ctx<'_, B>,
+    q: &[B::Ct],
+    ks: std::ops::Range<usize>,
+    step: impl Fn(usize) -> i64,
+    pt_index: impl Fn(usize) -> usize,
+) -> Result<Vec<B::Ct>> {
+    let g = c.g;
+    let mut acc: Vec<Option<B::Ct>> = (0..g.row_blocks).map(|_| None).collect();
+    let ks: Vec<usize> = ks.collect();
+    for (tile, qt) in q.iter().enumerate() {
+        let mut h = crate::rotate::Hoist::new(qt);
+        for chunk in ks.chunks(CHUNK) {
+            let rots = chunk
+                .iter()
+                .map(|&k| c.rot.rotate_hoisted(c.b, &mut h, step(k)))
+                .collect::<Result<Vec<_>>>()?;
+            let refs: Vec<&B::Ct> = rots.iter().collect();
+            for (block, a) in acc.iter_mut().enumerate() {
+                let pts: Vec<&B::PreparedPt> = chunk
+                    .iter()
+                    .map(|&k| c.pt(block, pt_index(k), tile))
+                    .collect();
+                let part = c.b.dot(&refs, &pts)?;
+                *a = c.accumulate(a.take(), part)?;
+            }
+        }
+    }
+    acc.into_iter()
+        .map(|a| a.ok_or(KernelError::EmptyDimension { what: "diagonals" }))
+        .collect()
+}
