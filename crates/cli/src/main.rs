@@ -4,6 +4,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod bench_matvec;
 mod bench_ops;
 mod demo;
 mod timing;
@@ -38,6 +39,8 @@ enum BenchCmd {
     /// Median time of every HE operation the kernels use, plain fhe.rs next to helina's
     /// faster variant.
     Ops(bench_ops::OpsArgs),
+    /// Matrix-vector kernels side by side on the same W and x.
+    Matvec(bench_matvec::MatvecArgs),
 }
 
 fn main() {
@@ -46,6 +49,7 @@ fn main() {
         Cmd::Demo(a) => demo::run(&a),
         Cmd::Bench { what } => match what {
             BenchCmd::Ops(a) => bench_ops::run(&a),
+            BenchCmd::Matvec(a) => bench_matvec::run(&a),
         },
     };
     if let Err(e) = result {

@@ -122,6 +122,9 @@ pub struct OpCounts {
     pub add: u64,
     /// Ciphertext × plaintext products (a fused sum of k products counts k).
     pub sc_mult: u64,
+    /// Of the additions, those fused into sums of products (k − 1 per sum of k): they
+    /// cost nothing beyond the products' accumulation.
+    pub fused_add: u64,
     /// Plain rotations (one full key switch each).
     pub perm: u64,
     /// Decompositions shared by a group of hoisted rotations.
@@ -157,6 +160,7 @@ impl std::ops::Add for OpCounts {
         OpCounts {
             add: self.add + o.add,
             sc_mult: self.sc_mult + o.sc_mult,
+            fused_add: self.fused_add + o.fused_add,
             perm: self.perm + o.perm,
             dec_perm: self.dec_perm + o.dec_perm,
             hst_perm: self.hst_perm + o.hst_perm,
@@ -217,6 +221,10 @@ pub trait Backend: Sync {
     fn encode(&self, values: &[u64]) -> Result<Self::Pt>;
     /// Encodes and prepares n values of Z_p for multiplication (offline work).
     fn prepare(&self, values: &[u64]) -> Result<Self::PreparedPt>;
+    /// Serialises a prepared plaintext (offline storage of encoded weights).
+    fn prepared_to_bytes(&self, pt: &Self::PreparedPt) -> Result<Vec<u8>>;
+    /// Deserialises and validates a prepared plaintext.
+    fn prepared_from_bytes(&self, bytes: &[u8]) -> Result<Self::PreparedPt>;
     /// Symmetric-key encryption whose uniform half travels as a 32-byte seed (client).
     fn encrypt_sym(&self, pt: &Self::Pt) -> Result<Self::Ct>;
     /// Public-key encryption.

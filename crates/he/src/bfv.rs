@@ -596,6 +596,21 @@ impl Backend for Bfv {
         Ok(BfvPrepared(poly))
     }
 
+    fn prepared_to_bytes(&self, pt: &BfvPrepared) -> Result<Vec<u8>> {
+        Ok(pt.0.to_bytes())
+    }
+
+    fn prepared_from_bytes(&self, bytes: &[u8]) -> Result<BfvPrepared> {
+        let ctx = self.par().context_at_level(0)?;
+        Ok(BfvPrepared(decode_poly(
+            bytes,
+            ctx,
+            self.info.n,
+            REPR_NTT_SHOUP,
+            "prepared plaintext",
+        )?))
+    }
+
     fn encrypt_sym(&self, pt: &BfvPt) -> Result<BfvCt> {
         let ct = self.sk()?.try_encrypt(&pt.0, &mut rand::rng())?;
         Ok(BfvCt { ct, seeded: true })

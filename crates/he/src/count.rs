@@ -74,6 +74,12 @@ impl<B: Backend> Backend for Counting<B> {
         self.bump(|c| c.ntt += 1);
         Ok(r)
     }
+    fn prepared_to_bytes(&self, pt: &Self::PreparedPt) -> Result<Vec<u8>> {
+        self.inner.prepared_to_bytes(pt)
+    }
+    fn prepared_from_bytes(&self, bytes: &[u8]) -> Result<Self::PreparedPt> {
+        self.inner.prepared_from_bytes(bytes)
+    }
     fn encrypt_sym(&self, pt: &Self::Pt) -> Result<Self::Ct> {
         let r = self.inner.encrypt_sym(pt)?;
         self.bump(|c| c.encrypt += 1);
@@ -135,7 +141,8 @@ impl<B: Backend> Backend for Counting<B> {
         let k = cts.len() as u64;
         self.bump(|c| {
             c.sc_mult += k;
-            c.add += k - 1
+            c.add += k - 1;
+            c.fused_add += k - 1
         });
         Ok(r)
     }
@@ -330,6 +337,19 @@ impl Backend for Shape {
     }
     fn prepare(&self, values: &[u64]) -> Result<()> {
         self.check_values(values)
+    }
+    fn prepared_to_bytes(&self, _pt: &()) -> Result<Vec<u8>> {
+        Ok(Vec::new())
+    }
+    fn prepared_from_bytes(&self, bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() {
+            Ok(())
+        } else {
+            Err(HeError::Malformed {
+                what: "shape plaintext",
+                detail: format!("{} bytes", bytes.len()),
+            })
+        }
     }
     fn encrypt_sym(&self, _pt: &()) -> Result<ShapeCt> {
         Ok(ShapeCt {

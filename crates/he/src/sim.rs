@@ -144,6 +144,27 @@ impl Backend for Sim {
     fn prepare(&self, values: &[u64]) -> Result<Vec<u64>> {
         self.padded(values)
     }
+    fn prepared_to_bytes(&self, pt: &Vec<u64>) -> Result<Vec<u8>> {
+        Ok(pt.iter().flat_map(|v| v.to_le_bytes()).collect())
+    }
+    fn prepared_from_bytes(&self, bytes: &[u8]) -> Result<Vec<u64>> {
+        if bytes.len() != 8 * self.info.n {
+            return Err(HeError::Malformed {
+                what: "simulated plaintext",
+                detail: format!("expected {} bytes, got {}", 8 * self.info.n, bytes.len()),
+            });
+        }
+        let v: Vec<u64> = bytes
+            .chunks_exact(8)
+            .map(|c| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(c);
+                u64::from_le_bytes(b)
+            })
+            .collect();
+        self.check_values(&v)?;
+        Ok(v)
+    }
     fn encrypt_sym(&self, pt: &Vec<u64>) -> Result<SimCt> {
         Ok(SimCt {
             slots: self.padded(pt)?,

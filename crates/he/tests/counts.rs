@@ -43,6 +43,7 @@ fn counts_are_identical_on_all_backends_and_as_expected() {
     let expected = OpCounts {
         add: 1 + 1 + 1 + 1,           // dot's one add, add, add_plain, add flood
         sc_mult: 4 + 2,               // four products (step 0 included), a dot of two
+        fused_add: 1,                 // the dot's add
         perm: 2,                      // rotate_rows, rotate_columns
         dec_perm: 1,                  // one group
         hst_perm: 3,                  // steps 1, 2, -1 (0 is free)

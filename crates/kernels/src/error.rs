@@ -64,6 +64,12 @@ pub enum KernelError {
         /// How many one query needs.
         needed: usize,
     },
+    /// Stored encoded weights that do not decode.
+    #[error("stored encoded weights are malformed: {detail}")]
+    Storage {
+        /// What was wrong.
+        detail: String,
+    },
     /// The encoded matrix was made for another plan.
     #[error("the encoded matrix was made for {expected}, not {actual}")]
     PlanMismatch {

@@ -315,3 +315,35 @@ fn bad_inputs_are_typed_errors() {
         Err(KernelError::CiphertextCount { .. })
     ));
 }
+
+#[test]
+fn encoded_matrices_save_and_load() {
+    let params = n8192();
+    let plan = MatvecPlan::new(Method::Heliks, 10, 300, real(params)).unwrap();
+    let b = Bfv::keygen(params, plan.galois()).unwrap();
+    let (w, x) = random_problem(10, 300, 70);
+    let m = plan.encode(&b, &w).unwrap();
+    let bytes = m.save(&b).unwrap();
+    let loaded = kernels::EncodedMatrix::load(&b, &plan, &bytes).unwrap();
+    let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
+    let q = plan.query(&b, &xr).unwrap();
+    let mut pool = FloodPool::new(plan.flood_bits(params).unwrap());
+    pool.fill(&b, plan.output_cts()).unwrap();
+    let (resp, s) = plan.respond(&b, &loaded, &q, &mut pool).unwrap();
+    let c = plan.decrypt(&b, &resp).unwrap();
+    assert_eq!(
+        reconstruct(&c, &s, params.p()),
+        reference(&w, &x, 10, 300, params.p())
+    );
+    // Truncated, corrupted, or for another plan: typed errors.
+    assert!(kernels::EncodedMatrix::<Bfv>::load(&b, &plan, &bytes[..bytes.len() / 2]).is_err());
+    let mut bad = bytes.clone();
+    let at = bad.len() - 100;
+    bad[at..].iter_mut().for_each(|v| *v = 0xff);
+    assert!(kernels::EncodedMatrix::<Bfv>::load(&b, &plan, &bad).is_err());
+    let other = MatvecPlan::new(Method::Gala, 10, 300, real(params)).unwrap();
+    assert!(matches!(
+        kernels::EncodedMatrix::<Bfv>::load(&b, &other, &bytes),
+        Err(KernelError::PlanMismatch { .. })
+    ));
+}

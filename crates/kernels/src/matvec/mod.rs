@@ -41,6 +41,7 @@ pub mod heliks;
 pub mod hybrid;
 pub mod naive;
 
+use bincode::Options;
 use he::{Backend, GaloisSpec, Params, SlotInfo};
 use serde::{Deserialize, Serialize};
 
@@ -151,7 +152,71 @@ pub struct EncodedMatrix<B: Backend> {
     pts: Vec<B::PreparedPt>,
 }
 
+/// The stored form of an [`EncodedMatrix`].
+#[derive(Serialize, Deserialize)]
+struct StoredMatrix {
+    format: u32,
+    plan: String,
+    pts: Vec<Vec<u8>>,
+}
+
+const STORED_FORMAT: u32 = 1;
+
 impl<B: Backend> EncodedMatrix<B> {
+    /// Serialises the encoded matrix (to store offline work and reuse it).
+    pub fn save(&self, b: &B) -> Result<Vec<u8>> {
+        let stored = StoredMatrix {
+            format: STORED_FORMAT,
+            plan: self.plan.clone(),
+            pts: self
+                .pts
+                .iter()
+                .map(|p| b.prepared_to_bytes(p))
+                .collect::<std::result::Result<_, _>>()?,
+        };
+        bincode::serialize(&stored).map_err(|e| KernelError::Storage {
+            detail: e.to_string(),
+        })
+    }
+
+    /// Loads an encoded matrix saved for `plan`, validating every plaintext.
+    pub fn load(b: &B, plan: &MatvecPlan, bytes: &[u8]) -> Result<Self> {
+        let stored: StoredMatrix = bincode::DefaultOptions::new()
+            .with_fixint_encoding()
+            .with_limit(bytes.len() as u64)
+            .deserialize(bytes)
+            .map_err(|e| KernelError::Storage {
+                detail: e.to_string(),
+            })?;
+        if stored.format != STORED_FORMAT {
+            return Err(KernelError::Storage {
+                detail: format!("format {} (expected {STORED_FORMAT})", stored.format),
+            });
+        }
+        if stored.plan != plan.id() {
+            return Err(KernelError::PlanMismatch {
+                expected: stored.plan,
+                actual: plan.id(),
+            });
+        }
+        let g = &plan.geom;
+        let count = g.row_blocks * g.diags * g.col_tiles;
+        if stored.pts.len() != count {
+            return Err(KernelError::Storage {
+                detail: format!("{} plaintexts, expected {count}", stored.pts.len()),
+            });
+        }
+        let pts = stored
+            .pts
+            .iter()
+            .map(|p| b.prepared_from_bytes(p))
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(Self {
+            plan: stored.plan,
+            pts,
+        })
+    }
+
     /// Number of prepared plaintexts.
     pub fn len(&self) -> usize {
         self.pts.len()
