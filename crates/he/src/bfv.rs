@@ -26,6 +26,7 @@ use fhe::bfv::{
     SecretKey,
 };
 use fhe::proto::bfv::{Ciphertext as CtProto, EvaluationKey as EkProto};
+use fhe_math::ntt::NttOperator;
 use fhe_math::rq::{
     dot_product, traits::TryConvertFrom, Context, Poly, Representation, SubstitutionExponent,
 };
@@ -153,6 +154,8 @@ pub struct Bfv {
     column_key: Option<RotKey>,
     fhe_ek: Option<EvaluationKey>,
     public: PublicKeys,
+    /// Forward NTT operators of the level-0 moduli (for lifting digits in `hoist`).
+    ntt_ops: Vec<NttOperator>,
 }
 
 impl std::fmt::Debug for Bfv {
@@ -367,6 +370,14 @@ impl Bfv {
             column_key,
             fhe_ek: None,
             public,
+            ntt_ops: ctx
+                .moduli_operators()
+                .iter()
+                .map(|q| {
+                    NttOperator::new(q, n)
+                        .ok_or_else(|| HeError::Engine("no NTT for a modulus".into()))
+                })
+                .collect::<Result<_>>()?,
         })
     }
 
@@ -749,14 +760,31 @@ impl Backend for Bfv {
         let mut c1 = a.ct[1].clone();
         c1.change_representation(Representation::PowerBasis);
         let ctx = c1.ctx().clone();
-        let digits = c1
-            .coefficients()
-            .outer_iter()
-            .map(|row| {
-                let mut d =
-                    Poly::try_convert_from(row.to_vec(), &ctx, true, Representation::PowerBasis)?;
-                d.change_representation(Representation::Ntt);
-                Ok(d)
+        let coeffs = c1.coefficients();
+        let ntt_rows = a.ct[1].coefficients();
+        let ops = ctx.moduli_operators();
+        let l = ops.len();
+        // Digit i lifted to modulus j is (c1 mod q_i) mod q_j; for j = i that is c1's own
+        // NTT row i, so only L(L − 1) forward NTTs are needed.
+        let digits = (0..l)
+            .map(|i| {
+                let mut arr = ndarray::Array2::<u64>::zeros((l, self.info.n));
+                for (j, (q, op)) in ops.iter().zip(&self.ntt_ops).enumerate() {
+                    if j == i {
+                        arr.row_mut(j).assign(&ntt_rows.row(i));
+                    } else {
+                        let mut v = coeffs.row(i).to_vec();
+                        q.reduce_vec(&mut v);
+                        op.forward(&mut v);
+                        arr.row_mut(j).assign(&ndarray::ArrayView1::from(&v));
+                    }
+                }
+                Ok(Poly::try_convert_from(
+                    arr,
+                    &ctx,
+                    true,
+                    Representation::Ntt,
+                )?)
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(BfvHoisted {
