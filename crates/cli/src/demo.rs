@@ -1,17 +1,18 @@
-//! `helina demo`: one private inner-product query between a client and a server, each
-//! with only its own keys, checked against the plaintext reference; the same query on
-//! the simulator and the counting backend reports identical operation counts.
-//!
-//! The client holds x, the server a weight vector w. The client sends a seeded
-//! symmetric encryption of x; the server multiplies by w, folds the products with a
-//! hoisted rotate-and-sum, masks with a fresh uniform r, re-randomises with a flooding
-//! encryption of zero, switches to the last level and returns; the client decrypts
-//! w·x + r and the server keeps −r. (The matvec and conv kernels generalise this.)
+//! `helina demo`: one private fully-connected layer (a 10 x 128 matrix, the last layer
+//! of the MNIST MLP 784-128-128-10 shape) between a client and a server that each hold
+//! only their own keys, for several kernels side by side. The client sends a seeded
+//! symmetric encryption of x; the server runs the kernel and `share_output` (mask,
+//! flood, switch to the last level); the client decrypts its share of W·x, the server
+//! keeps −r; the two shares are reconstructed and checked against the plaintext
+//! reference. The same run on the simulator and the counting backend reports identical
+//! operation counts.
 
 use std::time::Instant;
 
 use clap::Args;
-use he::{random_slots, Backend, Bfv, Count, Counting, Dir, GaloisSpec, Params, Sim};
+use he::{Backend, Bfv, Count, Counting, Layout, Params, Sim, SlotInfo};
+use kernels::{FloodPool, MatvecPlan, Method};
+use rand::Rng;
 use serde::Serialize;
 
 #[derive(Args)]
@@ -19,9 +20,15 @@ pub struct DemoArgs {
     /// Parameter preset.
     #[arg(long, default_value = "n8192")]
     params: String,
-    /// Length of the private vectors (≤ n/2).
-    #[arg(long, default_value_t = 1024)]
-    len: usize,
+    /// Output rows of the sample layer.
+    #[arg(long, default_value_t = 10)]
+    rows: usize,
+    /// Input columns of the sample layer.
+    #[arg(long, default_value_t = 128)]
+    cols: usize,
+    /// Methods, comma-separated, or `all`.
+    #[arg(long, default_value = "hybrid,gala,heliks")]
+    method: String,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -29,11 +36,12 @@ pub struct DemoArgs {
 
 #[derive(Serialize)]
 struct Report {
+    method: String,
     params: String,
-    len: usize,
-    reference: i64,
-    reconstructed: i64,
+    rows: usize,
+    cols: usize,
     correct: bool,
+    max_abs_output: i64,
     client_ms: f64,
     server_ms: f64,
     bytes_up: u64,
@@ -44,125 +52,162 @@ struct Report {
     counts_identical_on_sim_and_count: bool,
 }
 
-/// The server's side of the query, generic over the backend.
-fn server_step<B: Backend>(
+/// The server's online work on any backend (used for Bfv, Sim and Count alike).
+fn serve<B: Backend>(
     b: &B,
-    q: &B::Ct,
-    w: &B::PreparedPt,
-    len: usize,
-    r: &[u64],
-) -> he::Result<B::Ct> {
-    let mut acc = b.mul_plain(q, w)?;
-    let steps: Vec<i64> = std::iter::successors(Some(1i64), |s| Some(s * 2))
-        .take_while(|&s| (s as usize) < len)
-        .collect();
-    for s in steps {
-        let rot = b.rotate_rows(&acc, s)?;
-        acc = b.add(&acc, &rot)?;
-    }
-    let masked = b.add_plain(&acc, &b.encode(r)?)?;
-    let flooded = b.add(&masked, &b.encrypt_zero_flood(40)?)?;
-    b.switch_to_last(&flooded)
+    plan: &MatvecPlan,
+    w: &[i64],
+    q: &[B::Ct],
+    bits: u32,
+) -> Result<(Vec<B::Ct>, Vec<u64>), kernels::KernelError> {
+    let m = plan.encode(b, w)?;
+    let mut pool = FloodPool::new(bits);
+    pool.fill(b, plan.output_cts())?;
+    plan.respond(b, &m, q, &mut pool)
 }
 
-fn query<B: Backend>(
-    client: &B,
-    server: &B,
-    x: &[u64],
-    w: &[u64],
-    r: &[u64],
-) -> he::Result<(Vec<u64>, f64, f64, Option<u32>)> {
+fn one(
+    method: Method,
+    params: &Params,
+    a: &DemoArgs,
+    w: &[i64],
+    x: &[i64],
+) -> Result<Report, Box<dyn std::error::Error>> {
+    let slots = SlotInfo {
+        n: params.n(),
+        p: params.p(),
+        layout: Layout::TwoRows,
+    };
+    let plan = MatvecPlan::new(method, a.rows, a.cols, slots)?;
+    let bits = plan.flood_bits(params)?;
+    let p = params.p();
+    let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
+
+    // Client: keys (only those the plan needs), then the query.
+    let client = Bfv::keygen(params, plan.galois())?;
     let t = Instant::now();
-    let q = client.encrypt_sym(&client.encode(x)?)?;
-    let q = client.transfer(Dir::Up, &q)?;
-    let mut client_s = t.elapsed().as_secs_f64();
+    let q = plan.query(&client, &xr)?;
+    let up: Vec<Vec<u8>> = q
+        .iter()
+        .map(|c| client.serialize(c))
+        .collect::<Result<_, _>>()?;
+    let mut client_ms = t.elapsed().as_secs_f64() * 1e3;
+
+    // Server: its own object, built from the client's public material only.
+    let server = Counting::new(Bfv::server(params, client.public_keys())?);
     let t = Instant::now();
-    let wp = server.prepare(w)?;
-    let resp = server_step(server, &q, &wp, x.len(), r)?;
-    let resp = server.transfer(Dir::Down, &resp)?;
-    let server_s = t.elapsed().as_secs_f64();
+    let q: Vec<_> = up
+        .iter()
+        .map(|b| server.deserialize(b))
+        .collect::<Result<_, _>>()?;
+    let (resp, server_share) = serve(&server, &plan, w, &q, bits)?;
+    let down: Vec<Vec<u8>> = resp
+        .iter()
+        .map(|c| server.serialize(c))
+        .collect::<Result<_, _>>()?;
+    let server_ms = t.elapsed().as_secs_f64() * 1e3;
+    let counts = server.counts();
+
     let t = Instant::now();
-    let out = client.decrypt(&resp)?;
-    client_s += t.elapsed().as_secs_f64();
-    let budget = client.noise_budget(&resp)?;
-    Ok((out, client_s * 1e3, server_s * 1e3, budget))
+    let resp: Vec<_> = down
+        .iter()
+        .map(|b| client.deserialize(b))
+        .collect::<Result<_, _>>()?;
+    let client_share = plan.decrypt(&client, &resp)?;
+    client_ms += t.elapsed().as_secs_f64() * 1e3;
+    let budget = resp
+        .iter()
+        .filter_map(|c| client.noise_budget(c).ok().flatten())
+        .min();
+
+    let got: Vec<i64> = client_share
+        .iter()
+        .zip(&server_share)
+        .map(|(c, s)| params.center((c + s) % p))
+        .collect();
+    let want: Vec<i64> = (0..a.rows)
+        .map(|r| (0..a.cols).map(|c| w[r * a.cols + c] * x[c]).sum())
+        .collect();
+
+    // The same server work on Sim and Count: identical operation counts.
+    let sim = Counting::new(Sim::new(params, plan.galois()));
+    let sq = plan.query(&sim, &xr)?;
+    sim.take();
+    serve(&sim, &plan, w, &sq, bits)?;
+    let cnt = Count::real(params, plan.galois());
+    let cq = plan.query(&cnt, &xr)?;
+    cnt.take();
+    serve(&cnt, &plan, w, &cq, bits)?;
+
+    Ok(Report {
+        method: method.to_string(),
+        params: params.name().to_string(),
+        rows: a.rows,
+        cols: a.cols,
+        correct: got == want,
+        max_abs_output: want.iter().map(|v| v.abs()).max().unwrap_or(0),
+        client_ms,
+        server_ms,
+        bytes_up: up.iter().map(|b| b.len() as u64).sum(),
+        bytes_down: down.iter().map(|b| b.len() as u64).sum(),
+        key_bytes: client.public_keys().galois_bytes() + client.public_keys().public_key_bytes(),
+        noise_budget_left: budget,
+        counts,
+        counts_identical_on_sim_and_count: sim.counts() == counts && cnt.counts() == counts,
+    })
 }
 
 pub fn run(a: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
     let params = Params::preset(&a.params)?;
-    let (n, p) = (params.n(), params.p());
-    let len = a.len.clamp(1, n / 2).next_power_of_two().min(n / 2);
-    let steps: Vec<i64> = std::iter::successors(Some(1i64), |s| Some(s * 2))
-        .take_while(|&s| (s as usize) < len)
-        .collect();
-    let spec = GaloisSpec::new(steps);
-    let mut rng = rand::rng();
-    // Small signed inputs, reduced mod p (centred representation).
-    let xs: Vec<i64> = (0..len)
-        .map(|_| rand::Rng::random_range(&mut rng, -8..=8))
-        .collect();
-    let ws: Vec<i64> = (0..len)
-        .map(|_| rand::Rng::random_range(&mut rng, -8..=8))
-        .collect();
-    let x: Vec<u64> = xs.iter().map(|&v| params.reduce(v)).collect();
-    let w: Vec<u64> = ws.iter().map(|&v| params.reduce(v)).collect();
-    let reference: i64 = xs.iter().zip(&ws).map(|(a, b)| a * b).sum();
-    let r = random_slots(n, p, &mut rng);
-
-    let client = Counting::new(Bfv::keygen(&params, spec.clone())?);
-    let server = Counting::new(Bfv::server(&params, client.inner().public_keys())?);
-    let (out, client_ms, server_ms, budget) = query(&client, &server, &x, &w, &r)?;
-    let server_share = (p - r[0]) % p;
-    let reconstructed = params.center((out[0] + server_share) % p);
-    let counts = client.counts() + server.counts();
-
-    let sim = Counting::new(Sim::new(&params, spec.clone()));
-    query(&sim, &sim, &x, &w, &r)?;
-    let cnt = Count::real(&params, spec);
-    query(&cnt, &cnt, &x, &w, &r)?;
-    let report = Report {
-        params: params.name().to_string(),
-        len,
-        reference,
-        reconstructed,
-        correct: reference == reconstructed,
-        client_ms,
-        server_ms,
-        bytes_up: counts.bytes_up,
-        bytes_down: counts.bytes_down,
-        key_bytes: client.inner().public_keys().galois_bytes()
-            + client.inner().public_keys().public_key_bytes(),
-        noise_budget_left: budget,
-        counts,
-        counts_identical_on_sim_and_count: sim.counts() == counts && cnt.counts() == counts,
+    let methods: Vec<Method> = if a.method == "all" {
+        Method::ALL.to_vec()
+    } else {
+        a.method
+            .split(',')
+            .map(|m| Method::parse(m.trim()).ok_or(format!("unknown method `{m}`")))
+            .collect::<Result<_, _>>()?
     };
+    let mut rng = rand::rng();
+    // Small signed fixed-point-like values.
+    let w: Vec<i64> = (0..a.rows * a.cols)
+        .map(|_| rng.random_range(-127..=127))
+        .collect();
+    let x: Vec<i64> = (0..a.cols).map(|_| rng.random_range(-127..=127)).collect();
+    let reports = methods
+        .iter()
+        .map(|&m| one(m, &params, a, &w, &x))
+        .collect::<Result<Vec<_>, _>>()?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
         println!(
-            "helina demo: private inner product of length {} ({}, n = {})",
-            len, report.params, n
+            "helina demo: private {}x{} layer W·x, client and server with their own keys ({}, n = {})",
+            a.rows,
+            a.cols,
+            params.name(),
+            params.n()
         );
-        println!(
-            "  plaintext reference {}   reconstructed from shares {}   {}",
-            reference,
-            reconstructed,
-            if report.correct { "OK" } else { "MISMATCH" }
-        );
-        println!(
-            "  client {:.1} ms, server {:.1} ms; {} B up, {} B down; keys {} B (once)",
-            client_ms, server_ms, report.bytes_up, report.bytes_down, report.key_bytes
-        );
-        println!(
-            "  ops: {} ScMult, {} Perm, {} Add, {} enc, {} dec; noise budget left {:?} bits",
-            counts.sc_mult, counts.perm, counts.add, counts.encrypt, counts.decrypt, budget
-        );
-        println!(
-            "  same counts on Sim and Count: {}",
-            report.counts_identical_on_sim_and_count
-        );
+        for r in &reports {
+            println!(
+                "  {:<8} shares reconstruct W·x: {:<3}  client {:6.1} ms  server (incl. encoding W, flooding) {:6.1} ms  up {:>7} B  down {:>7} B  keys {:>9} B  Perm {:>3} ScMult {:>3}  budget left {:?}  same counts on Sim/Count: {}",
+                r.method,
+                if r.correct { "yes" } else { "NO" },
+                r.client_ms,
+                r.server_ms,
+                r.bytes_up,
+                r.bytes_down,
+                r.key_bytes,
+                r.counts.perm + r.counts.hst_perm,
+                r.counts.sc_mult,
+                r.noise_budget_left,
+                r.counts_identical_on_sim_and_count
+            );
+        }
     }
-    if !report.correct || !report.counts_identical_on_sim_and_count {
+    if reports
+        .iter()
+        .any(|r| !r.correct || !r.counts_identical_on_sim_and_count)
+    {
         return Err("demo result did not check out".into());
     }
     Ok(())
