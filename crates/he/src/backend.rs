@@ -305,6 +305,12 @@ pub trait Backend: Sync {
         self.deserialize(&self.serialize(a)?)
     }
 
+    /// Whether ciphertexts carry data (false for the shape-only backend, so callers may
+    /// skip building plaintext values nobody reads).
+    fn carries_data(&self) -> bool {
+        true
+    }
+
     /// Checks that `values` are n (or fewer) reduced elements of Z_p.
     fn check_values(&self, values: &[u64]) -> Result<()> {
         let s = self.slots();

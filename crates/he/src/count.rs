@@ -64,6 +64,9 @@ impl<B: Backend> Backend for Counting<B> {
     fn galois(&self) -> &GaloisSpec {
         self.inner.galois()
     }
+    fn carries_data(&self) -> bool {
+        self.inner.carries_data()
+    }
     fn encode(&self, values: &[u64]) -> Result<Self::Pt> {
         let r = self.inner.encode(values)?;
         self.bump(|c| c.ntt += 1);
@@ -331,6 +334,9 @@ impl Backend for Shape {
     }
     fn galois(&self) -> &GaloisSpec {
         &self.galois
+    }
+    fn carries_data(&self) -> bool {
+        false
     }
     fn encode(&self, values: &[u64]) -> Result<()> {
         self.check_values(values)

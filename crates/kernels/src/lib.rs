@@ -1,14 +1,16 @@
 //! helina's linear-layer kernels, generic over [`he::Backend`]: matrix-vector products
-//! (one module per method in [`matvec`]) and the shared response step
+//! (one module per method in [`matvec`]), convolutions ([`conv`]) and the shared response step
 //! [`share_output`] (mask, re-randomise with a flooding encryption of zero, switch to
 //! the last level) that every returned ciphertext goes through.
 
+pub mod conv;
 mod error;
 pub mod matvec;
 pub mod noise;
 pub mod rotate;
 mod share;
 
+pub use conv::{ConvMethod, ConvPlan, ConvShape, EncodedFilters, Padding};
 pub use error::{KernelError, Result};
 pub use matvec::{EncodedMatrix, Geometry, MatvecPlan, Method};
 pub use share::{share_output, FloodPool, Shared};

@@ -378,6 +378,10 @@ impl MatvecPlan {
         for block in 0..g.row_blocks {
             for k in 0..g.diags {
                 for tile in 0..g.col_tiles {
+                    if !b.carries_data() {
+                        pts.push(b.prepare(&[])?);
+                        continue;
+                    }
                     let v = match self.method {
                         Method::Naive => naive::plaintext(g, &wt, block, tile),
                         Method::Diagonal => diagonal::plaintext(g, &wt, block, k, tile),

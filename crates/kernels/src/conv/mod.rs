@@ -1,0 +1,566 @@
+//! Convolutions with secret-shared outputs, one module per method:
+//!
+//! | method | paper | Perm | HstPerm | ScMult |
+//! |---|---|---|---|---|
+//! | [`gazelle_out`] | GAZELLE output rotation (GALA §III-B, Table III row 1) | c_i c_o (c_n − 1)/c_n² | c_i (f − 1)/c_n | c_i c_o f/c_n |
+//! | [`gala`] | GALA kernel grouping (§III-B, Table III row 2) | c_o (c_n − 1)/c_n | c_i (f − 1)/c_n | c_i c_o f/c_n |
+//!
+//! (ideal model, c_n channels per ciphertext). Not yet here: GAZELLE's input-rotation
+//! variant, HELiKs (Algorithms 1-2) and ENSEI (frequency domain).
+//!
+//! ## Layout (the same for every method)
+//! Each input channel is zero padded to an hp x wp grid (padding `same` or `valid`) and
+//! stored row-major in a block of B' slots, B' = S / c_n, where c_n (channels per row,
+//! a power of two) is the most blocks of hp·wp slots one row of S = n/2 slots holds; so
+//! a rotation by a multiple of B' is a cyclic block shift within a row. Channel ch lives
+//! in ciphertext ch / (2 c_n), row (ch / c_n) mod 2, block ch mod c_n (the ideal cyclic
+//! model has one row of S = n). A filter tap (dy, dx) is a left rotation by
+//! dy·wp + dx: output pixel (y, x) of the stride-1 convolution sits at block offset
+//! y·wp + x. Strided convolution is computed at stride 1 and the shares keep only the
+//! positions (y·s, x·s): s² more products than necessary, no extra rotation.
+//! The two rows of a ciphertext are paired with the column rotation (row swap): every
+//! input ciphertext is used as is and swapped, so output row ρ receives input row ρ and
+//! 1 − ρ. Output shares are returned as c_o x h_out x w_out, row-major.
+//!
+//! Block shift k pairs input block b with output block (b − k) mod c_n: the products'
+//! plaintexts hold, at input block b, the filter tap of the output channel in block
+//! (b − k); rotating the product left by k·B' moves it there.
+
+pub mod gala;
+pub mod gazelle_out;
+
+use he::{Backend, GaloisSpec, Layout, Params, SlotInfo};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{KernelError, Result};
+use crate::noise::NoiseModel;
+use crate::rotate::{Hoist, Rotations, DEFAULT_KEY_BUDGET};
+use crate::share::{share_output, FloodPool};
+
+/// A convolution method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConvMethod {
+    /// GAZELLE, output rotation.
+    GazelleOut,
+    /// GALA kernel grouping.
+    Gala,
+}
+
+impl ConvMethod {
+    /// Every method.
+    pub const ALL: [ConvMethod; 2] = [ConvMethod::GazelleOut, ConvMethod::Gala];
+    /// Name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConvMethod::GazelleOut => "gazelle-out",
+            ConvMethod::Gala => "gala",
+        }
+    }
+    /// Parses a name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+impl std::fmt::Display for ConvMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Zero padding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Padding {
+    /// Output ceil(h / s) x ceil(w / s) (TensorFlow's SAME: the extra pad goes bottom/right).
+    Same,
+    /// No padding.
+    Valid,
+}
+
+/// A convolution layer's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConvShape {
+    /// Input channels.
+    pub c_i: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Output channels (filters).
+    pub c_o: usize,
+    /// Filter height.
+    pub k_h: usize,
+    /// Filter width.
+    pub k_w: usize,
+    /// Stride (both directions).
+    pub stride: usize,
+    /// Padding.
+    pub padding: Padding,
+}
+
+/// The slot geometry of a planned convolution (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConvGeometry {
+    /// The shape.
+    pub shape: ConvShape,
+    /// Padding top, bottom, left, right.
+    pub pad: [usize; 4],
+    /// Padded grid height.
+    pub hp: usize,
+    /// Padded grid width (the row stride of a block).
+    pub wp: usize,
+    /// Stride-1 output height on the grid.
+    pub h1: usize,
+    /// Stride-1 output width on the grid.
+    pub w1: usize,
+    /// Output height.
+    pub h_out: usize,
+    /// Output width.
+    pub w_out: usize,
+    /// Slots per ciphertext.
+    pub n: usize,
+    /// Rotation span S.
+    pub span: usize,
+    /// Channels per row c_n.
+    pub c_n: usize,
+    /// Block stride B' = S / c_n.
+    pub block: usize,
+    /// Rows used per ciphertext (2 real, 1 ideal).
+    pub rows: usize,
+    /// Input ciphertexts.
+    pub in_cts: usize,
+    /// Output ciphertexts.
+    pub out_cts: usize,
+}
+
+impl ConvGeometry {
+    fn new(shape: ConvShape, slots: SlotInfo) -> Result<Self> {
+        for (what, v) in [
+            ("input channels", shape.c_i),
+            ("height", shape.h),
+            ("width", shape.w),
+            ("output channels", shape.c_o),
+            ("filter height", shape.k_h),
+            ("filter width", shape.k_w),
+            ("stride", shape.stride),
+        ] {
+            if v == 0 {
+                return Err(KernelError::EmptyDimension { what });
+            }
+        }
+        let s = shape.stride;
+        let pads = |len: usize, k: usize| -> Result<(usize, usize)> {
+            match shape.padding {
+                Padding::Valid => {
+                    if k > len {
+                        Err(KernelError::Shape {
+                            what: "filter larger than the input (valid padding)",
+                            expected: len,
+                            actual: k,
+                        })
+                    } else {
+                        Ok((0, 0))
+                    }
+                }
+                Padding::Same => {
+                    let out = len.div_ceil(s);
+                    let total = ((out - 1) * s + k).saturating_sub(len);
+                    Ok((total / 2, total - total / 2))
+                }
+            }
+        };
+        let (pt, pb) = pads(shape.h, shape.k_h)?;
+        let (pl, pr) = pads(shape.w, shape.k_w)?;
+        let (hp, wp) = (shape.h + pt + pb, shape.w + pl + pr);
+        let (h1, w1) = (hp - shape.k_h + 1, wp - shape.k_w + 1);
+        let span = slots.span();
+        let grid = hp * wp;
+        if grid > span {
+            return Err(KernelError::Shape {
+                what: "padded channel (splitting into tiles with halos is not implemented yet): slots per row",
+                expected: span,
+                actual: grid,
+            });
+        }
+        let fit = span / grid;
+        let c_n = 1usize << (usize::BITS - 1 - fit.leading_zeros());
+        let rows = match slots.layout {
+            Layout::TwoRows => 2,
+            Layout::Cyclic => 1,
+        };
+        let per_ct = c_n * rows;
+        Ok(Self {
+            shape,
+            pad: [pt, pb, pl, pr],
+            hp,
+            wp,
+            h1,
+            w1,
+            h_out: (h1 - 1) / s + 1,
+            w_out: (w1 - 1) / s + 1,
+            n: slots.n,
+            span,
+            c_n,
+            block: span / c_n,
+            rows,
+            in_cts: shape.c_i.div_ceil(per_ct),
+            out_cts: shape.c_o.div_ceil(per_ct),
+        })
+    }
+    /// Channels per ciphertext.
+    pub fn per_ct(&self) -> usize {
+        self.c_n * self.rows
+    }
+    /// Filter taps f = k_h·k_w.
+    pub fn taps(&self) -> usize {
+        self.shape.k_h * self.shape.k_w
+    }
+    /// Rotation of tap index d (row-major dy, dx).
+    pub fn tap_step(&self, d: usize) -> i64 {
+        ((d / self.shape.k_w) * self.wp + d % self.shape.k_w) as i64
+    }
+    /// Input versions per ciphertext (as is, and row-swapped in the real layout).
+    pub fn versions(&self) -> usize {
+        self.rows
+    }
+    fn pt_index(&self, o: usize, k: usize, i: usize, v: usize, d: usize) -> usize {
+        (((o * self.c_n + k) * self.in_cts + i) * self.versions() + v) * self.taps() + d
+    }
+    fn plaintexts(&self) -> usize {
+        self.out_cts * self.c_n * self.in_cts * self.versions() * self.taps()
+    }
+    /// Slot of (channel slot-group, pixel offset) in a ciphertext.
+    fn slot(&self, row: usize, block: usize, offset: usize) -> usize {
+        row * self.span + block * self.block + offset
+    }
+}
+
+/// An encoded filter bank (offline).
+pub struct EncodedFilters<B: Backend> {
+    plan: String,
+    pts: Vec<B::PreparedPt>,
+}
+
+/// A convolution method planned for a shape and a slot layout.
+#[derive(Clone, Debug)]
+pub struct ConvPlan {
+    method: ConvMethod,
+    geom: ConvGeometry,
+    rot: Rotations,
+    slots: SlotInfo,
+}
+
+impl ConvPlan {
+    /// Plans with the default key budget.
+    pub fn new(method: ConvMethod, shape: ConvShape, slots: SlotInfo) -> Result<Self> {
+        Self::with_key_budget(method, shape, slots, Some(DEFAULT_KEY_BUDGET))
+    }
+
+    /// Plans with a key budget (`None`: one key per step).
+    pub fn with_key_budget(
+        method: ConvMethod,
+        shape: ConvShape,
+        slots: SlotInfo,
+        budget: Option<usize>,
+    ) -> Result<Self> {
+        let geom = ConvGeometry::new(shape, slots)?;
+        let mut steps: Vec<i64> = (1..geom.taps()).map(|d| geom.tap_step(d)).collect();
+        steps.extend((1..geom.c_n).map(|k| (k * geom.block) as i64));
+        Ok(Self {
+            method,
+            rot: Rotations::plan(steps, geom.span, budget),
+            geom,
+            slots,
+        })
+    }
+    /// The method.
+    pub fn method(&self) -> ConvMethod {
+        self.method
+    }
+    /// The geometry.
+    pub fn geometry(&self) -> &ConvGeometry {
+        &self.geom
+    }
+    /// Rotations and keys.
+    pub fn rotations(&self) -> &Rotations {
+        &self.rot
+    }
+    /// Galois keys the client generates (plus the row swap in the real layout).
+    pub fn galois(&self) -> GaloisSpec {
+        let g = self.rot.galois();
+        if self.geom.rows == 2 {
+            g.with_column()
+        } else {
+            g
+        }
+    }
+    /// Response ciphertexts.
+    pub fn output_cts(&self) -> usize {
+        self.geom.out_cts
+    }
+    fn id(&self) -> String {
+        format!(
+            "{} {:?} n={} {:?}",
+            self.method, self.geom.shape, self.slots.n, self.slots.layout
+        )
+    }
+
+    /// Offline: encodes filters given as c_o x c_i x k_h x k_w signed integers.
+    pub fn encode<B: Backend>(&self, b: &B, f: &[i64]) -> Result<EncodedFilters<B>> {
+        let g = &self.geom;
+        let sh = g.shape;
+        let taps = g.taps();
+        if f.len() != sh.c_o * sh.c_i * taps {
+            return Err(KernelError::Shape {
+                what: "filters",
+                expected: sh.c_o * sh.c_i * taps,
+                actual: f.len(),
+            });
+        }
+        let p = self.slots.p;
+        let half = (p / 2) as i64;
+        if let Some((index, &value)) = f.iter().enumerate().find(|(_, v)| v.abs() > half) {
+            return Err(KernelError::WeightRange { index, value, p });
+        }
+        let mut pts = Vec::with_capacity(g.plaintexts());
+        let per = g.per_ct();
+        for o in 0..g.out_cts {
+            for k in 0..g.c_n {
+                for i in 0..g.in_cts {
+                    for v in 0..g.versions() {
+                        for d in 0..taps {
+                            if !b.carries_data() {
+                                pts.push(b.prepare(&[])?);
+                                continue;
+                            }
+                            let mut vals = vec![0u64; g.n];
+                            for row in 0..g.rows {
+                                for bl in 0..g.c_n {
+                                    let oc = o * per + row * g.c_n + (bl + g.c_n - k) % g.c_n;
+                                    let ic = i * per + (row ^ v) * g.c_n + bl;
+                                    if oc >= sh.c_o || ic >= sh.c_i {
+                                        continue;
+                                    }
+                                    let w = f[(oc * sh.c_i + ic) * taps + d];
+                                    let wv = w.rem_euclid(p as i64) as u64;
+                                    for y in (0..g.h1).step_by(sh.stride) {
+                                        for x in (0..g.w1).step_by(sh.stride) {
+                                            vals[g.slot(row, bl, y * g.wp + x)] = wv;
+                                        }
+                                    }
+                                }
+                            }
+                            pts.push(b.prepare(&vals)?);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(EncodedFilters {
+            plan: self.id(),
+            pts,
+        })
+    }
+
+    /// Client: packs and encrypts the image (c_i x h x w, reduced mod p).
+    pub fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+        let g = &self.geom;
+        let sh = g.shape;
+        if x.len() != sh.c_i * sh.h * sh.w {
+            return Err(KernelError::Shape {
+                what: "input image",
+                expected: sh.c_i * sh.h * sh.w,
+                actual: x.len(),
+            });
+        }
+        let p = self.slots.p;
+        if let Some((index, &value)) = x.iter().enumerate().find(|(_, &v)| v >= p) {
+            return Err(he::HeError::NotReduced { index, value, p }.into());
+        }
+        let per = g.per_ct();
+        (0..g.in_cts)
+            .map(|i| {
+                let mut vals = vec![0u64; g.n];
+                for row in 0..g.rows {
+                    for bl in 0..g.c_n {
+                        let c = i * per + row * g.c_n + bl;
+                        if c >= sh.c_i {
+                            continue;
+                        }
+                        for y in 0..sh.h {
+                            for xx in 0..sh.w {
+                                let off = (y + g.pad[0]) * g.wp + xx + g.pad[2];
+                                vals[g.slot(row, bl, off)] = x[(c * sh.h + y) * sh.w + xx];
+                            }
+                        }
+                    }
+                }
+                Ok(b.encrypt_sym(&b.encode(&vals)?)?)
+            })
+            .collect()
+    }
+
+    /// For every input ciphertext and version, the f tap rotations (hoisted).
+    fn rotated_inputs<B: Backend>(&self, b: &B, q: &[B::Ct]) -> Result<Vec<Vec<B::Ct>>> {
+        let g = &self.geom;
+        let mut out = Vec::with_capacity(q.len() * g.versions());
+        for ct in q {
+            let versions = if g.versions() == 2 {
+                vec![ct.clone(), b.rotate_columns(ct)?]
+            } else {
+                vec![ct.clone()]
+            };
+            for v in &versions {
+                let mut h = Hoist::new(v);
+                out.push(
+                    (0..g.taps())
+                        .map(|d| self.rot.rotate_hoisted(b, &mut h, g.tap_step(d)))
+                        .collect::<Result<Vec<_>>>()?,
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// Server: the HE computation alone.
+    pub fn compute<B: Backend>(
+        &self,
+        b: &B,
+        m: &EncodedFilters<B>,
+        q: &[B::Ct],
+    ) -> Result<Vec<B::Ct>> {
+        if m.plan != self.id() {
+            return Err(KernelError::PlanMismatch {
+                expected: m.plan.clone(),
+                actual: self.id(),
+            });
+        }
+        if q.len() != self.geom.in_cts {
+            return Err(KernelError::CiphertextCount {
+                what: "query",
+                expected: self.geom.in_cts,
+                actual: q.len(),
+            });
+        }
+        let rotated = self.rotated_inputs(b, q)?;
+        let ctx = ConvCtx {
+            b,
+            g: &self.geom,
+            rot: &self.rot,
+            pts: &m.pts,
+            rotated: &rotated,
+        };
+        match self.method {
+            ConvMethod::GazelleOut => gazelle_out::compute(&ctx),
+            ConvMethod::Gala => gala::compute(&ctx),
+        }
+    }
+
+    /// The cleartext step both parties apply: pick the strided output positions,
+    /// c_o x h_out x w_out row-major.
+    pub fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
+        let g = &self.geom;
+        if slots.len() != g.out_cts {
+            return Err(KernelError::CiphertextCount {
+                what: "response",
+                expected: g.out_cts,
+                actual: slots.len(),
+            });
+        }
+        let per = g.per_ct();
+        let s = g.shape.stride;
+        let mut out = Vec::with_capacity(g.shape.c_o * g.h_out * g.w_out);
+        for oc in 0..g.shape.c_o {
+            let (ct, row, bl) = (oc / per, (oc % per) / g.c_n, oc % g.c_n);
+            let v = &slots[ct];
+            for y in 0..g.h_out {
+                for x in 0..g.w_out {
+                    let at = g.slot(row, bl, y * s * g.wp + x * s);
+                    out.push(*v.get(at).ok_or(KernelError::Shape {
+                        what: "response slots",
+                        expected: g.n,
+                        actual: v.len(),
+                    })?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Worst-case kernel noise bits.
+    pub fn kernel_noise(&self, m: &NoiseModel) -> f64 {
+        let g = &self.geom;
+        let terms = g.in_cts * g.versions() * g.taps();
+        let prod = m.sum(m.mult(m.rotate(m.rotate(m.fresh))), terms);
+        m.sum(m.rotate(prod), g.c_n * g.in_cts)
+    }
+
+    /// Flooding bits on `params`, or a noise-budget error.
+    pub fn flood_bits(&self, params: &Params) -> Result<u32> {
+        let m = NoiseModel::new(params);
+        let k = self.kernel_noise(&m);
+        if m.affords(k) {
+            Ok(m.flood_bits(k))
+        } else {
+            Err(KernelError::NoiseBudget {
+                method: self.method.to_string(),
+                params: params.name().to_string(),
+                needed: m.needed_bits(k),
+                available: m.log_q.floor() as u32,
+                suggestion: "preset n8192".into(),
+            })
+        }
+    }
+
+    /// Server online: compute, share, and the server's share of the output.
+    pub fn respond<B: Backend>(
+        &self,
+        b: &B,
+        m: &EncodedFilters<B>,
+        q: &[B::Ct],
+        pool: &mut FloodPool<B>,
+    ) -> Result<(Vec<B::Ct>, Vec<u64>)> {
+        let out = self.compute(b, m, q)?;
+        let shared = share_output(b, out, pool)?;
+        let server = self.finish(&shared.server_slots)?;
+        Ok((shared.response, server))
+    }
+
+    /// Client: decrypt and finish.
+    pub fn decrypt<B: Backend>(&self, b: &B, resp: &[B::Ct]) -> Result<Vec<u64>> {
+        let slots = resp
+            .iter()
+            .map(|c| b.decrypt(c))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        self.finish(&slots)
+    }
+}
+
+/// What a conv method's `compute` needs.
+pub(crate) struct ConvCtx<'a, B: Backend> {
+    pub(crate) b: &'a B,
+    pub(crate) g: &'a ConvGeometry,
+    pub(crate) rot: &'a Rotations,
+    pub(crate) pts: &'a [B::PreparedPt],
+    /// [input ct · versions + version][tap]
+    pub(crate) rotated: &'a [Vec<B::Ct>],
+}
+
+impl<B: Backend> ConvCtx<'_, B> {
+    /// Σ over the given input ciphertexts, their versions and taps of
+    /// pt(o, k, i, v, d) ⊙ rot(x_i^v, tap d): one fused product.
+    pub(crate) fn products(&self, o: usize, k: usize, inputs: &[usize]) -> Result<B::Ct> {
+        let g = self.g;
+        let mut cts = Vec::new();
+        let mut pts = Vec::new();
+        for &i in inputs {
+            for v in 0..g.versions() {
+                for d in 0..g.taps() {
+                    cts.push(&self.rotated[i * g.versions() + v][d]);
+                    pts.push(&self.pts[g.pt_index(o, k, i, v, d)]);
+                }
+            }
+        }
+        Ok(self.b.dot(&cts, &pts)?)
+    }
+}

@@ -1,0 +1,288 @@
+//! Convolution kernels: shares reconstruct an independent integer convolution; op counts
+//! equal GALA Table III and the consistent cells of Table VII.
+#![allow(clippy::unwrap_used)]
+
+use he::{Backend, Bfv, Count, Counting, Layout, OpCounts, Params, Sim, SlotInfo};
+use kernels::{ConvMethod, ConvPlan, ConvShape, FloodPool, KernelError, Padding};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+
+fn real(p: &Params) -> SlotInfo {
+    SlotInfo {
+        n: p.n(),
+        p: p.p(),
+        layout: Layout::TwoRows,
+    }
+}
+
+fn shape(
+    c_i: usize,
+    h: usize,
+    w: usize,
+    c_o: usize,
+    k: usize,
+    s: usize,
+    pad: Padding,
+) -> ConvShape {
+    ConvShape {
+        c_i,
+        h,
+        w,
+        c_o,
+        k_h: k,
+        k_w: k,
+        stride: s,
+        padding: pad,
+    }
+}
+
+/// Independent reference: zero-padded integer convolution (TensorFlow SAME / VALID).
+fn reference(sh: &ConvShape, x: &[i64], f: &[i64], p: u64) -> Vec<u64> {
+    let (h_out, w_out, pt, pl) = match sh.padding {
+        Padding::Valid => (
+            (sh.h - sh.k_h) / sh.stride + 1,
+            (sh.w - sh.k_w) / sh.stride + 1,
+            0,
+            0,
+        ),
+        Padding::Same => {
+            let (ho, wo) = (sh.h.div_ceil(sh.stride), sh.w.div_ceil(sh.stride));
+            let th = ((ho - 1) * sh.stride + sh.k_h).saturating_sub(sh.h);
+            let tw = ((wo - 1) * sh.stride + sh.k_w).saturating_sub(sh.w);
+            (ho, wo, th / 2, tw / 2)
+        }
+    };
+    let mut out = Vec::new();
+    for o in 0..sh.c_o {
+        for y in 0..h_out {
+            for xx in 0..w_out {
+                let mut acc: i128 = 0;
+                for c in 0..sh.c_i {
+                    for dy in 0..sh.k_h {
+                        for dx in 0..sh.k_w {
+                            let iy = (y * sh.stride + dy) as i64 - pt as i64;
+                            let ix = (xx * sh.stride + dx) as i64 - pl as i64;
+                            if iy < 0 || ix < 0 || iy >= sh.h as i64 || ix >= sh.w as i64 {
+                                continue;
+                            }
+                            let xv = x[(c * sh.h + iy as usize) * sh.w + ix as usize];
+                            let fv = f[((o * sh.c_i + c) * sh.k_h + dy) * sh.k_w + dx];
+                            acc += xv as i128 * fv as i128;
+                        }
+                    }
+                }
+                out.push(acc.rem_euclid(p as i128) as u64);
+            }
+        }
+    }
+    out
+}
+
+fn problem(sh: &ConvShape, seed: u64) -> (Vec<i64>, Vec<i64>) {
+    let mut r = ChaCha20Rng::seed_from_u64(seed);
+    let x = (0..sh.c_i * sh.h * sh.w)
+        .map(|_| r.random_range(-16..=16))
+        .collect();
+    let f = (0..sh.c_o * sh.c_i * sh.k_h * sh.k_w)
+        .map(|_| r.random_range(-16..=16))
+        .collect();
+    (x, f)
+}
+
+fn run<B: Backend>(b: &B, plan: &ConvPlan, x: &[i64], f: &[i64], bits: u32) -> Vec<u64> {
+    let p = b.slots().p;
+    let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
+    let m = plan.encode(b, f).unwrap();
+    let q = plan.query(b, &xr).unwrap();
+    let mut pool = FloodPool::new(bits);
+    pool.fill(b, plan.output_cts()).unwrap();
+    let (resp, server) = plan.respond(b, &m, &q, &mut pool).unwrap();
+    let client = plan.decrypt(b, &resp).unwrap();
+    client
+        .iter()
+        .zip(&server)
+        .map(|(a, c)| (a + c) % p)
+        .collect()
+}
+
+#[test]
+fn every_method_reconstructs_on_sim() {
+    let params = Params::preset("n8192").unwrap();
+    let shapes = [
+        shape(1, 5, 5, 2, 3, 1, Padding::Same),
+        shape(3, 8, 8, 4, 3, 1, Padding::Same),
+        shape(1, 28, 28, 5, 5, 2, Padding::Valid),
+        shape(16, 16, 16, 16, 1, 1, Padding::Same),
+        shape(8, 14, 14, 8, 3, 1, Padding::Same),
+        shape(3, 9, 7, 5, 3, 2, Padding::Same),
+        shape(32, 32, 32, 32, 3, 1, Padding::Same),
+    ];
+    for (i, sh) in shapes.iter().enumerate() {
+        let (x, f) = problem(sh, i as u64);
+        let want = reference(sh, &x, &f, params.p());
+        for method in ConvMethod::ALL {
+            let plan = ConvPlan::new(method, *sh, real(&params)).unwrap();
+            let sim = Sim::new(&params, plan.galois());
+            assert_eq!(run(&sim, &plan, &x, &f, 0), want, "{method} {sh:?}");
+        }
+    }
+}
+
+#[test]
+fn bfv_small_convolutions() {
+    let params = Params::preset("n8192").unwrap();
+    for (i, sh) in [
+        shape(3, 8, 8, 4, 3, 1, Padding::Same),
+        shape(1, 28, 28, 5, 5, 2, Padding::Valid),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (x, f) = problem(sh, 10 + i as u64);
+        let want = reference(sh, &x, &f, params.p());
+        for method in ConvMethod::ALL {
+            let plan = ConvPlan::new(method, *sh, real(&params)).unwrap();
+            let bits = plan.flood_bits(&params).unwrap();
+            let b = Counting::new(Bfv::keygen(&params, plan.galois()).unwrap());
+            assert_eq!(run(&b, &plan, &x, &f, bits), want, "{method} {sh:?} on Bfv");
+            let c = Count::real(&params, plan.galois());
+            run(&c, &plan, &x, &f, bits);
+            let (bc, cc) = (b.counts(), c.counts());
+            assert_eq!(
+                (bc.perm, bc.hst_perm, bc.sc_mult, bc.add),
+                (cc.perm, cc.hst_perm, cc.sc_mult, cc.add)
+            );
+        }
+    }
+}
+
+fn ideal_counts(method: ConvMethod, sh: ConvShape, n: usize) -> OpCounts {
+    let slots = SlotInfo {
+        n,
+        p: 12289,
+        layout: Layout::Cyclic,
+    };
+    let plan = ConvPlan::with_key_budget(method, sh, slots, None).unwrap();
+    let c = Count::ideal(n, 12289, plan.galois());
+    let m = plan
+        .encode(&c, &vec![0; sh.c_o * sh.c_i * sh.k_h * sh.k_w])
+        .unwrap();
+    let q = plan.query(&c, &vec![0; sh.c_i * sh.h * sh.w]).unwrap();
+    c.take();
+    plan.compute(&c, &m, &q).unwrap();
+    c.take()
+}
+
+#[test]
+fn gala_table_iii_formulas() {
+    // 16x16 inputs with valid padding fill blocks of 256 slots exactly (the papers'
+    // model, c_n = n / 256); formulas of GALA Table III.
+    for n in [2048usize, 4096] {
+        let c_n = (n / 256) as u64;
+        for (c_i, c_o, k) in [(64usize, 32usize, 3usize), (128, 128, 1), (32, 64, 5)] {
+            let sh = shape(c_i, 16, 16, c_o, k, 1, Padding::Valid);
+            let (ci, co, f) = (c_i as u64, c_o as u64, (k * k) as u64);
+            let gz = ideal_counts(ConvMethod::GazelleOut, sh, n);
+            let ga = ideal_counts(ConvMethod::Gala, sh, n);
+            let common = (
+                ci * (f - 1) / c_n,
+                ci * co * f / c_n,
+                co * (ci * f - 1) / c_n,
+            );
+            assert_eq!(
+                gz.perm,
+                ci * co * (c_n - 1) / (c_n * c_n),
+                "gazelle perm n={n} {sh:?}"
+            );
+            assert_eq!(ga.perm, co * (c_n - 1) / c_n, "gala perm n={n} {sh:?}");
+            for c in [gz, ga] {
+                assert_eq!((c.hst_perm, c.sc_mult, c.add), common, "n={n} {sh:?}");
+                assert_eq!(c.dec_perm, if f > 1 { ci / c_n } else { 0 });
+            }
+        }
+    }
+}
+
+#[test]
+fn gala_table_vii_consistent_cells() {
+    // GALA Table VII (n = 2048, 16x16 inputs, c_n = 8). Cells DecPerm / HstPerm include
+    // the output Perms. Consistent cells (../shared/papers.md §5.2): rows 1, 3, 4 all;
+    // row 2 GAZELLE HstPerm and ScMult, GALA ScMult.
+    let table = |c: OpCounts| (c.perm + c.dec_perm, c.perm + c.hst_perm, c.sc_mult, c.add);
+    let row1 = shape(128, 16, 16, 128, 1, 1, Padding::Valid);
+    assert_eq!(
+        table(ideal_counts(ConvMethod::GazelleOut, row1, 2048)),
+        (1792, 1792, 2048, 2032)
+    );
+    assert_eq!(
+        table(ideal_counts(ConvMethod::Gala, row1, 2048)),
+        (112, 112, 2048, 2032)
+    );
+    let row3 = shape(128, 16, 16, 128, 3, 1, Padding::Valid);
+    assert_eq!(
+        table(ideal_counts(ConvMethod::GazelleOut, row3, 2048)),
+        (1808, 1920, 18432, 18416)
+    );
+    assert_eq!(
+        table(ideal_counts(ConvMethod::Gala, row3, 2048)),
+        (128, 240, 18432, 18416)
+    );
+    let row2 = shape(2048, 16, 16, 512, 1, 1, Padding::Valid);
+    let g = table(ideal_counts(ConvMethod::GazelleOut, row2, 2048));
+    assert_eq!((g.1, g.2), (114688, 131072));
+    assert_eq!(table(ideal_counts(ConvMethod::Gala, row2, 2048)).2, 131072);
+    let row4 = shape(2048, 16, 16, 64, 5, 1, Padding::Valid);
+    assert_eq!(
+        table(ideal_counts(ConvMethod::GazelleOut, row4, 2048)),
+        (14592, 20480, 409600, 409592)
+    );
+    assert_eq!(
+        table(ideal_counts(ConvMethod::Gala, row4, 2048)),
+        (312, 6200, 409600, 409592)
+    );
+}
+
+#[test]
+fn bad_shapes_are_typed_errors() {
+    let params = Params::preset("n8192").unwrap();
+    assert!(matches!(
+        ConvPlan::new(
+            ConvMethod::Gala,
+            shape(0, 4, 4, 1, 3, 1, Padding::Same),
+            real(&params)
+        ),
+        Err(KernelError::EmptyDimension { .. })
+    ));
+    assert!(matches!(
+        ConvPlan::new(
+            ConvMethod::Gala,
+            shape(1, 2, 2, 1, 3, 1, Padding::Valid),
+            real(&params)
+        ),
+        Err(KernelError::Shape { .. })
+    ));
+    // A channel larger than a row (tiling with halos is not implemented yet).
+    assert!(matches!(
+        ConvPlan::new(
+            ConvMethod::Gala,
+            shape(1, 100, 100, 1, 3, 1, Padding::Same),
+            real(&params)
+        ),
+        Err(KernelError::Shape { .. })
+    ));
+    let plan = ConvPlan::new(
+        ConvMethod::Gala,
+        shape(2, 4, 4, 2, 3, 1, Padding::Same),
+        real(&params),
+    )
+    .unwrap();
+    let sim = Sim::new(&params, plan.galois());
+    assert!(matches!(
+        plan.encode(&sim, &[1; 5]),
+        Err(KernelError::Shape { .. })
+    ));
+    assert!(matches!(
+        plan.query(&sim, &[1; 5]),
+        Err(KernelError::Shape { .. })
+    ));
+}
