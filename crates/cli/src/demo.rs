@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use clap::Args;
 use he::{Backend, Bfv, Count, Counting, Layout, Params, Sim, SlotInfo};
-use kernels::{FloodPool, MatvecPlan, Method};
+use kernels::{FloodPool, LinearLayer, MatvecPlan, Method};
 use rand::Rng;
 use serde::Serialize;
 

@@ -4,6 +4,8 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod bench_conv;
+mod bench_linear;
 mod bench_matvec;
 mod bench_ops;
 mod demo;
@@ -41,6 +43,8 @@ enum BenchCmd {
     Ops(bench_ops::OpsArgs),
     /// Matrix-vector kernels side by side on the same W and x.
     Matvec(bench_matvec::MatvecArgs),
+    /// Convolution kernels side by side on the same image and filters.
+    Conv(bench_conv::ConvArgs),
 }
 
 fn main() {
@@ -50,6 +54,7 @@ fn main() {
         Cmd::Bench { what } => match what {
             BenchCmd::Ops(a) => bench_ops::run(&a),
             BenchCmd::Matvec(a) => bench_matvec::run(&a),
+            BenchCmd::Conv(a) => bench_conv::run(&a),
         },
     };
     if let Err(e) = result {

@@ -5,6 +5,7 @@
 
 pub mod conv;
 mod error;
+pub mod layer;
 pub mod matvec;
 pub mod noise;
 pub mod rotate;
@@ -12,5 +13,6 @@ mod share;
 
 pub use conv::{ConvMethod, ConvPlan, ConvShape, EncodedFilters, Padding};
 pub use error::{KernelError, Result};
+pub use layer::LinearLayer;
 pub use matvec::{EncodedMatrix, Geometry, MatvecPlan, Method};
 pub use share::{share_output, FloodPool, Shared};

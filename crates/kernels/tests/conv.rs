@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use he::{Backend, Bfv, Count, Counting, Layout, OpCounts, Params, Sim, SlotInfo};
-use kernels::{ConvMethod, ConvPlan, ConvShape, FloodPool, KernelError, Padding};
+use kernels::{ConvMethod, ConvPlan, ConvShape, FloodPool, KernelError, LinearLayer, Padding};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 

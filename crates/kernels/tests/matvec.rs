@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 
 use he::{Backend, Bfv, Count, Counting, Layout, Params, Sim, SlotInfo};
-use kernels::{FloodPool, KernelError, MatvecPlan, Method};
+use kernels::{FloodPool, KernelError, LinearLayer, MatvecPlan, Method};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 

@@ -35,7 +35,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::{KernelError, Result};
 use crate::noise::NoiseModel;
 use crate::rotate::{Hoist, Rotations, DEFAULT_KEY_BUDGET};
-use crate::share::{share_output, FloodPool};
 
 /// A convolution method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -511,28 +510,44 @@ impl ConvPlan {
             })
         }
     }
+}
 
-    /// Server online: compute, share, and the server's share of the output.
-    pub fn respond<B: Backend>(
-        &self,
-        b: &B,
-        m: &EncodedFilters<B>,
-        q: &[B::Ct],
-        pool: &mut FloodPool<B>,
-    ) -> Result<(Vec<B::Ct>, Vec<u64>)> {
-        let out = self.compute(b, m, q)?;
-        let shared = share_output(b, out, pool)?;
-        let server = self.finish(&shared.server_slots)?;
-        Ok((shared.response, server))
+impl crate::layer::LinearLayer for ConvPlan {
+    type Encoded<B: Backend> = EncodedFilters<B>;
+    fn method_name(&self) -> String {
+        self.method.to_string()
     }
-
-    /// Client: decrypt and finish.
-    pub fn decrypt<B: Backend>(&self, b: &B, resp: &[B::Ct]) -> Result<Vec<u64>> {
-        let slots = resp
-            .iter()
-            .map(|c| b.decrypt(c))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        self.finish(&slots)
+    fn galois(&self) -> GaloisSpec {
+        ConvPlan::galois(self)
+    }
+    fn query_cts(&self) -> usize {
+        self.geom.in_cts
+    }
+    fn output_cts(&self) -> usize {
+        self.geom.out_cts
+    }
+    fn input_len(&self) -> usize {
+        let s = self.geom.shape;
+        s.c_i * s.h * s.w
+    }
+    fn weight_len(&self) -> usize {
+        let s = self.geom.shape;
+        s.c_o * s.c_i * s.k_h * s.k_w
+    }
+    fn flood_bits(&self, params: &Params) -> Result<u32> {
+        ConvPlan::flood_bits(self, params)
+    }
+    fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<EncodedFilters<B>> {
+        self.encode(b, w)
+    }
+    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+        ConvPlan::query(self, b, x)
+    }
+    fn compute<B: Backend>(&self, b: &B, m: &EncodedFilters<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
+        ConvPlan::compute(self, b, m, q)
+    }
+    fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
+        ConvPlan::finish(self, slots)
     }
 }
 

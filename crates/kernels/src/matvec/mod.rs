@@ -48,7 +48,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::{KernelError, Result};
 use crate::noise::NoiseModel;
 use crate::rotate::{Rotations, DEFAULT_KEY_BUDGET};
-use crate::share::{share_output, FloodPool};
 
 /// A matrix-vector method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -555,29 +554,42 @@ impl MatvecPlan {
             suggestion,
         })
     }
+}
 
-    /// Server online: computes, shares the output, and returns the response and the
-    /// server's share of W·x (n_o values).
-    pub fn respond<B: Backend>(
-        &self,
-        b: &B,
-        m: &EncodedMatrix<B>,
-        q: &[B::Ct],
-        pool: &mut FloodPool<B>,
-    ) -> Result<(Vec<B::Ct>, Vec<u64>)> {
-        let out = self.compute(b, m, q)?;
-        let shared = share_output(b, out, pool)?;
-        let server = self.finish(&shared.server_slots)?;
-        Ok((shared.response, server))
+impl crate::layer::LinearLayer for MatvecPlan {
+    type Encoded<B: Backend> = EncodedMatrix<B>;
+    fn method_name(&self) -> String {
+        self.method.to_string()
     }
-
-    /// Client: decrypts the response and finishes → the client's share of W·x.
-    pub fn decrypt<B: Backend>(&self, b: &B, resp: &[B::Ct]) -> Result<Vec<u64>> {
-        let slots = resp
-            .iter()
-            .map(|c| b.decrypt(c))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        self.finish(&slots)
+    fn galois(&self) -> GaloisSpec {
+        MatvecPlan::galois(self)
+    }
+    fn query_cts(&self) -> usize {
+        MatvecPlan::query_cts(self)
+    }
+    fn output_cts(&self) -> usize {
+        MatvecPlan::output_cts(self)
+    }
+    fn input_len(&self) -> usize {
+        self.geom.n_i
+    }
+    fn weight_len(&self) -> usize {
+        self.geom.n_i * self.geom.n_o
+    }
+    fn flood_bits(&self, params: &Params) -> Result<u32> {
+        MatvecPlan::flood_bits(self, params)
+    }
+    fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<EncodedMatrix<B>> {
+        self.encode(b, w)
+    }
+    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+        MatvecPlan::query(self, b, x)
+    }
+    fn compute<B: Backend>(&self, b: &B, m: &EncodedMatrix<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
+        MatvecPlan::compute(self, b, m, q)
+    }
+    fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
+        MatvecPlan::finish(self, slots)
     }
 }
 

@@ -1,0 +1,264 @@
+//! The measurement shared by `bench matvec` and `bench conv`: one linear layer, one
+//! method, timed as client encode and encrypt, per-query offline flooding, server
+//! kernel and share_output, client decrypt; with op counts, bytes, keys, the noise
+//! budget left, a reconstruction check, and the server time predicted from op counts ×
+//! per-op costs measured in the same run.
+
+use std::time::Instant;
+
+use he::{Backend, Bfv, Counting, OpCounts, Params};
+use kernels::{share_output, FloodPool, LinearLayer};
+use rand::Rng;
+use serde::Serialize;
+
+use crate::timing::median_us;
+
+#[derive(Serialize, Default, Clone)]
+pub struct Row {
+    pub method: String,
+    pub params: String,
+    pub correct: bool,
+    pub query_ms: f64,
+    pub online_ms: f64,
+    pub offline_ms: f64,
+    pub flood_ms: f64,
+    pub client_ms: f64,
+    pub server_ms: f64,
+    pub kernel_ms: f64,
+    pub share_ms: f64,
+    pub predicted_server_ms: f64,
+    pub perm: u64,
+    pub hst_perm: u64,
+    pub dec_perm: u64,
+    pub sc_mult: u64,
+    pub add: u64,
+    pub fused_add: u64,
+    pub ntt: u64,
+    pub intt: u64,
+    pub galois_keys: usize,
+    pub extra_hops: bool,
+    pub bytes_up: u64,
+    pub bytes_up_pk_query: u64,
+    pub bytes_down: u64,
+    pub key_bytes: usize,
+    pub noise_budget_left: Option<u32>,
+    pub speedup_vs_baseline: Option<f64>,
+}
+
+/// Per-op costs (µs) measured in this run, for the Σ(count × cost) prediction.
+struct Costs {
+    perm: f64,
+    dec_perm: f64,
+    hst_perm: f64,
+    sc_mult: f64,
+    add: f64,
+    /// share_output per response ciphertext: encode r, add_plain, add, switch.
+    share: f64,
+}
+
+fn measure_costs(b: &Bfv, plan_steps: &[i64]) -> Result<Costs, Box<dyn std::error::Error>> {
+    let n = b.slots().n;
+    let mut rng = rand::rng();
+    let v: Vec<u64> = (0..n).map(|_| rng.random_range(0..b.slots().p)).collect();
+    let ct = b.encrypt_pk(&b.encode(&v)?)?;
+    let ct2 = b.encrypt_pk(&b.encode(&v)?)?;
+    let pt = b.prepare(&v)?;
+    let terms: Vec<&he::BfvCt> = vec![&ct; 8];
+    let pts: Vec<&he::BfvPrepared> = vec![&pt; 8];
+    let step = plan_steps.first().copied();
+    let (perm, dec_perm, hst_perm) = match step {
+        Some(s) => {
+            let h = b.hoist(&ct)?;
+            (
+                median_us(5, || b.rotate_rows(&ct, s)),
+                median_us(5, || b.hoist(&ct)),
+                median_us(5, || b.rotate_hoisted(&h, s)),
+            )
+        }
+        None => (0.0, 0.0, 0.0),
+    };
+    Ok(Costs {
+        perm,
+        dec_perm,
+        hst_perm,
+        sc_mult: median_us(5, || b.dot(&terms, &pts)) / 8.0,
+        add: median_us(5, || b.add(&ct, &ct2)),
+        share: median_us(5, || -> he::Result<_> {
+            let m = b.add_plain(&ct, &b.encode(&v)?)?;
+            b.switch_to_last(&b.add(&m, &ct2)?)
+        }),
+    })
+}
+
+fn predict(c: &OpCounts, outputs: usize, k: &Costs) -> f64 {
+    (outputs as f64 * k.share
+        + c.perm as f64 * k.perm
+        + c.dec_perm as f64 * k.dec_perm
+        + c.hst_perm as f64 * k.hst_perm
+        + c.sc_mult as f64 * k.sc_mult
+        + (c.add - c.fused_add) as f64 * k.add)
+        / 1e3
+}
+
+/// Measures one planned layer on `params` (`reps` queries, median by query time).
+pub fn measure<L: LinearLayer>(
+    plan: &L,
+    params: &Params,
+    w: &[i64],
+    xr: &[u64],
+    want: &[u64],
+    reps: usize,
+) -> Result<Row, Box<dyn std::error::Error>> {
+    let bits = plan.flood_bits(params)?;
+    let client = Bfv::keygen(params, plan.galois())?;
+    let server = Counting::new(Bfv::server(params, client.public_keys())?);
+    let p = params.p();
+
+    let t = Instant::now();
+    let m = plan.encode_weights(&server, w)?;
+    let offline_ms = t.elapsed().as_secs_f64() * 1e3;
+
+    let mut samples: Vec<Row> = Vec::new();
+    for _ in 0..reps.max(1) {
+        let mut row = Row::default();
+        let t = Instant::now();
+        let q = plan.query(&client, xr)?;
+        let wire: Vec<Vec<u8>> = q
+            .iter()
+            .map(|c| client.serialize(c))
+            .collect::<Result<_, _>>()?;
+        let client_enc = t.elapsed().as_secs_f64() * 1e3;
+        row.bytes_up = wire.iter().map(|b| b.len() as u64).sum();
+        let t = Instant::now();
+        let mut pool = FloodPool::new(bits);
+        pool.fill(&server, plan.output_cts())?;
+        row.flood_ms = t.elapsed().as_secs_f64() * 1e3;
+        let q: Vec<_> = wire
+            .iter()
+            .map(|b| server.deserialize(b))
+            .collect::<Result<_, _>>()?;
+        server.take();
+        let t = Instant::now();
+        let out = plan.compute(&server, &m, &q)?;
+        row.kernel_ms = t.elapsed().as_secs_f64() * 1e3;
+        let counts = server.take();
+        let t = Instant::now();
+        let shared = share_output(&server, out, &mut pool)?;
+        let server_share = plan.finish(&shared.server_slots)?;
+        row.share_ms = t.elapsed().as_secs_f64() * 1e3;
+        let resp: Vec<Vec<u8>> = shared
+            .response
+            .iter()
+            .map(|c| server.serialize(c))
+            .collect::<Result<_, _>>()?;
+        row.bytes_down = resp.iter().map(|b| b.len() as u64).sum();
+        let t = Instant::now();
+        let resp: Vec<_> = resp
+            .iter()
+            .map(|b| client.deserialize(b))
+            .collect::<Result<_, _>>()?;
+        let client_share = plan.decrypt(&client, &resp)?;
+        let client_dec = t.elapsed().as_secs_f64() * 1e3;
+        row.noise_budget_left = resp
+            .iter()
+            .filter_map(|c| client.noise_budget(c).ok().flatten())
+            .min();
+        row.correct = client_share
+            .iter()
+            .zip(&server_share)
+            .map(|(c, s)| (c + s) % p)
+            .eq(want.iter().copied());
+        row.client_ms = client_enc + client_dec;
+        row.server_ms = row.kernel_ms + row.share_ms;
+        row.online_ms = row.client_ms + row.server_ms;
+        row.query_ms = row.online_ms + row.flood_ms;
+        row.perm = counts.perm;
+        row.hst_perm = counts.hst_perm;
+        row.dec_perm = counts.dec_perm;
+        row.sc_mult = counts.sc_mult;
+        row.add = counts.add;
+        row.fused_add = counts.fused_add;
+        row.ntt = counts.ntt;
+        row.intt = counts.intt;
+        samples.push(row);
+    }
+    samples.sort_by(|a, b| a.query_ms.total_cmp(&b.query_ms));
+    let mut row = samples[samples.len() / 2].clone();
+    row.correct = samples.iter().all(|s| s.correct);
+    let costs = measure_costs(&client, &plan.galois().steps().collect::<Vec<_>>())?;
+    let c = OpCounts {
+        perm: row.perm,
+        dec_perm: row.dec_perm,
+        hst_perm: row.hst_perm,
+        sc_mult: row.sc_mult,
+        add: row.add,
+        fused_add: row.fused_add,
+        ..Default::default()
+    };
+    row.predicted_server_ms = predict(&c, plan.output_cts(), &costs);
+    row.method = plan.method_name();
+    row.params = params.name().to_string();
+    row.offline_ms = offline_ms;
+    row.galois_keys = plan.galois().key_count(params.n() / 2);
+    row.key_bytes = client.public_keys().galois_bytes() + client.public_keys().public_key_bytes();
+    row.bytes_up_pk_query = (plan.query_cts() * params.ct_wire_size(0, false)) as u64;
+    Ok(row)
+}
+
+/// Fills the speed-up column against `baseline` and prints the table (or JSON).
+pub fn report(
+    title: &str,
+    baseline: &str,
+    mut rows: Vec<Row>,
+    json: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let base = rows
+        .iter()
+        .find(|r| r.method == baseline)
+        .map(|r| r.server_ms);
+    for r in &mut rows {
+        r.speedup_vs_baseline = base.map(|h| h / r.server_ms);
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!("{title}");
+    println!(
+        "{:<9} {:>10} {:>5} {:>5} {:>5} {:>6} {:>5} {:>5} {:>5} {:>4} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>5} {:>7} {:>3}",
+        "method", "params", "Perm", "Hst", "Dec", "ScMul", "Add", "NTT", "iNTT", "keys", "offl ms",
+        "query ms", "online", "server", "kernel", "share", "pred", "client", "up B", "down B",
+        "noise", "x base", "ok"
+    );
+    for r in &rows {
+        println!(
+            "{:<9} {:>10} {:>5} {:>5} {:>5} {:>6} {:>5} {:>5} {:>5} {:>4} {:>9.1} {:>9.1} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9} {:>9} {:>5} {:>7} {:>3}",
+            r.method, r.params, r.perm, r.hst_perm, r.dec_perm, r.sc_mult, r.add, r.ntt, r.intt,
+            r.galois_keys, r.offline_ms, r.query_ms, r.online_ms, r.server_ms, r.kernel_ms,
+            r.share_ms, r.predicted_server_ms, r.client_ms, r.bytes_up, r.bytes_down,
+            r.noise_budget_left.map_or("-".into(), |v| v.to_string()),
+            r.speedup_vs_baseline.map_or("-".into(), |v| format!("{v:.2}")),
+            if r.correct { "yes" } else { "NO" }
+        );
+    }
+    println!(
+        "key bytes (one-time upload, Galois + public key): {}",
+        rows.iter()
+            .map(|r| format!("{} {}", r.method, r.key_bytes))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if let Some(r) = rows.first() {
+        println!(
+            "seeded symmetric query: {} B up vs {} B as a public-key query ({:.1}x smaller)",
+            r.bytes_up,
+            r.bytes_up_pk_query,
+            r.bytes_up_pk_query as f64 / r.bytes_up.max(1) as f64
+        );
+    }
+    println!("server = kernel + share_output (HE work, serialization excluded); pred = Σ(op count × per-op cost measured in this run), share_output included.");
+    if rows.iter().any(|r| !r.correct) {
+        return Err("a method's shares did not reconstruct the plaintext result".into());
+    }
+    Ok(())
+}
