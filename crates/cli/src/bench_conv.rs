@@ -30,7 +30,7 @@ pub struct ConvArgs {
     /// List the presets.
     #[arg(long)]
     list_presets: bool,
-    /// Methods: `all` or a comma-separated list (gazelle-out,gala).
+    /// Methods: `all` or a comma-separated list (gazelle-out,gala,ensei).
     #[arg(long, default_value = "all")]
     method: String,
     /// Parameter preset or `auto`.
@@ -227,8 +227,7 @@ pub fn run(a: &ConvArgs) -> Result<(), Box<dyn std::error::Error>> {
             Params::preset(&a.params)?
         };
         let plan = ConvPlan::new(m, sh, slots(&params))?;
-        let g = plan.geometry();
-        let pts = g.out_cts * g.c_n * g.in_cts * g.rows * sh.k_h * sh.k_w;
+        let pts = plan.encoded_plaintexts();
         let gib = pts as f64 * (params.n() * params.levels() * 16) as f64 / (1u64 << 30) as f64;
         if gib > 12.0 {
             return Err(format!(

@@ -18,6 +18,7 @@ mod bfv;
 mod count;
 mod error;
 mod params;
+mod plain_ntt;
 mod sim;
 mod wire;
 
@@ -29,4 +30,5 @@ pub use params::{
     batching_prime, max_log_q_128, Moduli, Params, ParamsBuilder, ParamsSpec, NTT_BACKEND, P32,
     PRESETS,
 };
+pub use plain_ntt::PlainNtt;
 pub use sim::{random_slots, Sim, SimCt};

@@ -64,6 +64,16 @@ pub enum KernelError {
         /// How many one query needs.
         needed: usize,
     },
+    /// The plaintext modulus has no roots of unity for a transform length.
+    #[error("p = {p} has no number-theoretic transform of length {len} (needs p ≡ 1 mod {}): use e.g. p = {suggestion}", 2 * len)]
+    NoTransform {
+        /// Plaintext modulus.
+        p: u64,
+        /// Transform length.
+        len: usize,
+        /// A prime that works.
+        suggestion: String,
+    },
     /// Stored encoded weights that do not decode.
     #[error("stored encoded weights are malformed: {detail}")]
     Storage {

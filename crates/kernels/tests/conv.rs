@@ -243,6 +243,24 @@ fn gala_table_vii_consistent_cells() {
 }
 
 #[test]
+fn ensei_needs_no_rotation() {
+    // 32x32x32 -> 32 3x3 same at n = 8192: 36 + 2 → 64 x 64 transforms, 2 channels per
+    // ciphertext: 16 query ciphertexts, 32 · 16 ScMult, 32 responses, no key.
+    let params = Params::preset("n8192").unwrap();
+    let sh = shape(32, 32, 32, 32, 3, 1, Padding::Same);
+    let plan = ConvPlan::new(ConvMethod::Ensei, sh, real(&params)).unwrap();
+    assert_eq!(plan.galois().key_count(4096), 0);
+    assert_eq!((plan.query_cts(), plan.output_cts()), (16, 32));
+    let c = Count::real(&params, plan.galois());
+    let m = plan.encode(&c, &vec![0; 32 * 32 * 9]).unwrap();
+    let q = plan.query(&c, &vec![0; 32 * 32 * 32]).unwrap();
+    c.take();
+    plan.compute(&c, &m, &q).unwrap();
+    let k = c.take();
+    assert_eq!((k.perm, k.hst_perm, k.sc_mult), (0, 0, 32 * 16));
+}
+
+#[test]
 fn bad_shapes_are_typed_errors() {
     let params = Params::preset("n8192").unwrap();
     assert!(matches!(

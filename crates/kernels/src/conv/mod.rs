@@ -5,8 +5,9 @@
 //! | [`gazelle_out`] | GAZELLE output rotation (GALA §III-B, Table III row 1) | c_i c_o (c_n − 1)/c_n² | c_i (f − 1)/c_n | c_i c_o f/c_n |
 //! | [`gala`] | GALA kernel grouping (§III-B, Table III row 2) | c_o (c_n − 1)/c_n | c_i (f − 1)/c_n | c_i c_o f/c_n |
 //!
-//! (ideal model, c_n channels per ciphertext). Not yet here: GAZELLE's input-rotation
-//! variant, HELiKs (Algorithms 1-2) and ENSEI (frequency domain).
+//! (ideal model, c_n channels per ciphertext), and [`ensei`] (frequency domain:
+//! c_o·c_i/c_n ScMult, no rotation, c_o output ciphertexts). Not yet here: GAZELLE's
+//! input-rotation variant and HELiKs (Algorithms 1-2).
 //!
 //! ## Layout (the same for every method)
 //! Each input channel is zero padded to an hp x wp grid (padding `same` or `valid`) and
@@ -26,6 +27,7 @@
 //! plaintexts hold, at input block b, the filter tap of the output channel in block
 //! (b − k); rotating the product left by k·B' moves it there.
 
+pub mod ensei;
 pub mod gala;
 pub mod gazelle_out;
 
@@ -43,16 +45,19 @@ pub enum ConvMethod {
     GazelleOut,
     /// GALA kernel grouping.
     Gala,
+    /// ENSEI frequency domain, no rotations.
+    Ensei,
 }
 
 impl ConvMethod {
     /// Every method.
-    pub const ALL: [ConvMethod; 2] = [ConvMethod::GazelleOut, ConvMethod::Gala];
+    pub const ALL: [ConvMethod; 3] = [ConvMethod::GazelleOut, ConvMethod::Gala, ConvMethod::Ensei];
     /// Name.
     pub fn name(self) -> &'static str {
         match self {
             ConvMethod::GazelleOut => "gazelle-out",
             ConvMethod::Gala => "gala",
+            ConvMethod::Ensei => "ensei",
         }
     }
     /// Parses a name.
@@ -133,7 +138,7 @@ pub struct ConvGeometry {
 }
 
 impl ConvGeometry {
-    fn new(shape: ConvShape, slots: SlotInfo) -> Result<Self> {
+    fn new(shape: ConvShape, slots: SlotInfo, frequency_domain: bool) -> Result<Self> {
         for (what, v) in [
             ("input channels", shape.c_i),
             ("height", shape.h),
@@ -174,14 +179,14 @@ impl ConvGeometry {
         let (h1, w1) = (hp - shape.k_h + 1, wp - shape.k_w + 1);
         let span = slots.span();
         let grid = hp * wp;
-        if grid > span {
+        if grid > span && !frequency_domain {
             return Err(KernelError::Shape {
                 what: "padded channel (splitting into tiles with halos is not implemented yet): slots per row",
                 expected: span,
                 actual: grid,
             });
         }
-        let fit = span / grid;
+        let fit = (span / grid).max(1);
         let c_n = 1usize << (usize::BITS - 1 - fit.leading_zeros());
         let rows = match slots.layout {
             Layout::TwoRows => 2,
@@ -247,6 +252,7 @@ pub struct ConvPlan {
     geom: ConvGeometry,
     rot: Rotations,
     slots: SlotInfo,
+    ensei: Option<(ensei::EnseiGeometry, ensei::Transform)>,
 }
 
 impl ConvPlan {
@@ -262,14 +268,23 @@ impl ConvPlan {
         slots: SlotInfo,
         budget: Option<usize>,
     ) -> Result<Self> {
-        let geom = ConvGeometry::new(shape, slots)?;
-        let mut steps: Vec<i64> = (1..geom.taps()).map(|d| geom.tap_step(d)).collect();
-        steps.extend((1..geom.c_n).map(|k| (k * geom.block) as i64));
+        let geom = ConvGeometry::new(shape, slots, method == ConvMethod::Ensei)?;
+        let mut steps: Vec<i64> = Vec::new();
+        let mut ens = None;
+        if method == ConvMethod::Ensei {
+            let e = ensei::geometry(&geom)?;
+            let t = ensei::transform(&e, slots.p)?;
+            ens = Some((e, t));
+        } else {
+            steps.extend((1..geom.taps()).map(|d| geom.tap_step(d)));
+            steps.extend((1..geom.c_n).map(|k| (k * geom.block) as i64));
+        }
         Ok(Self {
             method,
             rot: Rotations::plan(steps, geom.span, budget),
             geom,
             slots,
+            ensei: ens,
         })
     }
     /// The method.
@@ -287,15 +302,32 @@ impl ConvPlan {
     /// Galois keys the client generates (plus the row swap in the real layout).
     pub fn galois(&self) -> GaloisSpec {
         let g = self.rot.galois();
-        if self.geom.rows == 2 {
+        if self.geom.rows == 2 && self.ensei.is_none() {
             g.with_column()
         } else {
             g
         }
     }
-    /// Response ciphertexts.
+    /// Response ciphertexts (c_o for ENSEI: its block sums happen on the shares).
     pub fn output_cts(&self) -> usize {
-        self.geom.out_cts
+        match &self.ensei {
+            Some(_) => self.geom.shape.c_o,
+            None => self.geom.out_cts,
+        }
+    }
+    /// Prepared plaintexts the encoded filters hold (memory: each is n·L·16 bytes).
+    pub fn encoded_plaintexts(&self) -> usize {
+        match &self.ensei {
+            Some((e, _)) => self.geom.shape.c_o * e.in_cts,
+            None => self.geom.plaintexts(),
+        }
+    }
+    /// Query ciphertexts.
+    pub fn query_cts(&self) -> usize {
+        match &self.ensei {
+            Some((e, _)) => e.in_cts,
+            None => self.geom.in_cts,
+        }
     }
     fn id(&self) -> String {
         format!(
@@ -320,6 +352,23 @@ impl ConvPlan {
         let half = (p / 2) as i64;
         if let Some((index, &value)) = f.iter().enumerate().find(|(_, v)| v.abs() > half) {
             return Err(KernelError::WeightRange { index, value, p });
+        }
+        if let Some((e, t)) = &self.ensei {
+            let mut pts = Vec::with_capacity(sh.c_o * e.in_cts);
+            for o in 0..sh.c_o {
+                for i in 0..e.in_cts {
+                    let v = if b.carries_data() {
+                        ensei::filter_values(g, e, t, f, p, o, i)
+                    } else {
+                        Vec::new()
+                    };
+                    pts.push(b.prepare(&v)?);
+                }
+            }
+            return Ok(EncodedFilters {
+                plan: self.id(),
+                pts,
+            });
         }
         let mut pts = Vec::with_capacity(g.plaintexts());
         let per = g.per_ct();
@@ -375,6 +424,12 @@ impl ConvPlan {
         let p = self.slots.p;
         if let Some((index, &value)) = x.iter().enumerate().find(|(_, &v)| v >= p) {
             return Err(he::HeError::NotReduced { index, value, p }.into());
+        }
+        if let Some((e, t)) = &self.ensei {
+            return ensei::query_values(g, e, t, x)
+                .iter()
+                .map(|v| Ok(b.encrypt_sym(&b.encode(v)?)?))
+                .collect();
         }
         let per = g.per_ct();
         (0..g.in_cts)
@@ -434,12 +489,15 @@ impl ConvPlan {
                 actual: self.id(),
             });
         }
-        if q.len() != self.geom.in_cts {
+        if q.len() != self.query_cts() {
             return Err(KernelError::CiphertextCount {
                 what: "query",
-                expected: self.geom.in_cts,
+                expected: self.query_cts(),
                 actual: q.len(),
             });
+        }
+        if let Some((e, _)) = &self.ensei {
+            return ensei::compute(b, e, self.geom.shape.c_o, &m.pts, q);
         }
         let rotated = self.rotated_inputs(b, q)?;
         let ctx = ConvCtx {
@@ -452,6 +510,9 @@ impl ConvPlan {
         match self.method {
             ConvMethod::GazelleOut => gazelle_out::compute(&ctx),
             ConvMethod::Gala => gala::compute(&ctx),
+            ConvMethod::Ensei => Err(KernelError::EmptyDimension {
+                what: "ENSEI transform",
+            }),
         }
     }
 
@@ -459,6 +520,9 @@ impl ConvPlan {
     /// c_o x h_out x w_out row-major.
     pub fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
         let g = &self.geom;
+        if let Some((e, t)) = &self.ensei {
+            return ensei::finish(g, e, t, self.slots.p, slots);
+        }
         if slots.len() != g.out_cts {
             return Err(KernelError::CiphertextCount {
                 what: "response",
@@ -488,6 +552,9 @@ impl ConvPlan {
 
     /// Worst-case kernel noise bits.
     pub fn kernel_noise(&self, m: &NoiseModel) -> f64 {
+        if let Some((e, _)) = &self.ensei {
+            return ensei::noise(e, m);
+        }
         let g = &self.geom;
         let terms = g.in_cts * g.versions() * g.taps();
         let prod = m.sum(m.mult(m.rotate(m.rotate(m.fresh))), terms);
@@ -521,10 +588,10 @@ impl crate::layer::LinearLayer for ConvPlan {
         ConvPlan::galois(self)
     }
     fn query_cts(&self) -> usize {
-        self.geom.in_cts
+        ConvPlan::query_cts(self)
     }
     fn output_cts(&self) -> usize {
-        self.geom.out_cts
+        ConvPlan::output_cts(self)
     }
     fn input_len(&self) -> usize {
         let s = self.geom.shape;
