@@ -109,6 +109,33 @@ pub struct EnseiGeometry {
     pub per_ct: usize,
     /// Input ciphertexts.
     pub in_cts: usize,
+    /// Copies of the input channels in one ciphertext (when c_i < channels per
+    /// ciphertext): copy r of the channels serves output channel j·rep + r of response j.
+    pub rep: usize,
+    /// Response ciphertexts.
+    pub out_cts: usize,
+}
+
+impl EnseiGeometry {
+    /// (input channel, output channel within response `j`) of block `b` of input
+    /// ciphertext `i`, or None for an empty block.
+    fn block(
+        &self,
+        c_i: usize,
+        c_o: usize,
+        i: usize,
+        j: usize,
+        b: usize,
+    ) -> Option<(usize, usize)> {
+        if self.rep > 1 {
+            let (r, c) = (b / c_i, b % c_i);
+            let o = j * self.rep + r;
+            (r < self.rep && o < c_o).then_some((c, o))
+        } else {
+            let c = i * self.per_ct + b;
+            (c < c_i && j < c_o).then_some((c, j))
+        }
+    }
 }
 
 pub(crate) fn geometry(g: &ConvGeometry) -> Result<EnseiGeometry> {
@@ -123,11 +150,14 @@ pub(crate) fn geometry(g: &ConvGeometry) -> Result<EnseiGeometry> {
         });
     }
     let per_ct = g.n / (nh * nw);
+    let rep = (per_ct / sh.c_i).max(1);
     Ok(EnseiGeometry {
         nh,
         nw,
         per_ct,
         in_cts: sh.c_i.div_ceil(per_ct),
+        rep,
+        out_cts: sh.c_o.div_ceil(rep),
     })
 }
 
@@ -148,10 +178,10 @@ pub(crate) fn query_values(
         .map(|i| {
             let mut vals = vec![0u64; g.n];
             for b in 0..e.per_ct {
-                let c = i * e.per_ct + b;
-                if c >= sh.c_i {
+                // The input side of a block does not depend on the response index.
+                let Some((c, _)) = e.block(sh.c_i, usize::MAX, i, 0, b) else {
                     continue;
-                }
+                };
                 let grid = &mut vals[b * block..(b + 1) * block];
                 for y in 0..sh.h {
                     for xx in 0..sh.w {
@@ -165,25 +195,23 @@ pub(crate) fn query_values(
         .collect()
 }
 
-/// Offline: the transformed, flipped filters of output channel `o` for input
-/// ciphertext `i`.
+/// Offline: the transformed, flipped filters of response `j` for input ciphertext `i`.
 pub(crate) fn filter_values(
     g: &ConvGeometry,
     e: &EnseiGeometry,
     t: &Transform,
     f: &[i64],
     p: u64,
-    o: usize,
+    j: usize,
     i: usize,
 ) -> Vec<u64> {
     let sh = g.shape;
     let block = e.nh * e.nw;
     let mut vals = vec![0u64; g.n];
     for b in 0..e.per_ct {
-        let c = i * e.per_ct + b;
-        if c >= sh.c_i {
+        let Some((c, o)) = e.block(sh.c_i, sh.c_o, i, j, b) else {
             continue;
-        }
+        };
         let grid = &mut vals[b * block..(b + 1) * block];
         for dy in 0..sh.k_h {
             for dx in 0..sh.k_w {
@@ -196,15 +224,14 @@ pub(crate) fn filter_values(
     vals
 }
 
-/// Server: per output channel, Σ over input ciphertexts of slot-wise products.
+/// Server: per response, Σ over input ciphertexts of slot-wise products.
 pub(crate) fn compute<B: Backend>(
     b: &B,
     e: &EnseiGeometry,
-    c_o: usize,
     pts: &[B::PreparedPt],
     q: &[B::Ct],
 ) -> Result<Vec<B::Ct>> {
-    (0..c_o)
+    (0..e.out_cts)
         .map(|o| {
             let cts: Vec<&B::Ct> = q.iter().collect();
             let ps: Vec<&B::PreparedPt> = (0..e.in_cts).map(|i| &pts[o * e.in_cts + i]).collect();
@@ -223,16 +250,18 @@ pub(crate) fn finish(
     slots: &[Vec<u64>],
 ) -> Result<Vec<u64>> {
     let sh = g.shape;
-    if slots.len() != sh.c_o {
+    if slots.len() != e.out_cts {
         return Err(KernelError::CiphertextCount {
             what: "response",
-            expected: sh.c_o,
+            expected: e.out_cts,
             actual: slots.len(),
         });
     }
     let block = e.nh * e.nw;
     let mut out = Vec::with_capacity(sh.c_o * g.h_out * g.w_out);
-    for v in slots {
+    for o in 0..sh.c_o {
+        let j = o / e.rep;
+        let v = &slots[j];
         if v.len() < e.per_ct * block {
             return Err(KernelError::Shape {
                 what: "response slots",
@@ -242,6 +271,11 @@ pub(crate) fn finish(
         }
         let mut grid = vec![0u64; block];
         for b in 0..e.per_ct {
+            if e.block(sh.c_i, sh.c_o, 0, j, b)
+                .is_none_or(|(_, ob)| ob != o)
+            {
+                continue;
+            }
             for (acc, &s) in grid.iter_mut().zip(&v[b * block..(b + 1) * block]) {
                 *acc = (*acc + s) % p;
             }

@@ -6,7 +6,7 @@
 //! | [`gala`] | GALA kernel grouping (§III-B, Table III row 2) | c_o (c_n − 1)/c_n | c_i (f − 1)/c_n | c_i c_o f/c_n |
 //!
 //! (ideal model, c_n channels per ciphertext), and [`ensei`] (frequency domain:
-//! c_o·c_i/c_n ScMult, no rotation, c_o output ciphertexts). Not yet here: GAZELLE's
+//! c_o·c_i/c_n ScMult, no rotation, c_o output ciphertexts, fewer when c_i < c_n). Not yet here: GAZELLE's
 //! input-rotation variant and HELiKs (Algorithms 1-2).
 //!
 //! ## Layout (the same for every method)
@@ -311,14 +311,14 @@ impl ConvPlan {
     /// Response ciphertexts (c_o for ENSEI: its block sums happen on the shares).
     pub fn output_cts(&self) -> usize {
         match &self.ensei {
-            Some(_) => self.geom.shape.c_o,
+            Some((e, _)) => e.out_cts,
             None => self.geom.out_cts,
         }
     }
     /// Prepared plaintexts the encoded filters hold (memory: each is n·L·16 bytes).
     pub fn encoded_plaintexts(&self) -> usize {
         match &self.ensei {
-            Some((e, _)) => self.geom.shape.c_o * e.in_cts,
+            Some((e, _)) => e.out_cts * e.in_cts,
             None => self.geom.plaintexts(),
         }
     }
@@ -354,11 +354,11 @@ impl ConvPlan {
             return Err(KernelError::WeightRange { index, value, p });
         }
         if let Some((e, t)) = &self.ensei {
-            let mut pts = Vec::with_capacity(sh.c_o * e.in_cts);
-            for o in 0..sh.c_o {
+            let mut pts = Vec::with_capacity(e.out_cts * e.in_cts);
+            for j in 0..e.out_cts {
                 for i in 0..e.in_cts {
                     let v = if b.carries_data() {
-                        ensei::filter_values(g, e, t, f, p, o, i)
+                        ensei::filter_values(g, e, t, f, p, j, i)
                     } else {
                         Vec::new()
                     };
@@ -497,7 +497,7 @@ impl ConvPlan {
             });
         }
         if let Some((e, _)) = &self.ensei {
-            return ensei::compute(b, e, self.geom.shape.c_o, &m.pts, q);
+            return ensei::compute(b, e, &m.pts, q);
         }
         let rotated = self.rotated_inputs(b, q)?;
         let ctx = ConvCtx {
