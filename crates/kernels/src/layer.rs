@@ -57,3 +57,11 @@ pub trait LinearLayer {
         self.finish(&slots)
     }
 }
+
+/// acc + x, or x when there is no accumulator yet.
+pub(crate) fn accumulate<B: Backend>(b: &B, acc: Option<B::Ct>, x: B::Ct) -> Result<Option<B::Ct>> {
+    Ok(Some(match acc {
+        None => x,
+        Some(a) => b.add(&a, &x)?,
+    }))
+}

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use he::{Backend, Count, Counting, GaloisSpec, Layout, OpCounts, Sim, SlotInfo};
-use kernels::{MatvecPlan, Method};
+use kernels::{LinearLayer, MatvecPlan, Method};
 
 const P: u64 = 12289; // ≡ 1 mod 4096; the ideal model needs no security
 

@@ -19,10 +19,7 @@ pub(crate) fn compute<B: Backend>(c: &ConvCtx<'_, B>) -> Result<Vec<B::Ct>> {
                 for k in 0..g.c_n {
                     let s = c.products(o, k, &[i])?;
                     let s = c.rot.rotate(c.b, &s, (k * g.block) as i64)?;
-                    acc = Some(match acc {
-                        None => s,
-                        Some(a) => c.b.add(&a, &s)?,
-                    });
+                    acc = crate::layer::accumulate(c.b, acc, s)?;
                 }
             }
             acc.ok_or(crate::error::KernelError::EmptyDimension { what: "blocks" })

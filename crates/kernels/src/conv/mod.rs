@@ -410,8 +410,81 @@ impl ConvPlan {
         })
     }
 
-    /// Client: packs and encrypts the image (c_i x h x w, reduced mod p).
-    pub fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+    /// For every input ciphertext and version, the f tap rotations (hoisted).
+    fn rotated_inputs<B: Backend>(&self, b: &B, q: &[B::Ct]) -> Result<Vec<Vec<B::Ct>>> {
+        let g = &self.geom;
+        let mut out = Vec::with_capacity(q.len() * g.versions());
+        for ct in q {
+            let versions = if g.versions() == 2 {
+                vec![ct.clone(), b.rotate_columns(ct)?]
+            } else {
+                vec![ct.clone()]
+            };
+            for v in &versions {
+                let mut h = Hoist::new(v);
+                out.push(
+                    (0..g.taps())
+                        .map(|d| self.rot.rotate_hoisted(b, &mut h, g.tap_step(d)))
+                        .collect::<Result<Vec<_>>>()?,
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// Worst-case kernel noise bits.
+    pub fn kernel_noise(&self, m: &NoiseModel) -> f64 {
+        if let Some((e, _)) = &self.ensei {
+            return ensei::noise(e, m);
+        }
+        let g = &self.geom;
+        let terms = g.in_cts * g.versions() * g.taps();
+        let prod = m.sum(m.mult(m.rotate(m.rotate(m.fresh))), terms);
+        m.sum(m.rotate(prod), g.c_n * g.in_cts)
+    }
+}
+
+impl crate::layer::LinearLayer for ConvPlan {
+    type Encoded<B: Backend> = EncodedFilters<B>;
+    fn method_name(&self) -> String {
+        self.method.to_string()
+    }
+    fn galois(&self) -> GaloisSpec {
+        ConvPlan::galois(self)
+    }
+    fn query_cts(&self) -> usize {
+        ConvPlan::query_cts(self)
+    }
+    fn output_cts(&self) -> usize {
+        ConvPlan::output_cts(self)
+    }
+    fn input_len(&self) -> usize {
+        let s = self.geom.shape;
+        s.c_i * s.h * s.w
+    }
+    fn weight_len(&self) -> usize {
+        let s = self.geom.shape;
+        s.c_o * s.c_i * s.k_h * s.k_w
+    }
+    fn flood_bits(&self, params: &Params) -> Result<u32> {
+        let m = NoiseModel::new(params);
+        let k = self.kernel_noise(&m);
+        if m.affords(k) {
+            Ok(m.flood_bits(k))
+        } else {
+            Err(KernelError::NoiseBudget {
+                method: self.method.to_string(),
+                params: params.name().to_string(),
+                needed: m.needed_bits(k),
+                available: m.log_q.floor() as u32,
+                suggestion: "preset n8192".into(),
+            })
+        }
+    }
+    fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<EncodedFilters<B>> {
+        self.encode(b, w)
+    }
+    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
         let g = &self.geom;
         let sh = g.shape;
         if x.len() != sh.c_i * sh.h * sh.w {
@@ -453,36 +526,7 @@ impl ConvPlan {
             })
             .collect()
     }
-
-    /// For every input ciphertext and version, the f tap rotations (hoisted).
-    fn rotated_inputs<B: Backend>(&self, b: &B, q: &[B::Ct]) -> Result<Vec<Vec<B::Ct>>> {
-        let g = &self.geom;
-        let mut out = Vec::with_capacity(q.len() * g.versions());
-        for ct in q {
-            let versions = if g.versions() == 2 {
-                vec![ct.clone(), b.rotate_columns(ct)?]
-            } else {
-                vec![ct.clone()]
-            };
-            for v in &versions {
-                let mut h = Hoist::new(v);
-                out.push(
-                    (0..g.taps())
-                        .map(|d| self.rot.rotate_hoisted(b, &mut h, g.tap_step(d)))
-                        .collect::<Result<Vec<_>>>()?,
-                );
-            }
-        }
-        Ok(out)
-    }
-
-    /// Server: the HE computation alone.
-    pub fn compute<B: Backend>(
-        &self,
-        b: &B,
-        m: &EncodedFilters<B>,
-        q: &[B::Ct],
-    ) -> Result<Vec<B::Ct>> {
+    fn compute<B: Backend>(&self, b: &B, m: &EncodedFilters<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
         if m.plan != self.id() {
             return Err(KernelError::PlanMismatch {
                 expected: m.plan.clone(),
@@ -515,10 +559,7 @@ impl ConvPlan {
             }),
         }
     }
-
-    /// The cleartext step both parties apply: pick the strided output positions,
-    /// c_o x h_out x w_out row-major.
-    pub fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
+    fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
         let g = &self.geom;
         if let Some((e, t)) = &self.ensei {
             return ensei::finish(g, e, t, self.slots.p, slots);
@@ -548,73 +589,6 @@ impl ConvPlan {
             }
         }
         Ok(out)
-    }
-
-    /// Worst-case kernel noise bits.
-    pub fn kernel_noise(&self, m: &NoiseModel) -> f64 {
-        if let Some((e, _)) = &self.ensei {
-            return ensei::noise(e, m);
-        }
-        let g = &self.geom;
-        let terms = g.in_cts * g.versions() * g.taps();
-        let prod = m.sum(m.mult(m.rotate(m.rotate(m.fresh))), terms);
-        m.sum(m.rotate(prod), g.c_n * g.in_cts)
-    }
-
-    /// Flooding bits on `params`, or a noise-budget error.
-    pub fn flood_bits(&self, params: &Params) -> Result<u32> {
-        let m = NoiseModel::new(params);
-        let k = self.kernel_noise(&m);
-        if m.affords(k) {
-            Ok(m.flood_bits(k))
-        } else {
-            Err(KernelError::NoiseBudget {
-                method: self.method.to_string(),
-                params: params.name().to_string(),
-                needed: m.needed_bits(k),
-                available: m.log_q.floor() as u32,
-                suggestion: "preset n8192".into(),
-            })
-        }
-    }
-}
-
-impl crate::layer::LinearLayer for ConvPlan {
-    type Encoded<B: Backend> = EncodedFilters<B>;
-    fn method_name(&self) -> String {
-        self.method.to_string()
-    }
-    fn galois(&self) -> GaloisSpec {
-        ConvPlan::galois(self)
-    }
-    fn query_cts(&self) -> usize {
-        ConvPlan::query_cts(self)
-    }
-    fn output_cts(&self) -> usize {
-        ConvPlan::output_cts(self)
-    }
-    fn input_len(&self) -> usize {
-        let s = self.geom.shape;
-        s.c_i * s.h * s.w
-    }
-    fn weight_len(&self) -> usize {
-        let s = self.geom.shape;
-        s.c_o * s.c_i * s.k_h * s.k_w
-    }
-    fn flood_bits(&self, params: &Params) -> Result<u32> {
-        ConvPlan::flood_bits(self, params)
-    }
-    fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<EncodedFilters<B>> {
-        self.encode(b, w)
-    }
-    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
-        ConvPlan::query(self, b, x)
-    }
-    fn compute<B: Backend>(&self, b: &B, m: &EncodedFilters<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
-        ConvPlan::compute(self, b, m, q)
-    }
-    fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
-        ConvPlan::finish(self, slots)
     }
 }
 

@@ -398,8 +398,78 @@ impl MatvecPlan {
         })
     }
 
-    /// Client: packs and encrypts x (n_i reduced elements of Z_p), seeded symmetric.
-    pub fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+    /// Worst-case noise bits of the kernel's result (see [`crate::noise`]).
+    pub fn kernel_noise(&self, m: &NoiseModel) -> f64 {
+        let g = &self.geom;
+        match self.method {
+            Method::Naive => naive::noise(g, m),
+            Method::Diagonal => diagonal::noise(g, m),
+            Method::Bsgs => bsgs::noise(g, m),
+            Method::Hybrid => hybrid::noise(g, m),
+            Method::Gala => gala::noise(g, m),
+            Method::Heliks => heliks::noise(g, m),
+        }
+    }
+}
+
+impl crate::layer::LinearLayer for MatvecPlan {
+    type Encoded<B: Backend> = EncodedMatrix<B>;
+    fn method_name(&self) -> String {
+        self.method.to_string()
+    }
+    fn galois(&self) -> GaloisSpec {
+        MatvecPlan::galois(self)
+    }
+    fn query_cts(&self) -> usize {
+        MatvecPlan::query_cts(self)
+    }
+    fn output_cts(&self) -> usize {
+        MatvecPlan::output_cts(self)
+    }
+    fn input_len(&self) -> usize {
+        self.geom.n_i
+    }
+    fn weight_len(&self) -> usize {
+        self.geom.n_i * self.geom.n_o
+    }
+    fn flood_bits(&self, params: &Params) -> Result<u32> {
+        let model = NoiseModel::new(params);
+        let kernel = self.kernel_noise(&model);
+        if model.affords(kernel) {
+            return Ok(model.flood_bits(kernel));
+        }
+        let suggestion = he::PRESETS
+            .iter()
+            .filter_map(|name| Params::preset(name).ok())
+            .find(|cand| {
+                let m = NoiseModel::new(cand);
+                let plan = MatvecPlan::with_key_budget(
+                    self.method,
+                    self.geom.n_o,
+                    self.geom.n_i,
+                    SlotInfo {
+                        n: cand.n(),
+                        p: cand.p(),
+                        layout: he::Layout::TwoRows,
+                    },
+                    None,
+                );
+                plan.is_ok_and(|pl| m.affords(pl.kernel_noise(&m)))
+            })
+            .map(|c| format!("preset {}", c.name()))
+            .unwrap_or_else(|| "a larger ring degree".to_string());
+        Err(KernelError::NoiseBudget {
+            method: self.method.to_string(),
+            params: params.name().to_string(),
+            needed: model.needed_bits(kernel),
+            available: model.log_q.floor() as u32,
+            suggestion,
+        })
+    }
+    fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<EncodedMatrix<B>> {
+        self.encode(b, w)
+    }
+    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
         let g = &self.geom;
         if x.len() != g.n_i {
             return Err(KernelError::Shape {
@@ -429,14 +499,7 @@ impl MatvecPlan {
             })
             .collect()
     }
-
-    /// Server: the HE computation alone (before `share_output`).
-    pub fn compute<B: Backend>(
-        &self,
-        b: &B,
-        m: &EncodedMatrix<B>,
-        q: &[B::Ct],
-    ) -> Result<Vec<B::Ct>> {
+    fn compute<B: Backend>(&self, b: &B, m: &EncodedMatrix<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
         if m.plan != self.id() {
             return Err(KernelError::PlanMismatch {
                 expected: m.plan.clone(),
@@ -465,10 +528,7 @@ impl MatvecPlan {
             Method::Heliks => heliks::compute(&ctx, q),
         }
     }
-
-    /// The cleartext finishing step both parties apply to their slot vectors (one per
-    /// response ciphertext): a linear map to the n_o outputs.
-    pub fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
+    fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
         let g = &self.geom;
         if slots.len() != self.output_cts() {
             return Err(KernelError::CiphertextCount {
@@ -505,92 +565,6 @@ impl MatvecPlan {
             })
             .collect()
     }
-
-    /// Worst-case noise bits of the kernel's result (see [`crate::noise`]).
-    pub fn kernel_noise(&self, m: &NoiseModel) -> f64 {
-        let g = &self.geom;
-        match self.method {
-            Method::Naive => naive::noise(g, m),
-            Method::Diagonal => diagonal::noise(g, m),
-            Method::Bsgs => bsgs::noise(g, m),
-            Method::Hybrid => hybrid::noise(g, m),
-            Method::Gala => gala::noise(g, m),
-            Method::Heliks => heliks::noise(g, m),
-        }
-    }
-
-    /// Flooding bits this plan needs on `params`, or an error naming a preset that can.
-    pub fn flood_bits(&self, params: &Params) -> Result<u32> {
-        let model = NoiseModel::new(params);
-        let kernel = self.kernel_noise(&model);
-        if model.affords(kernel) {
-            return Ok(model.flood_bits(kernel));
-        }
-        let suggestion = he::PRESETS
-            .iter()
-            .filter_map(|name| Params::preset(name).ok())
-            .find(|cand| {
-                let m = NoiseModel::new(cand);
-                let plan = MatvecPlan::with_key_budget(
-                    self.method,
-                    self.geom.n_o,
-                    self.geom.n_i,
-                    SlotInfo {
-                        n: cand.n(),
-                        p: cand.p(),
-                        layout: he::Layout::TwoRows,
-                    },
-                    None,
-                );
-                plan.is_ok_and(|pl| m.affords(pl.kernel_noise(&m)))
-            })
-            .map(|c| format!("preset {}", c.name()))
-            .unwrap_or_else(|| "a larger ring degree".to_string());
-        Err(KernelError::NoiseBudget {
-            method: self.method.to_string(),
-            params: params.name().to_string(),
-            needed: model.needed_bits(kernel),
-            available: model.log_q.floor() as u32,
-            suggestion,
-        })
-    }
-}
-
-impl crate::layer::LinearLayer for MatvecPlan {
-    type Encoded<B: Backend> = EncodedMatrix<B>;
-    fn method_name(&self) -> String {
-        self.method.to_string()
-    }
-    fn galois(&self) -> GaloisSpec {
-        MatvecPlan::galois(self)
-    }
-    fn query_cts(&self) -> usize {
-        MatvecPlan::query_cts(self)
-    }
-    fn output_cts(&self) -> usize {
-        MatvecPlan::output_cts(self)
-    }
-    fn input_len(&self) -> usize {
-        self.geom.n_i
-    }
-    fn weight_len(&self) -> usize {
-        self.geom.n_i * self.geom.n_o
-    }
-    fn flood_bits(&self, params: &Params) -> Result<u32> {
-        MatvecPlan::flood_bits(self, params)
-    }
-    fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<EncodedMatrix<B>> {
-        self.encode(b, w)
-    }
-    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
-        MatvecPlan::query(self, b, x)
-    }
-    fn compute<B: Backend>(&self, b: &B, m: &EncodedMatrix<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
-        MatvecPlan::compute(self, b, m, q)
-    }
-    fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
-        MatvecPlan::finish(self, slots)
-    }
 }
 
 /// What a method's `compute` needs.
@@ -613,10 +587,7 @@ impl<B: Backend> Ctx<'_, B> {
     }
     /// acc + x, or x when there is no accumulator yet.
     pub(crate) fn accumulate(&self, acc: Option<B::Ct>, x: B::Ct) -> Result<Option<B::Ct>> {
-        Ok(Some(match acc {
-            None => x,
-            Some(a) => self.b.add(&a, &x)?,
-        }))
+        crate::layer::accumulate(self.b, acc, x)
     }
     /// Rotate-and-sum over `len` consecutive slots (steps len/2, …, 1): slot s of each
     /// aligned segment then holds the segment's sum.
