@@ -243,6 +243,31 @@ fn gala_table_vii_consistent_cells() {
 }
 
 #[test]
+fn heliks_matches_table_1_with_at_most_four_keys() {
+    // Ideal model, valid 16x16 (c_n = n/256): Perm = c_o (f − 1) + c_o (c_n − 1)/c_n.
+    for (n, c_i, c_o, k) in [
+        (2048usize, 64usize, 32usize, 3usize),
+        (4096, 32, 64, 5),
+        (2048, 16, 16, 1),
+    ] {
+        let sh = shape(c_i, 16, 16, c_o, k, 1, Padding::Valid);
+        let c_n = (n / 256) as u64;
+        let (co, ci, f) = (c_o as u64, c_i as u64, (k * k) as u64);
+        let c = ideal_counts(ConvMethod::Heliks, sh, n);
+        assert_eq!(c.perm, co * (f - 1) + co * (c_n - 1) / c_n, "n={n} {sh:?}");
+        assert_eq!((c.hst_perm, c.sc_mult), (0, ci * co * f / c_n));
+    }
+    let params = Params::preset("n8192").unwrap();
+    let plan = ConvPlan::new(
+        ConvMethod::Heliks,
+        shape(16, 16, 16, 16, 3, 1, Padding::Same),
+        real(&params),
+    )
+    .unwrap();
+    assert!(plan.galois().key_count(4096) <= 4);
+}
+
+#[test]
 fn ensei_needs_no_rotation() {
     // 32x32x32 -> 32 3x3 same at n = 8192: 36 + 2 → 64 x 64 transforms, 2 channels per
     // ciphertext: 16 query ciphertexts, 32 · 16 ScMult, 32 responses, no key.

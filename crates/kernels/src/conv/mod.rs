@@ -5,9 +5,10 @@
 //! | [`gazelle_out`] | GAZELLE output rotation (GALA §III-B, Table III row 1) | c_i c_o (c_n − 1)/c_n² | c_i (f − 1)/c_n | c_i c_o f/c_n |
 //! | [`gala`] | GALA kernel grouping (§III-B, Table III row 2) | c_o (c_n − 1)/c_n | c_i (f − 1)/c_n | c_i c_o f/c_n |
 //!
-//! (ideal model, c_n channels per ciphertext), and [`ensei`] (frequency domain:
+//! (ideal model, c_n channels per ciphertext), [`heliks`] (multiply first, ≤ 4 keys:
+//! c_o (f − 1) + c_o (c_n − 1)/c_n Perm, HELiKs Table 1), and [`ensei`] (frequency domain:
 //! c_o·c_i/c_n ScMult, no rotation, c_o output ciphertexts, fewer when c_i < c_n). Not yet here: GAZELLE's
-//! input-rotation variant and HELiKs (Algorithms 1-2).
+//! input-rotation variant.
 //!
 //! ## Layout (the same for every method)
 //! Each input channel is zero padded to an hp x wp grid (padding `same` or `valid`) and
@@ -30,6 +31,7 @@
 pub mod ensei;
 pub mod gala;
 pub mod gazelle_out;
+pub mod heliks;
 
 use he::{Backend, GaloisSpec, Layout, Params, SlotInfo};
 use serde::{Deserialize, Serialize};
@@ -47,17 +49,25 @@ pub enum ConvMethod {
     Gala,
     /// ENSEI frequency domain, no rotations.
     Ensei,
+    /// HELiKs: multiply first, fixed-step rotations, ≤ 4 keys.
+    Heliks,
 }
 
 impl ConvMethod {
     /// Every method.
-    pub const ALL: [ConvMethod; 3] = [ConvMethod::GazelleOut, ConvMethod::Gala, ConvMethod::Ensei];
+    pub const ALL: [ConvMethod; 4] = [
+        ConvMethod::GazelleOut,
+        ConvMethod::Gala,
+        ConvMethod::Heliks,
+        ConvMethod::Ensei,
+    ];
     /// Name.
     pub fn name(self) -> &'static str {
         match self {
             ConvMethod::GazelleOut => "gazelle-out",
             ConvMethod::Gala => "gala",
             ConvMethod::Ensei => "ensei",
+            ConvMethod::Heliks => "heliks",
         }
     }
     /// Parses a name.
@@ -275,6 +285,8 @@ impl ConvPlan {
             let e = ensei::geometry(&geom)?;
             let t = ensei::transform(&e, slots.p)?;
             ens = Some((e, t));
+        } else if method == ConvMethod::Heliks {
+            steps = heliks::steps(&geom);
         } else {
             steps.extend((1..geom.taps()).map(|d| geom.tap_step(d)));
             steps.extend((1..geom.c_n).map(|k| (k * geom.block) as i64));
@@ -382,6 +394,12 @@ impl ConvPlan {
                                 continue;
                             }
                             let mut vals = vec![0u64; g.n];
+                            // HELiKs multiplies first: its taps are pre-rotated by −Δ_d.
+                            let shift = if self.method == ConvMethod::Heliks {
+                                g.tap_step(d) as usize
+                            } else {
+                                0
+                            };
                             for row in 0..g.rows {
                                 for bl in 0..g.c_n {
                                     let oc = o * per + row * g.c_n + (bl + g.c_n - k) % g.c_n;
@@ -393,7 +411,8 @@ impl ConvPlan {
                                     let wv = w.rem_euclid(p as i64) as u64;
                                     for y in (0..g.h1).step_by(sh.stride) {
                                         for x in (0..g.w1).step_by(sh.stride) {
-                                            vals[g.slot(row, bl, y * g.wp + x)] = wv;
+                                            let u = y * g.wp + x + shift;
+                                            vals[g.slot(row, bl, u)] = wv;
                                         }
                                     }
                                 }
@@ -421,6 +440,10 @@ impl ConvPlan {
                 vec![ct.clone()]
             };
             for v in &versions {
+                if self.method == ConvMethod::Heliks {
+                    out.push(vec![v.clone()]);
+                    continue;
+                }
                 let mut h = Hoist::new(v);
                 out.push(
                     (0..g.taps())
@@ -438,6 +461,9 @@ impl ConvPlan {
             return ensei::noise(e, m);
         }
         let g = &self.geom;
+        if self.method == ConvMethod::Heliks {
+            return heliks::noise(g, m);
+        }
         let terms = g.in_cts * g.versions() * g.taps();
         let prod = m.sum(m.mult(m.rotate(m.rotate(m.fresh))), terms);
         m.sum(m.rotate(prod), g.c_n * g.in_cts)
@@ -554,6 +580,7 @@ impl crate::layer::LinearLayer for ConvPlan {
         match self.method {
             ConvMethod::GazelleOut => gazelle_out::compute(&ctx),
             ConvMethod::Gala => gala::compute(&ctx),
+            ConvMethod::Heliks => heliks::compute(&ctx),
             ConvMethod::Ensei => Err(KernelError::EmptyDimension {
                 what: "ENSEI transform",
             }),
@@ -603,6 +630,20 @@ pub(crate) struct ConvCtx<'a, B: Backend> {
 }
 
 impl<B: Backend> ConvCtx<'_, B> {
+    /// Σ over input ciphertexts and versions of pt(o, k, i, v, d) ⊙ x_i^v (no tap
+    /// rotation: multiply first).
+    pub(crate) fn products_unrotated(&self, o: usize, k: usize, d: usize) -> Result<B::Ct> {
+        let g = self.g;
+        let mut cts = Vec::new();
+        let mut pts = Vec::new();
+        for i in 0..g.in_cts {
+            for v in 0..g.versions() {
+                cts.push(&self.rotated[i * g.versions() + v][0]);
+                pts.push(&self.pts[g.pt_index(o, k, i, v, d)]);
+            }
+        }
+        Ok(self.b.dot(&cts, &pts)?)
+    }
     /// Σ over the given input ciphertexts, their versions and taps of
     /// pt(o, k, i, v, d) ⊙ rot(x_i^v, tap d): one fused product.
     pub(crate) fn products(&self, o: usize, k: usize, inputs: &[usize]) -> Result<B::Ct> {
