@@ -5,10 +5,10 @@
 //! | [`gazelle_out`] | GAZELLE output rotation (GALA §III-B, Table III row 1) | c_i c_o (c_n − 1)/c_n² | c_i (f − 1)/c_n | c_i c_o f/c_n |
 //! | [`gala`] | GALA kernel grouping (§III-B, Table III row 2) | c_o (c_n − 1)/c_n | c_i (f − 1)/c_n | c_i c_o f/c_n |
 //!
-//! (ideal model, c_n channels per ciphertext), [`heliks`] (multiply first, ≤ 4 keys:
+//! (ideal model, c_n channels per ciphertext), [`gazelle_in`] (input rotation, no
+//! output rotation: c_i f − c_i/c_n HstPerm), [`heliks`] (multiply first, ≤ 4 keys:
 //! c_o (f − 1) + c_o (c_n − 1)/c_n Perm, HELiKs Table 1), and [`ensei`] (frequency domain:
-//! c_o·c_i/c_n ScMult, no rotation, c_o output ciphertexts, fewer when c_i < c_n). Not yet here: GAZELLE's
-//! input-rotation variant.
+//! c_o·c_i/c_n ScMult, no rotation, c_o output ciphertexts, fewer when c_i < c_n).
 //!
 //! ## Layout (the same for every method)
 //! Each input channel is zero padded to an hp x wp grid (padding `same` or `valid`) and
@@ -30,6 +30,7 @@
 
 pub mod ensei;
 pub mod gala;
+pub mod gazelle_in;
 pub mod gazelle_out;
 pub mod heliks;
 
@@ -45,6 +46,8 @@ use crate::rotate::{Hoist, Rotations, DEFAULT_KEY_BUDGET};
 pub enum ConvMethod {
     /// GAZELLE, output rotation.
     GazelleOut,
+    /// GAZELLE, input rotation.
+    GazelleIn,
     /// GALA kernel grouping.
     Gala,
     /// ENSEI frequency domain, no rotations.
@@ -55,8 +58,9 @@ pub enum ConvMethod {
 
 impl ConvMethod {
     /// Every method.
-    pub const ALL: [ConvMethod; 4] = [
+    pub const ALL: [ConvMethod; 5] = [
         ConvMethod::GazelleOut,
+        ConvMethod::GazelleIn,
         ConvMethod::Gala,
         ConvMethod::Heliks,
         ConvMethod::Ensei,
@@ -65,6 +69,7 @@ impl ConvMethod {
     pub fn name(self) -> &'static str {
         match self {
             ConvMethod::GazelleOut => "gazelle-out",
+            ConvMethod::GazelleIn => "gazelle-in",
             ConvMethod::Gala => "gala",
             ConvMethod::Ensei => "ensei",
             ConvMethod::Heliks => "heliks",
@@ -287,6 +292,8 @@ impl ConvPlan {
             ens = Some((e, t));
         } else if method == ConvMethod::Heliks {
             steps = heliks::steps(&geom);
+        } else if method == ConvMethod::GazelleIn {
+            steps = gazelle_in::steps(&geom);
         } else {
             steps.extend((1..geom.taps()).map(|d| geom.tap_step(d)));
             steps.extend((1..geom.c_n).map(|k| (k * geom.block) as i64));
@@ -404,6 +411,13 @@ impl ConvPlan {
                                 for bl in 0..g.c_n {
                                     let oc = o * per + row * g.c_n + (bl + g.c_n - k) % g.c_n;
                                     let ic = i * per + (row ^ v) * g.c_n + bl;
+                                    // Input rotation pre-rotates the plaintexts by k·B':
+                                    // the weight sits at its output block.
+                                    let at = if self.method == ConvMethod::GazelleIn {
+                                        (bl + g.c_n - k) % g.c_n
+                                    } else {
+                                        bl
+                                    };
                                     if oc >= sh.c_o || ic >= sh.c_i {
                                         continue;
                                     }
@@ -412,7 +426,7 @@ impl ConvPlan {
                                     for y in (0..g.h1).step_by(sh.stride) {
                                         for x in (0..g.w1).step_by(sh.stride) {
                                             let u = y * g.wp + x + shift;
-                                            vals[g.slot(row, bl, u)] = wv;
+                                            vals[g.slot(row, at, u)] = wv;
                                         }
                                     }
                                 }
@@ -445,9 +459,15 @@ impl ConvPlan {
                     continue;
                 }
                 let mut h = Hoist::new(v);
+                let offsets: Vec<i64> = if self.method == ConvMethod::GazelleIn {
+                    gazelle_in::steps(g)
+                } else {
+                    (0..g.taps()).map(|d| g.tap_step(d)).collect()
+                };
                 out.push(
-                    (0..g.taps())
-                        .map(|d| self.rot.rotate_hoisted(b, &mut h, g.tap_step(d)))
+                    offsets
+                        .iter()
+                        .map(|&s| self.rot.rotate_hoisted(b, &mut h, s))
                         .collect::<Result<Vec<_>>>()?,
                 );
             }
@@ -579,6 +599,7 @@ impl crate::layer::LinearLayer for ConvPlan {
         };
         match self.method {
             ConvMethod::GazelleOut => gazelle_out::compute(&ctx),
+            ConvMethod::GazelleIn => gazelle_in::compute(&ctx),
             ConvMethod::Gala => gala::compute(&ctx),
             ConvMethod::Heliks => heliks::compute(&ctx),
             ConvMethod::Ensei => Err(KernelError::EmptyDimension {
