@@ -116,6 +116,9 @@ fn every_method_reconstructs_on_sim() {
         shape(8, 14, 14, 8, 3, 1, Padding::Same),
         shape(3, 9, 7, 5, 3, 2, Padding::Same),
         shape(32, 32, 32, 32, 3, 1, Padding::Same),
+        // Channels larger than a row (S = 4096 slots): strips with halos.
+        shape(2, 100, 90, 3, 3, 1, Padding::Same),
+        shape(1, 70, 70, 2, 5, 2, Padding::Valid),
     ];
     for (i, sh) in shapes.iter().enumerate() {
         let (x, f) = problem(sh, i as u64);
@@ -316,6 +319,20 @@ fn ensei_needs_no_rotation() {
 }
 
 #[test]
+fn large_channels_are_cut_into_strips() {
+    let params = Params::preset("n8192").unwrap();
+    let plan = ConvPlan::new(
+        ConvMethod::Gala,
+        shape(2, 100, 90, 3, 3, 1, Padding::Same),
+        real(&params),
+    )
+    .unwrap();
+    let g = plan.geometry();
+    assert!(g.strips > 1 && g.hp * g.wp <= 4096, "{g:?}");
+    assert_eq!(plan.query_cts(), g.strips * g.in_cts);
+}
+
+#[test]
 fn bad_shapes_are_typed_errors() {
     let params = Params::preset("n8192").unwrap();
     assert!(matches!(
@@ -334,11 +351,11 @@ fn bad_shapes_are_typed_errors() {
         ),
         Err(KernelError::Shape { .. })
     ));
-    // A channel larger than a row (tiling with halos is not implemented yet).
+    // A padded row wider than a ciphertext row cannot be cut into strips.
     assert!(matches!(
         ConvPlan::new(
             ConvMethod::Gala,
-            shape(1, 100, 100, 1, 3, 1, Padding::Same),
+            shape(1, 3, 5000, 1, 3, 1, Padding::Same),
             real(&params)
         ),
         Err(KernelError::Shape { .. })

@@ -171,6 +171,7 @@ pub(crate) fn query_values(
     e: &EnseiGeometry,
     t: &Transform,
     x: &[u64],
+    local: &dyn Fn(usize) -> Option<usize>,
 ) -> Vec<Vec<u64>> {
     let sh = g.shape;
     let block = e.nh * e.nw;
@@ -184,8 +185,9 @@ pub(crate) fn query_values(
                 };
                 let grid = &mut vals[b * block..(b + 1) * block];
                 for y in 0..sh.h {
+                    let Some(ly) = local(y) else { continue };
                     for xx in 0..sh.w {
-                        grid[(y + g.pad[0]) * e.nw + xx + g.pad[2]] = x[(c * sh.h + y) * sh.w + xx];
+                        grid[ly * e.nw + xx + g.pad[2]] = x[(c * sh.h + y) * sh.w + xx];
                     }
                 }
                 t.forward(grid);
@@ -250,41 +252,46 @@ pub(crate) fn finish(
     slots: &[Vec<u64>],
 ) -> Result<Vec<u64>> {
     let sh = g.shape;
-    if slots.len() != e.out_cts {
-        return Err(KernelError::CiphertextCount {
-            what: "response",
-            expected: e.out_cts,
-            actual: slots.len(),
-        });
-    }
     let block = e.nh * e.nw;
     let mut out = Vec::with_capacity(sh.c_o * g.h_out * g.w_out);
     for o in 0..sh.c_o {
         let j = o / e.rep;
-        let v = &slots[j];
-        if v.len() < e.per_ct * block {
-            return Err(KernelError::Shape {
-                what: "response slots",
-                expected: e.per_ct * block,
-                actual: v.len(),
-            });
-        }
-        let mut grid = vec![0u64; block];
-        for b in 0..e.per_ct {
-            if e.block(sh.c_i, sh.c_o, 0, j, b)
-                .is_none_or(|(_, ob)| ob != o)
-            {
-                continue;
+        // The inverse transform of each strip's block sum, computed once per strip.
+        let mut strips: Vec<Vec<u64>> = Vec::with_capacity(g.strips);
+        for strip in 0..g.strips {
+            let v = slots
+                .get(strip * e.out_cts + j)
+                .ok_or(KernelError::CiphertextCount {
+                    what: "response",
+                    expected: g.strips * e.out_cts,
+                    actual: slots.len(),
+                })?;
+            if v.len() < e.per_ct * block {
+                return Err(KernelError::Shape {
+                    what: "response slots",
+                    expected: e.per_ct * block,
+                    actual: v.len(),
+                });
             }
-            for (acc, &s) in grid.iter_mut().zip(&v[b * block..(b + 1) * block]) {
-                *acc = (*acc + s) % p;
+            let mut grid = vec![0u64; block];
+            for b in 0..e.per_ct {
+                if e.block(sh.c_i, sh.c_o, 0, j, b)
+                    .is_none_or(|(_, ob)| ob != o)
+                {
+                    continue;
+                }
+                for (acc, &s) in grid.iter_mut().zip(&v[b * block..(b + 1) * block]) {
+                    *acc = (*acc + s) % p;
+                }
             }
+            t.backward(&mut grid);
+            strips.push(grid);
         }
-        t.backward(&mut grid);
         for y in 0..g.h_out {
+            let (strip, ly) = ((y * sh.stride) / g.h1, (y * sh.stride) % g.h1);
             for x in 0..g.w_out {
-                let (uy, ux) = (y * sh.stride + sh.k_h - 1, x * sh.stride + sh.k_w - 1);
-                out.push(grid[uy * e.nw + ux]);
+                let (uy, ux) = (ly + sh.k_h - 1, x * sh.stride + sh.k_w - 1);
+                out.push(strips[strip][uy * e.nw + ux]);
             }
         }
     }

@@ -20,6 +20,10 @@
 //! dy·wp + dx: output pixel (y, x) of the stride-1 convolution sits at block offset
 //! y·wp + x. Strided convolution is computed at stride 1 and the shares keep only the
 //! positions (y·s, x·s): s² more products than necessary, no extra rotation.
+//! A padded channel larger than a row is cut into horizontal strips, each with the
+//! k_h − 1 rows of halo below it (as CrypTFlow2/SCI tile): every strip is an
+//! independent convolution with the same encoded filters, so query and response
+//! ciphertexts multiply by the number of strips and nothing else changes.
 //! The two rows of a ciphertext are paired with the column rotation (row swap): every
 //! input ciphertext is used as is and swapped, so output row ρ receives input row ρ and
 //! 1 − ρ. Output shares are returned as c_o x h_out x w_out, row-major.
@@ -124,11 +128,11 @@ pub struct ConvGeometry {
     pub shape: ConvShape,
     /// Padding top, bottom, left, right.
     pub pad: [usize; 4],
-    /// Padded grid height.
+    /// Padded grid height of one strip (its stride-1 output rows plus the k_h − 1 halo).
     pub hp: usize,
     /// Padded grid width (the row stride of a block).
     pub wp: usize,
-    /// Stride-1 output height on the grid.
+    /// Stride-1 output rows per strip.
     pub h1: usize,
     /// Stride-1 output width on the grid.
     pub w1: usize,
@@ -148,11 +152,19 @@ pub struct ConvGeometry {
     pub rows: usize,
     /// Input ciphertexts.
     pub in_cts: usize,
-    /// Output ciphertexts.
+    /// Output ciphertexts per strip.
     pub out_cts: usize,
+    /// Horizontal strips the image is cut into (1 when a padded channel fits a row):
+    /// each strip is an independent convolution over its rows and halo, with the same
+    /// encoded filters.
+    pub strips: usize,
 }
 
 impl ConvGeometry {
+    /// The padded-grid row where strip `s` starts.
+    pub fn strip_start(&self, strip: usize) -> usize {
+        strip * self.h1
+    }
     fn new(shape: ConvShape, slots: SlotInfo, frequency_domain: bool) -> Result<Self> {
         for (what, v) in [
             ("input channels", shape.c_i),
@@ -190,17 +202,41 @@ impl ConvGeometry {
         };
         let (pt, pb) = pads(shape.h, shape.k_h)?;
         let (pl, pr) = pads(shape.w, shape.k_w)?;
-        let (hp, wp) = (shape.h + pt + pb, shape.w + pl + pr);
-        let (h1, w1) = (hp - shape.k_h + 1, wp - shape.k_w + 1);
+        let (hp_full, wp) = (shape.h + pt + pb, shape.w + pl + pr);
+        let (h1_full, w1) = (hp_full - shape.k_h + 1, wp - shape.k_w + 1);
         let span = slots.span();
+        // A strip of r stride-1 output rows needs r + k_h − 1 input rows (its halo).
+        let fits = |r: usize| -> bool {
+            let rows_in = r + shape.k_h - 1;
+            if frequency_domain {
+                (rows_in + shape.k_h - 1).next_power_of_two().max(8)
+                    * (wp + shape.k_w - 1).next_power_of_two().max(8)
+                    <= slots.n
+            } else {
+                rows_in * wp <= span
+            }
+        };
+        let (strips, strip_rows) = if fits(h1_full) {
+            (1, h1_full)
+        } else {
+            let mut best = 0;
+            let mut r = s;
+            while r <= h1_full && fits(r) {
+                best = r;
+                r += s;
+            }
+            if best == 0 {
+                return Err(KernelError::Shape {
+                    what: "padded image row with its filter halo: slots per row",
+                    expected: span,
+                    actual: shape.k_h.max(s) * wp,
+                });
+            }
+            let strips = h1_full.div_ceil(best);
+            (strips, h1_full.div_ceil(strips).div_ceil(s) * s)
+        };
+        let (hp, h1) = (strip_rows + shape.k_h - 1, strip_rows);
         let grid = hp * wp;
-        if grid > span && !frequency_domain {
-            return Err(KernelError::Shape {
-                what: "padded channel (splitting into tiles with halos is not implemented yet): slots per row",
-                expected: span,
-                actual: grid,
-            });
-        }
         let fit = (span / grid).max(1);
         let c_n = 1usize << (usize::BITS - 1 - fit.leading_zeros());
         let rows = match slots.layout {
@@ -215,7 +251,7 @@ impl ConvGeometry {
             wp,
             h1,
             w1,
-            h_out: (h1 - 1) / s + 1,
+            h_out: (h1_full - 1) / s + 1,
             w_out: (w1 - 1) / s + 1,
             n: slots.n,
             span,
@@ -224,6 +260,7 @@ impl ConvGeometry {
             rows,
             in_cts: shape.c_i.div_ceil(per_ct),
             out_cts: shape.c_o.div_ceil(per_ct),
+            strips,
         })
     }
     /// Channels per ciphertext.
@@ -330,8 +367,8 @@ impl ConvPlan {
     /// Response ciphertexts (c_o for ENSEI: its block sums happen on the shares).
     pub fn output_cts(&self) -> usize {
         match &self.ensei {
-            Some((e, _)) => e.out_cts,
-            None => self.geom.out_cts,
+            Some((e, _)) => e.out_cts * self.geom.strips,
+            None => self.geom.out_cts * self.geom.strips,
         }
     }
     /// Prepared plaintexts the encoded filters hold (memory: each is n·L·16 bytes).
@@ -344,8 +381,8 @@ impl ConvPlan {
     /// Query ciphertexts.
     pub fn query_cts(&self) -> usize {
         match &self.ensei {
-            Some((e, _)) => e.in_cts,
-            None => self.geom.in_cts,
+            Some((e, _)) => e.in_cts * self.geom.strips,
+            None => self.geom.in_cts * self.geom.strips,
         }
     }
     fn id(&self) -> String {
@@ -544,15 +581,19 @@ impl crate::layer::LinearLayer for ConvPlan {
         if let Some((index, &value)) = x.iter().enumerate().find(|(_, &v)| v >= p) {
             return Err(he::HeError::NotReduced { index, value, p }.into());
         }
-        if let Some((e, t)) = &self.ensei {
-            return ensei::query_values(g, e, t, x)
-                .iter()
-                .map(|v| Ok(b.encrypt_sym(&b.encode(v)?)?))
-                .collect();
-        }
-        let per = g.per_ct();
-        (0..g.in_cts)
-            .map(|i| {
+        let mut out = Vec::with_capacity(self.query_cts());
+        for strip in 0..g.strips {
+            // Input rows of this strip: padded rows [start, start + hp), halo included.
+            let start = g.strip_start(strip);
+            let local = |y: usize| (y + g.pad[0]).checked_sub(start).filter(|&l| l < g.hp);
+            if let Some((e, t)) = &self.ensei {
+                for v in ensei::query_values(g, e, t, x, &local) {
+                    out.push(b.encrypt_sym(&b.encode(&v)?)?);
+                }
+                continue;
+            }
+            let per = g.per_ct();
+            for i in 0..g.in_cts {
                 let mut vals = vec![0u64; g.n];
                 for row in 0..g.rows {
                     for bl in 0..g.c_n {
@@ -561,16 +602,18 @@ impl crate::layer::LinearLayer for ConvPlan {
                             continue;
                         }
                         for y in 0..sh.h {
+                            let Some(ly) = local(y) else { continue };
                             for xx in 0..sh.w {
-                                let off = (y + g.pad[0]) * g.wp + xx + g.pad[2];
+                                let off = ly * g.wp + xx + g.pad[2];
                                 vals[g.slot(row, bl, off)] = x[(c * sh.h + y) * sh.w + xx];
                             }
                         }
                     }
                 }
-                Ok(b.encrypt_sym(&b.encode(&vals)?)?)
-            })
-            .collect()
+                out.push(b.encrypt_sym(&b.encode(&vals)?)?);
+            }
+        }
+        Ok(out)
     }
     fn compute<B: Backend>(&self, b: &B, m: &EncodedFilters<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
         if m.plan != self.id() {
@@ -586,36 +629,51 @@ impl crate::layer::LinearLayer for ConvPlan {
                 actual: q.len(),
             });
         }
-        if let Some((e, _)) = &self.ensei {
-            return ensei::compute(b, e, &m.pts, q);
+        let per_strip = q.len() / self.geom.strips;
+        let mut out = Vec::with_capacity(self.output_cts());
+        for qs in q.chunks(per_strip.max(1)) {
+            if let Some((e, _)) = &self.ensei {
+                out.extend(ensei::compute(b, e, &m.pts, qs)?);
+                continue;
+            }
+            let rotated = self.rotated_inputs(b, qs)?;
+            let ctx = ConvCtx {
+                b,
+                g: &self.geom,
+                rot: &self.rot,
+                pts: &m.pts,
+                rotated: &rotated,
+            };
+            out.extend(match self.method {
+                ConvMethod::GazelleOut => gazelle_out::compute(&ctx)?,
+                ConvMethod::GazelleIn => gazelle_in::compute(&ctx)?,
+                ConvMethod::Gala => gala::compute(&ctx)?,
+                ConvMethod::Heliks => heliks::compute(&ctx)?,
+                ConvMethod::Ensei => {
+                    return Err(KernelError::EmptyDimension {
+                        what: "ENSEI transform",
+                    })
+                }
+            });
         }
-        let rotated = self.rotated_inputs(b, q)?;
-        let ctx = ConvCtx {
-            b,
-            g: &self.geom,
-            rot: &self.rot,
-            pts: &m.pts,
-            rotated: &rotated,
-        };
-        match self.method {
-            ConvMethod::GazelleOut => gazelle_out::compute(&ctx),
-            ConvMethod::GazelleIn => gazelle_in::compute(&ctx),
-            ConvMethod::Gala => gala::compute(&ctx),
-            ConvMethod::Heliks => heliks::compute(&ctx),
-            ConvMethod::Ensei => Err(KernelError::EmptyDimension {
-                what: "ENSEI transform",
-            }),
-        }
+        Ok(out)
     }
     fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
         let g = &self.geom;
         if let Some((e, t)) = &self.ensei {
+            if slots.len() != self.output_cts() {
+                return Err(KernelError::CiphertextCount {
+                    what: "response",
+                    expected: self.output_cts(),
+                    actual: slots.len(),
+                });
+            }
             return ensei::finish(g, e, t, self.slots.p, slots);
         }
-        if slots.len() != g.out_cts {
+        if slots.len() != self.output_cts() {
             return Err(KernelError::CiphertextCount {
                 what: "response",
-                expected: g.out_cts,
+                expected: self.output_cts(),
                 actual: slots.len(),
             });
         }
@@ -624,10 +682,11 @@ impl crate::layer::LinearLayer for ConvPlan {
         let mut out = Vec::with_capacity(g.shape.c_o * g.h_out * g.w_out);
         for oc in 0..g.shape.c_o {
             let (ct, row, bl) = (oc / per, (oc % per) / g.c_n, oc % g.c_n);
-            let v = &slots[ct];
             for y in 0..g.h_out {
+                let (strip, ly) = ((y * s) / g.h1, (y * s) % g.h1);
+                let v = &slots[strip * g.out_cts + ct];
                 for x in 0..g.w_out {
-                    let at = g.slot(row, bl, y * s * g.wp + x * s);
+                    let at = g.slot(row, bl, ly * g.wp + x * s);
                     out.push(*v.get(at).ok_or(KernelError::Shape {
                         what: "response slots",
                         expected: g.n,
