@@ -376,3 +376,22 @@ fn bad_shapes_are_typed_errors() {
         Err(KernelError::Shape { .. })
     ));
 }
+
+#[test]
+fn identical_counts_on_sim_and_count() {
+    let params = Params::preset("n8192").unwrap();
+    for sh in [
+        shape(8, 14, 14, 8, 3, 1, Padding::Same),
+        shape(2, 100, 90, 3, 3, 2, Padding::Same),
+    ] {
+        for method in ConvMethod::ALL {
+            let plan = ConvPlan::new(method, sh, real(&params)).unwrap();
+            let (x, f) = problem(&sh, 3);
+            let sim = Counting::new(Sim::new(&params, plan.galois()));
+            let cnt = Count::real(&params, plan.galois());
+            run(&sim, &plan, &x, &f, 0);
+            run(&cnt, &plan, &x, &f, 0);
+            assert_eq!(sim.counts(), cnt.counts(), "{method} {sh:?}");
+        }
+    }
+}
