@@ -1,22 +1,27 @@
-//! A worst-case noise model for deciding how much flooding a response needs.
+//! A noise model for deciding how much flooding a response needs.
 //!
-//! Bounds are on ‖e‖∞ in bits, for fhe.rs BFV (error and secret from a centred binomial
-//! with variance 10, so |coefficient| ≤ 20):
-//! - fresh (public-key) encryption: ‖u·e_pk + e1‖ ≤ n·20·20 → log2(400 n);
-//! - a key switch (rotation) adds Σ_i digit_i·e_i with digits below q_i: L·n·q_max·20;
-//! - a ScMult by a plaintext with centred coefficients below p/2 multiplies by n·p/2;
-//! - a sum of k terms adds log2 k.
+//! It tracks the standard deviation σ of each noise coefficient (in bits) for fhe.rs BFV
+//! (error, secret and encryption randomness from a centred binomial of variance 10),
+//! assuming independent noise coefficients and worst-case weights:
+//! - fresh public-key encryption: σ² ≈ n·10·10 (the u·e term dominates);
+//! - a key switch (rotation) adds Σ_i d_i·e_i, digits d_i uniform below q_i:
+//!   σ² += L·n·q_max²/3·10;
+//! - a ScMult by a plaintext with centred coefficients |w| ≤ p/2: σ² ← n·(p/2)²·σ²;
+//! - a sum of k terms: σ ← k·σ (as if fully correlated, the safe side).
 //!
-//! Flooding (`share_output`): the smudging lemma gives statistical distance
-//! ≤ n · B_kernel / B_flood over the n coefficients, so B_flood = 2^40 · n · B_kernel
-//! keeps it ≤ 2^-40. Correct decryption then needs B_flood < q / (2p); a margin of
-//! [`MARGIN_BITS`] is kept on top. These bounds are conservative (worst case); measured
-//! noise is 10-30 bits lower (the bench prints the budget left).
+//! The bound on ‖e‖∞ is 9σ: a sub-Gaussian tail exceeds it with probability below
+//! 2^-40 over all n coefficients (√(2 ln(2n·2^40)) < 9 for n ≤ 2^17). Flooding
+//! (`share_output`): the smudging lemma gives statistical distance ≤ n·B_kernel/B_flood
+//! over the n coefficients, so B_flood = 2^40 · n · B_kernel; with the tail event the
+//! response is within 2^-39 of one that depends on W·x + r alone. Correct decryption needs
+//! B_flood < q/(2p); a margin of [`MARGIN_BITS`] is kept on top.
 
 use he::Params;
 
 /// Statistical security of response privacy, bits.
 pub const FLOOD_SECURITY_BITS: u32 = 40;
+/// log2 9: the bound on ‖e‖∞ is 9σ (tail probability below 2^-40).
+pub const TAIL_BITS: f64 = 3.17;
 /// Bits of noise budget kept free after flooding.
 pub const MARGIN_BITS: u32 = 2;
 
@@ -35,11 +40,11 @@ pub struct NoiseModel {
     pub log_p: f64,
     /// log2 of the top-level q.
     pub log_q: f64,
-    /// Noise bits of a fresh encryption.
+    /// log2 σ of a fresh encryption's noise.
     pub fresh: f64,
-    /// Noise bits a key switch adds.
+    /// log2 σ of the noise a key switch adds.
     pub key_switch: f64,
-    /// Bits a ScMult adds.
+    /// Bits a ScMult adds to log2 σ.
     pub sc_mult: f64,
 }
 
@@ -57,16 +62,16 @@ impl NoiseModel {
             n: params.n(),
             log_p: (params.p() as f64).log2(),
             log_q: params.log_q_at(0),
-            fresh: (400.0 * n).log2(),
-            key_switch: (l * n * 20.0).log2() + q_max,
-            sc_mult: (n * params.p() as f64 / 2.0).log2(),
+            fresh: 0.5 * (100.0 * n).log2(),
+            key_switch: q_max + 0.5 * (10.0 * l * n / 3.0).log2(),
+            sc_mult: 0.5 * n.log2() + (params.p() as f64 / 2.0).log2(),
         }
     }
-    /// After a rotation.
+    /// After a rotation (log2 σ).
     pub fn rotate(&self, b: f64) -> f64 {
         log2_add(b, self.key_switch)
     }
-    /// After `k` rotate-and-add steps (each doubles the terms and adds a key switch).
+    /// After `k` rotate-and-add steps (each doubles σ and adds a key switch).
     pub fn ras(&self, b: f64, k: u32) -> f64 {
         (0..k).fold(b, |acc, _| self.rotate(acc) + 1.0)
     }
@@ -78,15 +83,15 @@ impl NoiseModel {
     pub fn sum(&self, b: f64, k: usize) -> f64 {
         b + (k.max(1) as f64).log2()
     }
-    /// Flooding bits for a kernel whose noise is `kernel` bits.
+    /// Flooding bits for a kernel whose noise has log2 σ = `kernel` (bound 9σ).
     pub fn flood_bits(&self, kernel: f64) -> u32 {
-        (kernel + FLOOD_SECURITY_BITS as f64 + (self.n as f64).log2()).ceil() as u32
+        (kernel + TAIL_BITS + FLOOD_SECURITY_BITS as f64 + (self.n as f64).log2()).ceil() as u32
     }
     /// Bits the whole response needs: flooding + p + 1 + margin.
     pub fn needed_bits(&self, kernel: f64) -> u32 {
         (self.flood_bits(kernel) as f64 + self.log_p + 1.0).ceil() as u32 + MARGIN_BITS
     }
-    /// Whether the parameters afford a kernel of this noise.
+    /// Whether the parameters afford a kernel of this noise (log2 σ).
     pub fn affords(&self, kernel: f64) -> bool {
         (self.needed_bits(kernel) as f64) <= self.log_q.floor()
     }
