@@ -1,0 +1,65 @@
+//! Transport errors.
+
+/// Errors of the transport. Fields hold expected and actual values.
+#[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+pub enum NetError {
+    /// A frame announced more bytes than the limit.
+    #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
+    Oversized {
+        /// Announced length.
+        len: u64,
+        /// Limit.
+        max: u64,
+    },
+    /// The stream ended inside a frame.
+    #[error("truncated frame: expected {expected} bytes, the stream ended after {actual}")]
+    Truncated {
+        /// Bytes announced (or 4 for the header).
+        expected: u64,
+        /// Bytes received.
+        actual: u64,
+    },
+    /// The peer closed the connection between frames.
+    #[error("the peer disconnected")]
+    Disconnected,
+    /// The peer sent nothing within the timeout.
+    #[error("the peer stalled: nothing received within {millis} ms")]
+    Timeout {
+        /// The timeout.
+        millis: u64,
+    },
+    /// Another I/O failure.
+    #[error("I/O error: {kind}")]
+    Io {
+        /// The error kind, as text.
+        kind: String,
+    },
+    /// A link description that does not parse.
+    #[error("link `{given}`: {why}")]
+    BadLink {
+        /// What was given.
+        given: String,
+        /// What is wrong.
+        why: &'static str,
+    },
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, NetError>;
+
+impl From<std::io::Error> for NetError {
+    fn from(e: std::io::Error) -> Self {
+        match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                NetError::Timeout { millis: 0 }
+            }
+            std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe => NetError::Disconnected,
+            k => NetError::Io {
+                kind: format!("{k:?}"),
+            },
+        }
+    }
+}
