@@ -10,6 +10,7 @@ mod bench_matvec;
 mod bench_ops;
 mod demo;
 mod timing;
+mod twoparty;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +30,10 @@ enum Cmd {
     /// Runs one private query end to end on loopback-free in-process parties and checks
     /// it against the plaintext reference.
     Demo(demo::DemoArgs),
+    /// Serve one linear layer to clients over TCP.
+    Server(twoparty::ServerArgs),
+    /// Query a `helina server` with a private input.
+    Client(twoparty::ClientArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -51,6 +56,8 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Demo(a) => demo::run(&a),
+        Cmd::Server(a) => twoparty::server(&a),
+        Cmd::Client(a) => twoparty::client(&a),
         Cmd::Bench { what } => match what {
             BenchCmd::Ops(a) => bench_ops::run(&a),
             BenchCmd::Matvec(a) => bench_matvec::run(&a),
