@@ -346,6 +346,11 @@ struct ClientReport {
     frames_sent: u64,
     frames_received: u64,
     flights_sent: u64,
+    setup_bytes_sent: u64,
+    setup_bytes_received: u64,
+    online_bytes_sent: u64,
+    online_bytes_received: u64,
+    online_flights_sent: u64,
 }
 
 pub fn client(a: &ClientArgs) -> Res<()> {
@@ -408,6 +413,11 @@ pub fn client(a: &ClientArgs) -> Res<()> {
         frames_sent: c.frames_sent,
         frames_received: c.frames_received,
         flights_sent: c.flights,
+        setup_bytes_sent: out.setup.bytes_sent,
+        setup_bytes_received: out.setup.bytes_received,
+        online_bytes_sent: out.online.bytes_sent,
+        online_bytes_received: out.online.bytes_received,
+        online_flights_sent: out.online.flights,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -429,6 +439,13 @@ pub fn client(a: &ClientArgs) -> Res<()> {
         println!(
             "  sent {} B in {} frames ({} flights), received {} B in {} frames",
             c.bytes_sent, c.frames_sent, c.flights, c.bytes_received, c.frames_received
+        );
+        println!(
+            "  setup (keys): {} B up, {} B down; online (query, response): {} B up, {} B down",
+            report.setup_bytes_sent,
+            report.setup_bytes_received,
+            report.online_bytes_sent,
+            report.online_bytes_received
         );
     }
     if report.matches_reference == Some(false) {

@@ -34,6 +34,20 @@ pub struct Counters {
     pub flights: u64,
 }
 
+impl std::ops::Sub for Counters {
+    type Output = Counters;
+    /// The traffic between two snapshots (later − earlier).
+    fn sub(self, o: Counters) -> Counters {
+        Counters {
+            bytes_sent: self.bytes_sent.saturating_sub(o.bytes_sent),
+            bytes_received: self.bytes_received.saturating_sub(o.bytes_received),
+            frames_sent: self.frames_sent.saturating_sub(o.frames_sent),
+            frames_received: self.frames_received.saturating_sub(o.frames_received),
+            flights: self.flights.saturating_sub(o.flights),
+        }
+    }
+}
+
 /// A framed, counted, bidirectional channel.
 pub trait Channel {
     /// Sends one frame (after the link's delay).

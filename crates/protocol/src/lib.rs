@@ -402,6 +402,10 @@ pub struct ClientOutcome {
     pub share: Vec<u64>,
     /// With `reveal`: the reconstructed output (client + server share mod p).
     pub revealed: Option<Vec<u64>>,
+    /// Traffic of the setup phase (handshake, public key, Galois keys).
+    pub setup: net::Counters,
+    /// Traffic of the online phase (query, response, close or reveal).
+    pub online: net::Counters,
 }
 
 /// Runs one linear layer as the client: `x` reduced mod p. With `reveal` (demo only,
@@ -432,8 +436,10 @@ pub fn query<C: Channel>(
             })
         }
     }
+    let start = ch.counters();
     let b = Bfv::keygen(params, plan.galois())?;
     send(ch, &Msg::Setup(b.public_keys().clone()))?;
+    let after_setup = ch.counters();
     let q = match &plan {
         Plan::Matvec(p) => p.query(&b, x)?,
         Plan::Conv(p) => p.query(&b, x)?,
@@ -477,5 +483,11 @@ pub fn query<C: Channel>(
         send(ch, &Msg::Close)?;
         None
     };
-    Ok(ClientOutcome { share, revealed })
+    let end = ch.counters();
+    Ok(ClientOutcome {
+        share,
+        revealed,
+        setup: after_setup - start,
+        online: end - after_setup,
+    })
 }

@@ -134,8 +134,28 @@ fn matvec_and_conv_layers_end_to_end() {
         }
     }
     assert_eq!(rec, want);
-    // Bytes: the client's counters equal what the server's socket received.
-    assert!(ch.counters().bytes_sent > 0);
+    // Phases: setup carries the public key (Gala 3x8x8 also needs Galois keys), online
+    // the seeded query and the last-level responses; together what the socket carried.
+    let total = ch.counters();
+    assert_eq!(
+        out.setup.bytes_sent + out.online.bytes_sent + hello_bytes(&spec),
+        total.bytes_sent
+    );
+    assert!(out.setup.bytes_sent > 200_000);
+    assert!(out.online.bytes_received > 0 && out.online.bytes_sent > 0);
+}
+
+/// Bytes of the client's Hello frame for this layer (all it sends before setup).
+fn hello_bytes(layer: &LayerSpec) -> u64 {
+    let (mut a, _b) = net::MemChannel::pair(MAX, T, Link::NONE);
+    let hello = Msg::Hello {
+        version: PROTOCOL_VERSION,
+        params: params().spec(),
+        params_hash: params().hash(),
+        layers: vec![layer.clone()],
+    };
+    send(&mut a, &hello).unwrap();
+    a.counters().bytes_sent
 }
 
 fn rand_chacha_like(seed: u64) -> rand::rngs::StdRng {
