@@ -10,7 +10,7 @@
 
 use he::Backend;
 
-use super::{diagonal, Ctx, Geometry, Weights};
+use super::{diagonal, row_rotated_source, Ctx, Geometry, Weights};
 use crate::error::Result;
 use crate::noise::{log2_add, NoiseModel};
 use crate::rotate::Hoist;
@@ -38,21 +38,17 @@ pub(crate) fn steps(g: &Geometry) -> Vec<i64> {
     s
 }
 
-pub(crate) fn plaintext(
+/// Diagonal k pre-rotated by −j·b (j = k / b) within each row.
+pub(crate) fn value(
     g: &Geometry,
     w: &Weights<'_>,
     block: usize,
     k: usize,
     tile: usize,
-) -> Vec<u64> {
-    let shift = (k / g.baby) * g.baby; // j·b
-    (0..g.n)
-        .map(|slot| {
-            let t = slot % g.span;
-            let t = (t + g.span - shift % g.span) % g.span;
-            diagonal::value(g, w, block, k, tile, t)
-        })
-        .collect()
+    slot: usize,
+) -> u64 {
+    let src = row_rotated_source(g, slot, (k / g.baby) * g.baby);
+    diagonal::value(g, w, block, k, tile, src)
 }
 
 pub(crate) fn compute<B: Backend>(c: &Ctx<'_, B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {

@@ -20,29 +20,18 @@ pub(crate) fn steps(g: &Geometry) -> Vec<i64> {
     (1..g.diags as i64).collect()
 }
 
+/// Diagonal k at a slot (period d divides the span, so slot mod d is the row index).
 pub(crate) fn value(
     g: &Geometry,
     w: &Weights<'_>,
     block: usize,
     k: usize,
     tile: usize,
-    t: usize,
+    slot: usize,
 ) -> u64 {
     let d = g.diags;
-    let i = t % d;
+    let i = slot % d;
     w.at(block * d + i, tile * d + (i + k) % d)
-}
-
-pub(crate) fn plaintext(
-    g: &Geometry,
-    w: &Weights<'_>,
-    block: usize,
-    k: usize,
-    tile: usize,
-) -> Vec<u64> {
-    (0..g.n)
-        .map(|slot| value(g, w, block, k, tile, slot % g.span))
-        .collect()
 }
 
 pub(crate) fn compute<B: Backend>(c: &Ctx<'_, B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {

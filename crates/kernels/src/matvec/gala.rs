@@ -10,7 +10,7 @@
 
 use he::Backend;
 
-use super::{hybrid, Ctx, Geometry, Weights};
+use super::{hybrid, row_rotated_source, Ctx, Geometry, Weights};
 use crate::error::{KernelError, Result};
 use crate::noise::NoiseModel;
 
@@ -20,21 +20,15 @@ pub(crate) fn steps(g: &Geometry) -> Vec<i64> {
 
 /// Row encoding (shared with HELiKs): the hybrid's plaintext k rotated by −kL within
 /// each row.
-pub(crate) fn plaintext(
+pub(crate) fn value(
     g: &Geometry,
     w: &Weights<'_>,
     block: usize,
     k: usize,
     tile: usize,
-) -> Vec<u64> {
-    let shift = (k * g.seg) % g.span;
-    (0..g.n)
-        .map(|slot| {
-            let (row, t) = (slot / g.span, slot % g.span);
-            let src = row * g.span + (t + g.span - shift) % g.span;
-            hybrid::value(g, w, block, k, tile, src)
-        })
-        .collect()
+    slot: usize,
+) -> u64 {
+    hybrid::value(g, w, block, k, tile, row_rotated_source(g, slot, k * g.seg))
 }
 
 pub(crate) fn compute<B: Backend>(c: &Ctx<'_, B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {

@@ -45,18 +45,6 @@ pub(crate) fn value(
     )
 }
 
-pub(crate) fn plaintext(
-    g: &Geometry,
-    w: &Weights<'_>,
-    block: usize,
-    k: usize,
-    tile: usize,
-) -> Vec<u64> {
-    (0..g.n)
-        .map(|slot| value(g, w, block, k, tile, slot))
-        .collect()
-}
-
 pub(crate) fn compute<B: Backend>(c: &Ctx<'_, B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
     let seg = c.g.seg;
     input_rotation_sum(c, q, 0..c.g.diags, |k| (k * seg) as i64, |k| k)?

@@ -145,6 +145,13 @@ impl Weights<'_> {
     }
 }
 
+/// The slot whose value lands on `slot` when a vector is rotated right by `shift` within
+/// each row (how plaintexts are pre-rotated by −shift offline).
+pub(crate) fn row_rotated_source(g: &Geometry, slot: usize, shift: usize) -> usize {
+    let (row, t) = (slot / g.span, slot % g.span);
+    row * g.span + (t + g.span - shift % g.span) % g.span
+}
+
 /// An encoded weight matrix (offline), reusable across queries.
 pub struct EncodedMatrix<B: Backend> {
     plan: String,
@@ -381,13 +388,14 @@ impl MatvecPlan {
                         pts.push(b.prepare(&[])?);
                         continue;
                     }
-                    let v = match self.method {
-                        Method::Naive => naive::plaintext(g, &wt, block, tile),
-                        Method::Diagonal => diagonal::plaintext(g, &wt, block, k, tile),
-                        Method::Bsgs => bsgs::plaintext(g, &wt, block, k, tile),
-                        Method::Hybrid => hybrid::plaintext(g, &wt, block, k, tile),
-                        Method::Gala | Method::Heliks => gala::plaintext(g, &wt, block, k, tile),
+                    let value = |slot: usize| match self.method {
+                        Method::Naive => naive::value(g, &wt, block, tile, slot),
+                        Method::Diagonal => diagonal::value(g, &wt, block, k, tile, slot),
+                        Method::Bsgs => bsgs::value(g, &wt, block, k, tile, slot),
+                        Method::Hybrid => hybrid::value(g, &wt, block, k, tile, slot),
+                        Method::Gala | Method::Heliks => gala::value(g, &wt, block, k, tile, slot),
                     };
+                    let v: Vec<u64> = (0..g.n).map(value).collect();
                     pts.push(b.prepare(&v)?);
                 }
             }

@@ -19,16 +19,13 @@ pub(crate) fn steps(g: &Geometry) -> Vec<i64> {
         .collect()
 }
 
-pub(crate) fn plaintext(g: &Geometry, w: &Weights<'_>, row: usize, tile: usize) -> Vec<u64> {
-    (0..g.n)
-        .map(|slot| {
-            if slot < g.tile {
-                w.at(row, tile * g.tile + slot)
-            } else {
-                0
-            }
-        })
-        .collect()
+/// Row `row` of W (column tile `tile`) in slots [0, T).
+pub(crate) fn value(g: &Geometry, w: &Weights<'_>, row: usize, tile: usize, slot: usize) -> u64 {
+    if slot < g.tile {
+        w.at(row, tile * g.tile + slot)
+    } else {
+        0
+    }
 }
 
 pub(crate) fn compute<B: Backend>(c: &Ctx<'_, B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
