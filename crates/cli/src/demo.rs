@@ -1,214 +1,211 @@
-//! `helina demo`: one private fully-connected layer (a 10 x 128 matrix, the last layer
-//! of the MNIST MLP 784-128-128-10 shape) between a client and a server that each hold
-//! only their own keys, for several kernels side by side. The client sends a seeded
-//! symmetric encryption of x; the server runs the kernel and `share_output` (mask,
-//! flood, switch to the last level); the client decrypts its share of W·x, the server
-//! keeps −r; the two shares are reconstructed and checked against the plaintext
-//! reference. The same run on the simulator and the counting backend reports identical
-//! operation counts.
+//! `helina demo`: a server and a client over loopback TCP, each with only its own
+//! keys, for the sample matvec layer (10 x 128, the last layer of the MNIST MLP) and
+//! the sample convolution (4 x 16 x 16 → 4, 3x3 same), with every method (or
+//! `--method`). Each run is a full session of the protocol (handshake, keys, the
+//! server's offline work, query, response); the server then reveals its share (demo
+//! only) so the client can reconstruct the output and compare it with the plaintext
+//! reference.
 
-use std::time::Instant;
+use std::net::TcpListener;
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use clap::Args;
-use he::{Backend, Bfv, Count, Counting, Layout, Params, Sim, SlotInfo};
-use kernels::{FloodPool, LinearLayer, MatvecPlan, Method};
-use rand::Rng;
+use he::Params;
+use net::{Channel, TcpChannel, DEFAULT_MAX_FRAME};
+use protocol::{LayerMethod, LayerRequest, LayerShape, Model, ServeOptions, ServedLayer};
 use serde::Serialize;
+
+use crate::samples;
 
 #[derive(Args)]
 pub struct DemoArgs {
     /// Parameter preset.
     #[arg(long, default_value = "n8192")]
     params: String,
-    /// Output rows of the sample layer.
-    #[arg(long, default_value_t = 10)]
-    rows: usize,
-    /// Input columns of the sample layer.
-    #[arg(long, default_value_t = 128)]
-    cols: usize,
-    /// Methods, comma-separated, or `all`.
-    #[arg(long, default_value = "hybrid,gala,heliks")]
+    /// Methods, comma-separated (matvec and conv names), or `all`.
+    #[arg(long, default_value = "all")]
     method: String,
+    /// Layers: `matvec`, `conv` or `both`.
+    #[arg(long, default_value = "both")]
+    layer: String,
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    link: crate::twoparty::LinkArgs,
 }
 
 #[derive(Serialize)]
 struct Report {
+    layer: String,
     method: String,
     params: String,
-    rows: usize,
-    cols: usize,
     correct: bool,
-    max_abs_output: i64,
+    outputs: usize,
     client_ms: f64,
-    server_ms: f64,
-    bytes_up: u64,
-    bytes_down: u64,
-    key_bytes: usize,
+    server_offline_ms: f64,
+    server_online_ms: f64,
+    setup_bytes: u64,
+    online_bytes_up: u64,
+    online_bytes_down: u64,
+    rounds: u64,
     noise_budget_left: Option<u32>,
     counts: he::OpCounts,
-    counts_identical_on_sim_and_count: bool,
 }
 
-/// The server's online work on any backend (used for Bfv, Sim and Count alike).
-fn serve<B: Backend>(
-    b: &B,
-    plan: &MatvecPlan,
-    w: &[i64],
-    q: &[B::Ct],
-    bits: u32,
-) -> Result<(Vec<B::Ct>, Vec<u64>), kernels::KernelError> {
-    let m = plan.encode(b, w)?;
-    let mut pool = FloodPool::new(bits);
-    pool.fill(b, plan.output_cts())?;
-    plan.respond(b, &m, q, &mut pool)
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn name(shape: &LayerShape) -> String {
+    match shape {
+        LayerShape::Matvec { rows, cols } => format!("matvec {rows}x{cols}"),
+        LayerShape::Conv(s) => format!(
+            "conv {}x{}x{}->{} {}x{}",
+            s.c_i, s.h, s.w, s.c_o, s.k_h, s.k_w
+        ),
+    }
 }
 
-fn one(
-    method: Method,
-    params: &Params,
-    a: &DemoArgs,
-    w: &[i64],
-    x: &[i64],
-) -> Result<Report, Box<dyn std::error::Error>> {
-    let slots = SlotInfo {
-        n: params.n(),
-        p: params.p(),
-        layout: Layout::TwoRows,
-    };
-    let plan = MatvecPlan::new(method, a.rows, a.cols, slots)?;
-    let bits = plan.flood_bits(params)?;
-    let p = params.p();
-    let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
-
-    // Client: keys (only those the plan needs), then the query.
-    let client = Bfv::keygen(params, plan.galois())?;
-    let t = Instant::now();
-    let q = plan.query(&client, &xr)?;
-    let up: Vec<Vec<u8>> = q
-        .iter()
-        .map(|c| client.serialize(c))
-        .collect::<Result<_, _>>()?;
-    let mut client_ms = t.elapsed().as_secs_f64() * 1e3;
-
-    // Server: its own object, built from the client's public material only.
-    let server = Counting::new(Bfv::server(params, client.public_keys())?);
-    let t = Instant::now();
-    let q: Vec<_> = up
-        .iter()
-        .map(|b| server.deserialize(b))
-        .collect::<Result<_, _>>()?;
-    let (resp, server_share) = serve(&server, &plan, w, &q, bits)?;
-    let down: Vec<Vec<u8>> = resp
-        .iter()
-        .map(|c| server.serialize(c))
-        .collect::<Result<_, _>>()?;
-    let server_ms = t.elapsed().as_secs_f64() * 1e3;
-    let counts = server.counts();
-
-    let t = Instant::now();
-    let resp: Vec<_> = down
-        .iter()
-        .map(|b| client.deserialize(b))
-        .collect::<Result<_, _>>()?;
-    let client_share = plan.decrypt(&client, &resp)?;
-    client_ms += t.elapsed().as_secs_f64() * 1e3;
-    let budget = resp
-        .iter()
-        .filter_map(|c| client.noise_budget(c).ok().flatten())
-        .min();
-
-    let got: Vec<i64> = client_share
-        .iter()
-        .zip(&server_share)
-        .map(|(c, s)| params.center((c + s) % p))
-        .collect();
-    let want: Vec<i64> = (0..a.rows)
-        .map(|r| (0..a.cols).map(|c| w[r * a.cols + c] * x[c]).sum())
-        .collect();
-
-    // The same server work on Sim and Count: identical operation counts.
-    let sim = Counting::new(Sim::new(params, plan.galois()));
-    let sq = plan.query(&sim, &xr)?;
-    sim.take();
-    serve(&sim, &plan, w, &sq, bits)?;
-    let cnt = Count::real(params, plan.galois());
-    let cq = plan.query(&cnt, &xr)?;
-    cnt.take();
-    serve(&cnt, &plan, w, &cq, bits)?;
-
-    Ok(Report {
-        method: method.to_string(),
-        params: params.name().to_string(),
-        rows: a.rows,
-        cols: a.cols,
-        correct: got == want,
-        max_abs_output: want.iter().map(|v| v.abs()).max().unwrap_or(0),
-        client_ms,
-        server_ms,
-        bytes_up: up.iter().map(|b| b.len() as u64).sum(),
-        bytes_down: down.iter().map(|b| b.len() as u64).sum(),
-        key_bytes: client.public_keys().galois_bytes() + client.public_keys().public_key_bytes(),
-        noise_budget_left: budget,
-        counts,
-        counts_identical_on_sim_and_count: sim.counts() == counts && cnt.counts() == counts,
-    })
-}
-
-pub fn run(a: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
+pub fn run(a: &DemoArgs) -> Res<()> {
     let params = Params::preset(&a.params)?;
-    let methods: Vec<Method> = if a.method == "all" {
-        Method::ALL.to_vec()
-    } else {
-        a.method
-            .split(',')
-            .map(|m| Method::parse(m.trim()).ok_or(format!("unknown method `{m}`")))
-            .collect::<Result<_, _>>()?
+    let link = a.link.link()?;
+    let shapes = match a.layer.as_str() {
+        "both" => vec![samples::MATVEC, samples::CONV],
+        l => vec![samples::by_name(l).ok_or(format!("--layer {l}: matvec, conv or both"))?],
     };
-    let mut rng = rand::rng();
-    // Small signed fixed-point-like values.
-    let w: Vec<i64> = (0..a.rows * a.cols)
-        .map(|_| rng.random_range(-127..=127))
-        .collect();
-    let x: Vec<i64> = (0..a.cols).map(|_| rng.random_range(-127..=127)).collect();
-    let reports = methods
-        .iter()
-        .map(|&m| one(m, &params, a, &w, &x))
-        .collect::<Result<Vec<_>, _>>()?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
-    } else {
+    let mut runs: Vec<(LayerShape, LayerMethod)> = Vec::new();
+    for s in &shapes {
+        for m in s.methods() {
+            if a.method == "all" || a.method.split(',').any(|w| w.trim() == m.name()) {
+                runs.push((*s, m));
+            }
+        }
+    }
+    if runs.is_empty() {
+        return Err(format!("--method {}: no such method for these layers", a.method).into());
+    }
+    let model = Model::new(
+        shapes
+            .iter()
+            .map(|&shape| ServedLayer {
+                shape,
+                method: None,
+                weights: samples::weights(&shape),
+            })
+            .collect(),
+    )?;
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?.to_string();
+    let (tx, rx) = mpsc::channel();
+    let opts = ServeOptions {
+        max_frame: DEFAULT_MAX_FRAME,
+        timeout: Duration::from_secs(a.link.timeout),
+        link,
+        max_concurrent: 1,
+        stop_after: Some(runs.len()),
+    };
+    let server_params = params.clone();
+    let server = thread::spawn(move || {
+        protocol::serve_tcp(listener, &server_params, Arc::new(model), &opts, move |r| {
+            let _ = tx.send(r);
+        })
+    });
+    if !a.json {
         println!(
-            "helina demo: private {}x{} layer W·x, client and server with their own keys ({}, n = {})",
-            a.rows,
-            a.cols,
+            "helina demo: server and client over loopback TCP ({}, n = {}), each run a full private session; the server reveals its share so the result can be checked (demo only)",
             params.name(),
             params.n()
         );
-        for r in &reports {
+    }
+    let mut reports = Vec::new();
+    for (shape, method) in &runs {
+        let x = samples::input(shape);
+        let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
+        let t = Instant::now();
+        let mut ch = TcpChannel::connect(
+            &addr,
+            DEFAULT_MAX_FRAME,
+            Duration::from_secs(a.link.timeout),
+            link,
+        )?;
+        let pb = crate::twoparty::spinner();
+        let out = protocol::query(
+            &mut ch,
+            &params,
+            &[LayerRequest {
+                shape: *shape,
+                method: Some(*method),
+            }],
+            &[xr],
+            true,
+            &mut |ph| pb.set_message(format!("{} {}: {ph}", name(shape), method.name())),
+        );
+        pb.finish_and_clear();
+        let out = out?;
+        let client_ms = t.elapsed().as_secs_f64() * 1e3;
+        let srv = rx.recv_timeout(Duration::from_secs(60))?;
+        let srv = srv.result?;
+        let want = kernels::reference::reduce(
+            &samples::reference(shape, &samples::weights(shape), &x),
+            params.p(),
+        );
+        let got = out.revealed.as_ref().and_then(|v| v.first()).cloned();
+        let c = ch.counters();
+        let r = Report {
+            layer: name(shape),
+            method: method.name().to_string(),
+            params: params.name().to_string(),
+            correct: got.as_ref() == Some(&want),
+            outputs: want.len(),
+            client_ms,
+            server_offline_ms: srv.times.offline_ms,
+            server_online_ms: srv.times.online_ms,
+            setup_bytes: out.traffic.setup.bytes_sent + out.traffic.setup.bytes_received,
+            online_bytes_up: out.traffic.online.bytes_sent,
+            online_bytes_down: out.traffic.online.bytes_received,
+            rounds: c.flights,
+            noise_budget_left: out.noise_budget,
+            counts: srv.counts.first().copied().unwrap_or_default(),
+        };
+        if !a.json {
             println!(
-                "  {:<8} shares reconstruct W·x: {:<3}  client {:6.1} ms  server (incl. encoding W, flooding) {:6.1} ms  up {:>7} B  down {:>7} B  keys {:>9} B  Perm {:>3} ScMult {:>3}  budget left {:?}  same counts on Sim/Count: {}",
+                "  {:<22} {:<11} correct: {:<3}  session {:7.1} ms (server offline {:6.1}, online {:6.1})  keys {:>9} B  query {:>7} B  response {:>7} B  rounds {}  Perm {:>3} ScMult {:>4}  budget left {:?}",
+                r.layer,
                 r.method,
                 if r.correct { "yes" } else { "NO" },
                 r.client_ms,
-                r.server_ms,
-                r.bytes_up,
-                r.bytes_down,
-                r.key_bytes,
+                r.server_offline_ms,
+                r.server_online_ms,
+                r.setup_bytes,
+                r.online_bytes_up,
+                r.online_bytes_down,
+                r.rounds,
                 r.counts.perm + r.counts.hst_perm,
                 r.counts.sc_mult,
                 r.noise_budget_left,
-                r.counts_identical_on_sim_and_count
             );
         }
+        reports.push(r);
     }
-    if reports
+    server.join().map_err(|_| "the server thread panicked")??;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else if let Some(r) = reports.first() {
+        let show: Vec<i64> = samples::reference(
+            &samples::MATVEC,
+            &samples::weights(&samples::MATVEC),
+            &samples::input(&samples::MATVEC),
+        )
         .iter()
-        .any(|r| !r.correct || !r.counts_identical_on_sim_and_count)
-    {
-        return Err("demo result did not check out".into());
+        .map(|&v| v as i64)
+        .collect();
+        if r.layer.starts_with("matvec") {
+            println!("  W·x (plaintext reference, the value every method reconstructed): {show:?}");
+        }
+    }
+    if reports.iter().any(|r| !r.correct) {
+        return Err("a reconstructed result differs from the plaintext reference".into());
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ mod bench_linear;
 mod bench_matvec;
 mod bench_ops;
 mod demo;
+mod samples;
 mod timing;
 mod twoparty;
 
@@ -21,16 +22,19 @@ use clap::{Parser, Subcommand};
     about = "HE linear algebra for private inference"
 )]
 struct Cli {
+    /// More log output on stderr (-v: info, -vv: debug, -vvv: trace); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Runs one private query end to end on loopback-free in-process parties and checks
-    /// it against the plaintext reference.
+    /// A server and a client over loopback TCP for the sample matvec and conv layers,
+    /// every method; results checked against the plaintext reference.
     Demo(demo::DemoArgs),
-    /// Serve one linear layer to clients over TCP.
+    /// Serve linear layers to clients over TCP (concurrent sessions).
     Server(twoparty::ServerArgs),
     /// Query a `helina server` with a private input.
     Client(twoparty::ClientArgs),
@@ -54,6 +58,13 @@ enum BenchCmd {
 
 fn main() {
     let cli = Cli::parse();
+    let level = ["warn", "info", "debug", "trace"][usize::from(cli.verbose.min(3))];
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
     let result = match cli.cmd {
         Cmd::Demo(a) => demo::run(&a),
         Cmd::Server(a) => twoparty::server(&a),

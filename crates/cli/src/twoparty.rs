@@ -1,31 +1,30 @@
-//! `helina server` and `helina client`: one linear layer between two processes over TCP.
+//! `helina server` and `helina client`: linear layers between two processes over TCP.
 //!
-//! The layer's architecture is public: the client states it with `--layer` (the demo's
-//! sample layer by default) and the server refuses a plan that differs from its own.
-//! Weights: `--model m.safetensors` holds `layer0.weight` as an int32/int64 tensor
-//! ([rows, cols] for a matrix, [c_o, c_i, k_h, k_w] for a convolution; a convolution
-//! also needs the metadata entry `layer0.input` = "CxHxW", and optionally
-//! `layer0.stride` and `layer0.padding` = same|valid). Without `--model` the server
-//! serves the demo's sample layer, whose weights come from a public seed so that a
-//! `--reveal` client can check the result: demo only.
-//! `--reveal` makes the server send its share (insecure, for demonstrations).
+//! The architecture is public: the client names the layer's shape (`--layer`), the
+//! server matches it against the layers it holds and answers with the plan (the method
+//! it fixed with `--method`, else the client's `--method`, else the cheapest predicted
+//! one). Weights: `--model m.safetensors` (naming convention in [`load_model`]); without
+//! `--model` the server serves the demo's two sample layers (`--layer matvec`, the
+//! default, and `--layer conv`), whose weights come from a public seed so that a
+//! `--reveal` client can check the result: demo only. `--reveal` makes the server send
+//! its shares (insecure, for demonstrations).
 
 use std::collections::HashMap;
 use std::net::TcpListener;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use he::Params;
-use kernels::{ConvMethod, ConvShape, Method, Padding};
-use net::{Channel, Link, TcpChannel, DEFAULT_MAX_FRAME};
-use protocol::LayerSpec;
-use rand::{Rng, SeedableRng};
+use indicatif::{ProgressBar, ProgressStyle};
+use kernels::{ConvShape, Padding};
+use net::{Channel, Counters, Link, TcpChannel, DEFAULT_MAX_FRAME};
+use protocol::{LayerMethod, LayerRequest, LayerShape, Model, Phase, ServeOptions, ServedLayer};
 use serde::Serialize;
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+use crate::samples;
 
-/// The public seed of the sample layer's weights and input (demo only).
-const SAMPLE_SEED: u64 = 0x6865_6c69_6e61;
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 #[derive(Args)]
 pub struct LinkArgs {
@@ -40,11 +39,11 @@ pub struct LinkArgs {
     rtt: Option<String>,
     /// Read timeout, seconds.
     #[arg(long, default_value_t = 60)]
-    timeout: u64,
+    pub timeout: u64,
 }
 
 impl LinkArgs {
-    fn link(&self) -> Res<Link> {
+    pub fn link(&self) -> Res<Link> {
         Ok(match (&self.bandwidth, &self.rtt) {
             (Some(b), Some(r)) => Link::custom(b, r)?,
             (None, None) => Link::preset(&self.link)?,
@@ -58,18 +57,21 @@ pub struct ServerArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7000")]
     listen: String,
-    /// Weights (safetensors, `layer0.weight`); without it, the demo's sample layer.
+    /// Weights (safetensors, `layer0.weight`); without it, the demo's sample layers.
     #[arg(long)]
     model: Option<String>,
-    /// Method for the layer.
-    #[arg(long, default_value = "gala")]
+    /// Method for the layer, or `auto` (the client's wish, else the cheapest predicted).
+    #[arg(long, default_value = "auto")]
     method: String,
     /// Parameter preset.
     #[arg(long, default_value = "n8192")]
     params: String,
-    /// Stop after this many sessions (default: serve forever).
+    /// Stop after this many connections (default: serve forever).
     #[arg(long)]
     sessions: Option<usize>,
+    /// Sessions served at once; more are refused as busy.
+    #[arg(long, default_value_t = 4)]
+    max_clients: usize,
     #[command(flatten)]
     link: LinkArgs,
 }
@@ -82,12 +84,12 @@ pub struct ClientArgs {
     /// Input (.npy of integers, or floats rounded to integers); default: the sample input.
     #[arg(long)]
     input: Option<String>,
-    /// The layer: `matvec:ROWSxCOLS` or `conv:CxHxW:C_OxK_HxK_W[:stride[:same|valid]]`;
-    /// default: the demo's sample layer.
-    #[arg(long)]
-    layer: Option<String>,
-    /// Method for the layer (must match the server's).
-    #[arg(long, default_value = "gala")]
+    /// The layer: `matvec` or `conv` (the demo's sample layers), `matvec:ROWSxCOLS` or
+    /// `conv:CxHxW:C_OxK_HxK_W[:stride[:same|valid]]`.
+    #[arg(long, default_value = "matvec")]
+    layer: String,
+    /// Method for the layer, or `auto` (the server's choice).
+    #[arg(long, default_value = "auto")]
     method: String,
     /// Parameter preset (must match the server's).
     #[arg(long, default_value = "n8192")]
@@ -103,14 +105,6 @@ pub struct ClientArgs {
     link: LinkArgs,
 }
 
-fn sample_layer(method: &str) -> Res<LayerSpec> {
-    Ok(LayerSpec::Matvec {
-        method: Method::parse(method).ok_or(format!("unknown matvec method `{method}`"))?,
-        rows: 10,
-        cols: 128,
-    })
-}
-
 fn dims(s: &str) -> Res<Vec<usize>> {
     s.split('x')
         .map(|t| {
@@ -120,17 +114,19 @@ fn dims(s: &str) -> Res<Vec<usize>> {
         .collect()
 }
 
-/// Parses `matvec:RxC` or `conv:CxHxW:OxKxK[:stride[:padding]]`.
-pub fn parse_layer(s: &str, method: &str) -> Res<LayerSpec> {
+/// Parses `matvec`, `conv`, `matvec:RxC` or `conv:CxHxW:OxKxK[:stride[:padding]]`.
+pub fn parse_layer(s: &str) -> Res<LayerShape> {
+    if let Some(l) = samples::by_name(s) {
+        return Ok(l);
+    }
     let parts: Vec<&str> = s.split(':').collect();
-    match parts.as_slice() {
+    let shape = match parts.as_slice() {
         ["matvec", d] => match dims(d)?.as_slice() {
-            [rows, cols] => Ok(LayerSpec::Matvec {
-                method: Method::parse(method).ok_or(format!("unknown matvec method `{method}`"))?,
+            [rows, cols] => LayerShape::Matvec {
                 rows: *rows,
                 cols: *cols,
-            }),
-            _ => Err(format!("matvec layer `{s}`: expected matvec:ROWSxCOLS").into()),
+            },
+            _ => return Err(format!("matvec layer `{s}`: expected matvec:ROWSxCOLS").into()),
         },
         ["conv", inp, filt, rest @ ..] => {
             let (i, f) = (dims(inp)?, dims(filt)?);
@@ -147,56 +143,50 @@ pub fn parse_layer(s: &str, method: &str) -> Res<LayerSpec> {
                 "valid" => Padding::Valid,
                 o => return Err(format!("padding `{o}`: same or valid").into()),
             };
-            Ok(LayerSpec::Conv {
-                method: ConvMethod::parse(method)
-                    .ok_or(format!("unknown conv method `{method}`"))?,
-                shape: ConvShape {
-                    c_i,
-                    h,
-                    w,
-                    c_o,
-                    k_h,
-                    k_w,
-                    stride,
-                    padding,
-                },
+            LayerShape::Conv(ConvShape {
+                c_i,
+                h,
+                w,
+                c_o,
+                k_h,
+                k_w,
+                stride,
+                padding,
             })
         }
-        _ => Err(format!("layer `{s}`: expected matvec:… or conv:…").into()),
+        _ => return Err(format!("layer `{s}`: expected matvec, conv, matvec:… or conv:…").into()),
+    };
+    if shape.weight_len() == 0 || shape.input_len() == 0 {
+        return Err(format!("layer `{s}`: every dimension must be positive").into());
     }
-}
-
-fn weight_len(l: &LayerSpec) -> usize {
-    match l {
-        LayerSpec::Matvec { rows, cols, .. } => rows * cols,
-        LayerSpec::Conv { shape: s, .. } => s.c_o * s.c_i * s.k_h * s.k_w,
+    if let LayerShape::Conv(c) = &shape {
+        if c.stride == 0 || c.k_h > c.h || c.k_w > c.w {
+            return Err(
+                format!("layer `{s}`: stride must be positive and filters fit the image").into(),
+            );
+        }
     }
+    Ok(shape)
 }
 
-fn input_len(l: &LayerSpec) -> usize {
-    match l {
-        LayerSpec::Matvec { cols, .. } => *cols,
-        LayerSpec::Conv { shape: s, .. } => s.c_i * s.h * s.w,
+/// `auto` → `None`, else the named method for this kind of layer.
+pub fn parse_method(shape: &LayerShape, m: &str) -> Res<Option<LayerMethod>> {
+    if m == "auto" {
+        return Ok(None);
     }
+    let names: Vec<&str> = shape.methods().iter().map(|m| m.name()).collect();
+    LayerMethod::parse(shape, m).map(Some).ok_or_else(|| {
+        format!(
+            "unknown method `{m}` for this layer: auto, {}",
+            names.join(", ")
+        )
+        .into()
+    })
 }
 
-fn sample_values(n: usize, salt: u64) -> Vec<i64> {
-    let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(SAMPLE_SEED ^ salt);
-    (0..n).map(|_| r.random_range(-64..=64)).collect()
-}
-
-/// Loads `layer0.weight` from a safetensors file, checking dtype and shape.
-fn load_model(path: &str, method: &str) -> Res<(LayerSpec, Vec<i64>)> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
-    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{path}: {e}"))?;
-    let (_, meta) =
-        safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| format!("{path}: {e}"))?;
-    let meta: HashMap<String, String> = meta.metadata().clone().unwrap_or_default();
-    let t = st
-        .tensor("layer0.weight")
-        .map_err(|_| format!("{path}: no tensor `layer0.weight`"))?;
+fn tensor_i64(path: &str, t: &safetensors::tensor::TensorView<'_>, name: &str) -> Res<Vec<i64>> {
     let data = t.data();
-    let w: Vec<i64> = match t.dtype() {
+    Ok(match t.dtype() {
         safetensors::Dtype::I64 => data
             .chunks_exact(8)
             .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
@@ -205,10 +195,41 @@ fn load_model(path: &str, method: &str) -> Res<(LayerSpec, Vec<i64>)> {
             .chunks_exact(4)
             .map(|c| i32::from_le_bytes(c.try_into().unwrap_or([0; 4])) as i64)
             .collect(),
-        d => return Err(format!("{path}: tensor `layer0.weight` has dtype {d:?}; expected I32 or I64 (quantised weights)").into()),
-    };
+        d => {
+            return Err(format!(
+                "{path}: tensor `{name}` has dtype {d:?}; expected I32 or I64 (quantised weights)"
+            )
+            .into())
+        }
+    })
+}
+
+/// Loads one linear layer from a safetensors file. Naming convention:
+/// - `layer0.weight`: int32 or int64, `[rows, cols]` for a matrix (row-major, y = W·x)
+///   or `[c_o, c_i, k_h, k_w]` for a convolution (PyTorch's layout);
+/// - metadata for a convolution: `layer0.input` = `CxHxW` (required),
+///   `layer0.stride` (default 1), `layer0.padding` = `same` (default) or `valid`.
+///
+/// Any other tensor is refused with its name (one linear layer per file until whole
+/// networks land), as are other dtypes and shapes.
+pub fn load_model(path: &str) -> Res<(LayerShape, Vec<i64>)> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{path}: {e}"))?;
+    let (_, meta) =
+        safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| format!("{path}: {e}"))?;
+    let meta: HashMap<String, String> = meta.metadata().clone().unwrap_or_default();
+    if let Some(other) = st.names().into_iter().find(|n| *n != "layer0.weight") {
+        return Err(format!(
+            "{path}: unexpected tensor `{other}`; a layer file holds only `layer0.weight`"
+        )
+        .into());
+    }
+    let t = st
+        .tensor("layer0.weight")
+        .map_err(|_| format!("{path}: no tensor `layer0.weight`"))?;
+    let w = tensor_i64(path, &t, "layer0.weight")?;
     let layer = match t.shape() {
-        [rows, cols] => parse_layer(&format!("matvec:{rows}x{cols}"), method)?,
+        [rows, cols] => parse_layer(&format!("matvec:{rows}x{cols}"))?,
         [c_o, c_i, k_h, k_w] => {
             let input = meta.get("layer0.input").ok_or(format!(
                 "{path}: a 4-D `layer0.weight` needs metadata `layer0.input` = CxHxW"
@@ -218,16 +239,14 @@ fn load_model(path: &str, method: &str) -> Res<(LayerSpec, Vec<i64>)> {
                 .get("layer0.padding")
                 .map(String::as_str)
                 .unwrap_or("same");
-            let l = parse_layer(
-                &format!("conv:{input}:{c_o}x{k_h}x{k_w}:{stride}:{pad}"),
-                method,
-            )?;
             if !input.starts_with(&format!("{c_i}x")) {
-                return Err(
-                    format!("{path}: `layer0.input` {input} does not have {c_i} channels").into(),
-                );
+                return Err(format!(
+                    "{path}: tensor `layer0.weight` has {c_i} input channels, `layer0.input` is {input}"
+                )
+                .into());
             }
-            l
+            parse_layer(&format!("conv:{input}:{c_o}x{k_h}x{k_w}:{stride}:{pad}"))
+                .map_err(|e| format!("{path}: `layer0.weight` with metadata: {e}"))?
         }
         s => {
             return Err(format!(
@@ -236,11 +255,11 @@ fn load_model(path: &str, method: &str) -> Res<(LayerSpec, Vec<i64>)> {
             .into())
         }
     };
-    if w.len() != weight_len(&layer) {
+    if w.len() != layer.weight_len() {
         return Err(format!(
             "{path}: `layer0.weight` holds {} values, its shape needs {}",
             w.len(),
-            weight_len(&layer)
+            layer.weight_len()
         )
         .into());
     }
@@ -249,73 +268,77 @@ fn load_model(path: &str, method: &str) -> Res<(LayerSpec, Vec<i64>)> {
 
 pub fn server(a: &ServerArgs) -> Res<()> {
     let params = Params::preset(&a.params)?;
-    let (layer, w) = match &a.model {
-        Some(path) => load_model(path, &a.method)?,
-        None => {
-            let l = sample_layer(&a.method)?;
-            let w = sample_values(weight_len(&l), 1);
-            (l, w)
+    let layers = match &a.model {
+        Some(path) => {
+            let (shape, weights) = load_model(path)?;
+            vec![ServedLayer {
+                method: parse_method(&shape, &a.method)?,
+                shape,
+                weights,
+            }]
         }
+        None => [samples::MATVEC, samples::CONV]
+            .into_iter()
+            .map(|shape| {
+                Ok(ServedLayer {
+                    method: parse_method(&shape, &a.method)?,
+                    weights: samples::weights(&shape),
+                    shape,
+                })
+            })
+            .collect::<Res<Vec<_>>>()?,
     };
-    let link = a.link.link()?;
+    let model = Arc::new(Model::new(layers)?);
+    let opts = ServeOptions {
+        max_frame: DEFAULT_MAX_FRAME,
+        timeout: Duration::from_secs(a.link.timeout),
+        link: a.link.link()?,
+        max_concurrent: a.max_clients.max(1),
+        stop_after: a.sessions,
+    };
     let listener = TcpListener::bind(&a.listen)?;
     eprintln!(
-        "helina server: listening on {} ({:?}, {})",
-        a.listen,
-        layer,
-        params.name()
+        "helina server: listening on {} ({}; {} layer(s): {})",
+        listener.local_addr()?,
+        params.name(),
+        model.layers().len(),
+        model
+            .layers()
+            .iter()
+            .map(|l| format!("{:?}", l.shape))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
-    let mut served = 0usize;
-    for conn in listener.incoming() {
-        let stream = match conn {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("helina server: accept failed: {e}");
-                continue;
-            }
-        };
-        let peer = stream
-            .peer_addr()
-            .map(|p| p.to_string())
-            .unwrap_or_default();
-        let t = Instant::now();
-        match TcpChannel::new(
-            stream,
-            DEFAULT_MAX_FRAME,
-            Duration::from_secs(a.link.timeout),
-            link,
-        )
-        .map_err(protocol::ProtocolError::from)
-        .and_then(|mut ch| {
-            let r = protocol::serve(&mut ch, &params, &[(layer.clone(), w.clone())]);
-            r.map(|o| (o, ch.counters()))
-        }) {
-            Ok((o, c)) => eprintln!(
-                "helina server: {peer}: served in {:.1} ms, {} B in, {} B out{}",
-                t.elapsed().as_secs_f64() * 1e3,
-                c.bytes_received,
-                c.bytes_sent,
-                if o.revealed {
-                    " (share revealed on request)"
-                } else {
-                    ""
-                }
-            ),
-            Err(e) => eprintln!("helina server: {peer}: session failed: {e}"),
-        }
-        served += 1;
-        if a.sessions.is_some_and(|n| served >= n) {
-            break;
-        }
+    protocol::serve_tcp(listener, &params, model, &opts, |rep| {
+        match &rep.result {
+        Ok(o) => eprintln!(
+            "helina server: {}: served {} in {:.1} ms (setup {:.1}, offline {:.1}, online {:.1}); {} B in, {} B out{}",
+            rep.peer,
+            o.plan
+                .iter()
+                .map(|s| format!("{:?} with {}", s.shape(), s.method().name()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            rep.elapsed_ms,
+            o.times.setup_ms,
+            o.times.offline_ms,
+            o.times.online_ms,
+            rep.counters.bytes_received,
+            rep.counters.bytes_sent,
+            if o.revealed { " (shares revealed on request: demo)" } else { "" }
+        ),
+        Err(e) => eprintln!("helina server: {}: session failed: {e}", rep.peer),
     }
+    })?;
     Ok(())
 }
 
-fn read_npy(path: &str) -> Res<Vec<i64>> {
+pub fn read_npy(path: &str) -> Res<Vec<i64>> {
     let read = || -> Res<npyz::NpyFile<std::io::BufReader<std::fs::File>>> {
         Ok(npyz::NpyFile::new(std::io::BufReader::new(
-            std::fs::File::open(path)?,
-        ))?)
+            std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?,
+        ))
+        .map_err(|e| format!("{path}: {e}"))?)
     };
     if let Ok(v) = read()?.into_vec::<i64>() {
         return Ok(v);
@@ -323,51 +346,91 @@ fn read_npy(path: &str) -> Res<Vec<i64>> {
     if let Ok(v) = read()?.into_vec::<i32>() {
         return Ok(v.into_iter().map(i64::from).collect());
     }
+    let check = |f: f64| -> Res<i64> {
+        if f.is_finite() && f.abs() < 2f64.powi(62) {
+            Ok(f.round() as i64)
+        } else {
+            Err(format!("{path}: value {f} is not a representable integer").into())
+        }
+    };
     if let Ok(v) = read()?.into_vec::<f64>() {
-        return Ok(v.into_iter().map(|f| f.round() as i64).collect());
+        return v.into_iter().map(check).collect();
     }
     if let Ok(v) = read()?.into_vec::<f32>() {
-        return Ok(v.into_iter().map(|f| f.round() as i64).collect());
+        return v.into_iter().map(|f| check(f as f64)).collect();
     }
     Err(format!("{path}: expected an .npy of int32, int64, float32 or float64").into())
+}
+
+/// Bytes and flights of one phase, from the client's socket.
+#[derive(Serialize)]
+struct PhaseTraffic {
+    bytes_sent: u64,
+    bytes_received: u64,
+    rounds: u64,
+}
+
+impl From<Counters> for PhaseTraffic {
+    fn from(c: Counters) -> Self {
+        Self {
+            bytes_sent: c.bytes_sent,
+            bytes_received: c.bytes_received,
+            rounds: c.flights,
+        }
+    }
 }
 
 #[derive(Serialize)]
 struct ClientReport {
     layer: String,
+    method: String,
     params: String,
     outputs: usize,
     share_head: Vec<u64>,
     revealed: Option<Vec<i64>>,
     matches_reference: Option<bool>,
+    noise_budget_left: Option<u32>,
     total_ms: f64,
+    setup_ms: f64,
+    offline_ms: f64,
+    online_ms: f64,
+    /// Everything the socket carried (frames with their 4-byte headers).
     bytes_sent: u64,
     bytes_received: u64,
     frames_sent: u64,
     frames_received: u64,
-    flights_sent: u64,
-    setup_bytes_sent: u64,
-    setup_bytes_received: u64,
-    online_bytes_sent: u64,
-    online_bytes_received: u64,
-    online_flights_sent: u64,
+    /// Client flights (each answered by the server): request/response rounds.
+    rounds: u64,
+    setup: PhaseTraffic,
+    offline: PhaseTraffic,
+    online: PhaseTraffic,
+}
+
+/// A spinner on stderr that names the current phase (hidden when stderr is not a
+/// terminal).
+pub fn spinner() -> ProgressBar {
+    let pb = ProgressBar::new_spinner();
+    if let Ok(s) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+        pb.set_style(s);
+    }
+    pb.enable_steady_tick(Duration::from_millis(120));
+    pb
 }
 
 pub fn client(a: &ClientArgs) -> Res<()> {
     let params = Params::preset(&a.params)?;
-    let layer = match &a.layer {
-        Some(s) => parse_layer(s, &a.method)?,
-        None => sample_layer(&a.method)?,
-    };
+    let shape = parse_layer(&a.layer)?;
+    let method = parse_method(&shape, &a.method)?;
+    let sample = samples::by_name(&a.layer).is_some();
     let x = match &a.input {
         Some(p) => read_npy(p)?,
-        None => sample_values(input_len(&layer), 2),
+        None => samples::input(&shape),
     };
-    if x.len() != input_len(&layer) {
+    if x.len() != shape.input_len() {
         return Err(format!(
             "input has {} values, the layer takes {}",
             x.len(),
-            input_len(&layer)
+            shape.input_len()
         )
         .into());
     }
@@ -378,53 +441,78 @@ pub fn client(a: &ClientArgs) -> Res<()> {
         DEFAULT_MAX_FRAME,
         Duration::from_secs(a.link.timeout),
         a.link.link()?,
-    )?;
-    let out = protocol::query(&mut ch, &params, &layer, &xr, a.reveal)?;
+    )
+    .map_err(|e| format!("connecting to {}: {e}", a.connect))?;
+    let pb = spinner();
+    let out = protocol::query(
+        &mut ch,
+        &params,
+        &[LayerRequest { shape, method }],
+        &[xr],
+        a.reveal,
+        &mut |ph: Phase| pb.set_message(ph.to_string()),
+    );
+    pb.finish_and_clear();
+    let out = out?;
     let total_ms = t.elapsed().as_secs_f64() * 1e3;
     let c = ch.counters();
     let revealed: Option<Vec<i64>> = out
         .revealed
+        .as_ref()
+        .and_then(|v| v.first())
         .map(|v| v.iter().map(|&y| params.center(y)).collect());
-    // With the sample layer (public seed) the client can check the reconstruction.
-    let matches_reference = match (&revealed, a.layer.is_none() && a.input.is_none()) {
+    // With a sample layer and input (public seed) the client can check the result.
+    let matches_reference = match (&revealed, sample && a.input.is_none()) {
         (Some(got), true) => {
-            let w = sample_values(weight_len(&layer), 1);
-            let (rows, cols) = match layer {
-                LayerSpec::Matvec { rows, cols, .. } => (rows, cols),
-                LayerSpec::Conv { .. } => (0, 0),
-            };
-            let want: Vec<i64> = (0..rows)
-                .map(|r| (0..cols).map(|k| w[r * cols + k] * x[k]).sum())
-                .collect();
-            Some(&want == got)
+            let want = samples::reference(&shape, &samples::weights(&shape), &x);
+            let p = params.p();
+            Some(
+                kernels::reference::reduce(&want, p)
+                    == got.iter().map(|&v| params.reduce(v)).collect::<Vec<_>>(),
+            )
         }
         _ => None,
     };
+    let share = out.shares.first().cloned().unwrap_or_default();
     let report = ClientReport {
-        layer: format!("{layer:?}"),
+        layer: format!("{shape:?}"),
+        method: out
+            .plan
+            .first()
+            .map(|s| s.method().name().to_string())
+            .unwrap_or_default(),
         params: params.name().to_string(),
-        outputs: out.share.len(),
-        share_head: out.share.iter().take(8).copied().collect(),
+        outputs: share.len(),
+        share_head: share.iter().take(8).copied().collect(),
         revealed,
         matches_reference,
+        noise_budget_left: out.noise_budget,
         total_ms,
+        setup_ms: out.times.setup_ms,
+        offline_ms: out.times.offline_ms,
+        online_ms: out.times.online_ms,
         bytes_sent: c.bytes_sent,
         bytes_received: c.bytes_received,
         frames_sent: c.frames_sent,
         frames_received: c.frames_received,
-        flights_sent: c.flights,
-        setup_bytes_sent: out.setup.bytes_sent,
-        setup_bytes_received: out.setup.bytes_received,
-        online_bytes_sent: out.online.bytes_sent,
-        online_bytes_received: out.online.bytes_received,
-        online_flights_sent: out.online.flights,
+        rounds: c.flights,
+        setup: out.traffic.setup.into(),
+        offline: out.traffic.offline.into(),
+        online: out.traffic.online.into(),
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "helina client: {} ({}), {} outputs in {:.1} ms",
-            report.layer, report.params, report.outputs, total_ms
+            "helina client: {} with {} ({}), {} outputs in {:.1} ms (setup {:.1}, offline {:.1}, online {:.1})",
+            report.layer,
+            report.method,
+            report.params,
+            report.outputs,
+            total_ms,
+            report.setup_ms,
+            report.offline_ms,
+            report.online_ms
         );
         println!("  my share (first values): {:?}", report.share_head);
         if let Some(v) = &report.revealed {
@@ -437,15 +525,16 @@ pub fn client(a: &ClientArgs) -> Res<()> {
             println!("  matches the plaintext reference: {m}");
         }
         println!(
-            "  sent {} B in {} frames ({} flights), received {} B in {} frames",
+            "  sent {} B in {} frames ({} rounds), received {} B in {} frames",
             c.bytes_sent, c.frames_sent, c.flights, c.bytes_received, c.frames_received
         );
         println!(
-            "  setup (keys): {} B up, {} B down; online (query, response): {} B up, {} B down",
-            report.setup_bytes_sent,
-            report.setup_bytes_received,
-            report.online_bytes_sent,
-            report.online_bytes_received
+            "  setup (keys): {} B up, {} B down; offline: {} B down; online (query, response): {} B up, {} B down",
+            report.setup.bytes_sent,
+            report.setup.bytes_received,
+            report.offline.bytes_received,
+            report.online.bytes_sent,
+            report.online.bytes_received
         );
     }
     if report.matches_reference == Some(false) {
@@ -488,8 +577,8 @@ mod tests {
             vec![("layer0.weight", Dtype::I32, vec![2, 3], i32_bytes(&w))],
             None,
         );
-        let (layer, got) = load_model(&ok, "gala").unwrap();
-        assert_eq!(layer, parse_layer("matvec:2x3", "gala").unwrap());
+        let (layer, got) = load_model(&ok).unwrap();
+        assert_eq!(layer, parse_layer("matvec:2x3").unwrap());
         assert_eq!(got, vec![-3, -2, -1, 0, 1, 2]);
         let conv = write(
             "conv",
@@ -504,16 +593,13 @@ mod tests {
                 "3x8x8".to_string(),
             )])),
         );
-        assert!(matches!(
-            load_model(&conv, "gala").unwrap().0,
-            LayerSpec::Conv { .. }
-        ));
+        assert!(matches!(load_model(&conv).unwrap().0, LayerShape::Conv(_)));
         let float = write(
             "float",
             vec![("layer0.weight", Dtype::F32, vec![2, 3], vec![0; 24])],
             None,
         );
-        assert!(load_model(&float, "gala")
+        assert!(load_model(&float)
             .unwrap_err()
             .to_string()
             .contains("dtype"));
@@ -522,7 +608,7 @@ mod tests {
             vec![("fc.weight", Dtype::I32, vec![2, 3], i32_bytes(&w))],
             None,
         );
-        assert!(load_model(&missing, "gala")
+        assert!(load_model(&missing)
             .unwrap_err()
             .to_string()
             .contains("layer0.weight"));
@@ -531,7 +617,7 @@ mod tests {
             vec![("layer0.weight", Dtype::I32, vec![6], i32_bytes(&w))],
             None,
         );
-        assert!(load_model(&bad_shape, "gala")
+        assert!(load_model(&bad_shape)
             .unwrap_err()
             .to_string()
             .contains("shape"));
@@ -545,12 +631,25 @@ mod tests {
             )],
             None,
         );
-        assert!(load_model(&no_meta, "gala")
+        assert!(load_model(&no_meta)
             .unwrap_err()
             .to_string()
             .contains("layer0.input"));
+        let extra = write(
+            "extra",
+            vec![
+                ("layer0.weight", Dtype::I32, vec![2, 3], i32_bytes(&w)),
+                ("layer0.bias", Dtype::I32, vec![2], i32_bytes(&[1, 2])),
+            ],
+            None,
+        );
+        assert!(load_model(&extra)
+            .unwrap_err()
+            .to_string()
+            .contains("`layer0.bias`"));
+        let _ = std::fs::remove_file(extra);
         std::fs::write(&ok, b"not a safetensors file").unwrap();
-        assert!(load_model(&ok, "gala").is_err());
+        assert!(load_model(&ok).is_err());
         for p in [ok, conv, float, missing, bad_shape, no_meta] {
             let _ = std::fs::remove_file(p);
         }
@@ -559,11 +658,16 @@ mod tests {
     #[test]
     fn layer_specs_parse() {
         assert!(matches!(
-            parse_layer("conv:3x8x8:4x3x3:2:valid", "heliks").unwrap(),
-            LayerSpec::Conv { .. }
+            parse_layer("conv:3x8x8:4x3x3:2:valid").unwrap(),
+            LayerShape::Conv(_)
         ));
-        assert!(parse_layer("matvec:2", "gala").is_err());
-        assert!(parse_layer("conv:3x8x8:4x3x3:1:round", "gala").is_err());
-        assert!(parse_layer("pool:2x2", "gala").is_err());
+        assert!(parse_layer("matvec:2").is_err());
+        assert!(parse_layer("conv:3x8x8:4x3x3:1:round").is_err());
+        assert!(parse_layer("pool:2x2").is_err());
+        assert!(parse_layer("matvec:0x4").is_err());
+        assert!(parse_layer("conv:3x2x2:4x3x3").is_err());
+        assert_eq!(parse_layer("conv").unwrap(), samples::CONV);
+        assert!(parse_method(&samples::CONV, "bsgs").is_err());
+        assert_eq!(parse_method(&samples::MATVEC, "auto").unwrap(), None);
     }
 }

@@ -5,14 +5,17 @@
 
 pub mod conv;
 mod error;
+pub mod estimate;
 pub mod layer;
 pub mod matvec;
 pub mod noise;
+pub mod reference;
 pub mod rotate;
 mod share;
 
 pub use conv::{ConvMethod, ConvPlan, ConvShape, EncodedFilters, Padding};
 pub use error::{KernelError, Result};
+pub use estimate::{estimate, CostModel, Estimate};
 pub use layer::LinearLayer;
 pub use matvec::{EncodedMatrix, Geometry, MatvecPlan, Method};
 pub use share::{share_output, FloodPool, Shared};

@@ -38,44 +38,7 @@ fn shape(
 
 /// Independent reference: zero-padded integer convolution (TensorFlow SAME / VALID).
 fn reference(sh: &ConvShape, x: &[i64], f: &[i64], p: u64) -> Vec<u64> {
-    let (h_out, w_out, pt, pl) = match sh.padding {
-        Padding::Valid => (
-            (sh.h - sh.k_h) / sh.stride + 1,
-            (sh.w - sh.k_w) / sh.stride + 1,
-            0,
-            0,
-        ),
-        Padding::Same => {
-            let (ho, wo) = (sh.h.div_ceil(sh.stride), sh.w.div_ceil(sh.stride));
-            let th = ((ho - 1) * sh.stride + sh.k_h).saturating_sub(sh.h);
-            let tw = ((wo - 1) * sh.stride + sh.k_w).saturating_sub(sh.w);
-            (ho, wo, th / 2, tw / 2)
-        }
-    };
-    let mut out = Vec::new();
-    for o in 0..sh.c_o {
-        for y in 0..h_out {
-            for xx in 0..w_out {
-                let mut acc: i128 = 0;
-                for c in 0..sh.c_i {
-                    for dy in 0..sh.k_h {
-                        for dx in 0..sh.k_w {
-                            let iy = (y * sh.stride + dy) as i64 - pt as i64;
-                            let ix = (xx * sh.stride + dx) as i64 - pl as i64;
-                            if iy < 0 || ix < 0 || iy >= sh.h as i64 || ix >= sh.w as i64 {
-                                continue;
-                            }
-                            let xv = x[(c * sh.h + iy as usize) * sh.w + ix as usize];
-                            let fv = f[((o * sh.c_i + c) * sh.k_h + dy) * sh.k_w + dx];
-                            acc += xv as i128 * fv as i128;
-                        }
-                    }
-                }
-                out.push(acc.rem_euclid(p as i128) as u64);
-            }
-        }
-    }
-    out
+    kernels::reference::reduce(&kernels::reference::conv(sh, x, f), p)
 }
 
 fn problem(sh: &ConvShape, seed: u64) -> (Vec<i64>, Vec<i64>) {

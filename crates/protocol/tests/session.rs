@@ -1,16 +1,22 @@
-//! End to end over real loopback sockets: a server thread and a client, for one matvec
-//! and one conv layer; and the failure cases, each a typed error on both sides.
+//! End to end over real loopback sockets: a concurrent TCP server and clients, for one
+//! matvec and one conv layer; the failure cases, each a typed error on both sides while
+//! the server keeps serving; and the client's byte and round counts against what a
+//! relay between the two sockets saw.
 #![allow(clippy::unwrap_used)]
 
-use std::net::{TcpListener, TcpStream};
-use std::sync::OnceLock;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
 use he::Params;
 use kernels::{ConvMethod, ConvShape, Method, Padding};
 use net::{Channel, Link, TcpChannel};
-use protocol::{query, send, serve, AbortReason, LayerSpec, Msg, ProtocolError, PROTOCOL_VERSION};
+use protocol::{
+    query, send, serve_tcp, AbortReason, LayerMethod, LayerRequest, LayerShape, Model, Msg,
+    ProtocolError, ServeOptions, ServedLayer, SessionReport, PROTOCOL_VERSION,
+};
 use rand::{Rng, SeedableRng};
 
 const T: Duration = Duration::from_secs(20);
@@ -34,85 +40,48 @@ fn conv_shape() -> ConvShape {
     }
 }
 
-/// A server thread that serves `sessions` connections one after another and returns
-/// each session's result.
+type Reports = Arc<Mutex<Vec<SessionReport>>>;
+
+/// A concurrent TCP server for `sessions` connections; returns its address, the
+/// reports and the accept loop's handle.
 fn server(
-    layers: Vec<(LayerSpec, Vec<i64>)>,
+    model: Model,
     sessions: usize,
-) -> (
-    String,
-    thread::JoinHandle<Vec<Result<protocol::ServerOutcome, ProtocolError>>>,
-) {
+    max_concurrent: usize,
+) -> (String, Reports, thread::JoinHandle<()>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
+    let reports: Reports = Arc::default();
+    let r = reports.clone();
     let h = thread::spawn(move || {
-        (0..sessions)
-            .map(|_| {
-                let (s, _) = l.accept().unwrap();
-                let mut ch = TcpChannel::new(s, MAX, T, Link::NONE).unwrap();
-                serve(&mut ch, params(), &layers)
-            })
-            .collect()
+        let opts = ServeOptions {
+            max_frame: MAX,
+            timeout: T,
+            link: Link::NONE,
+            max_concurrent,
+            stop_after: Some(sessions),
+        };
+        serve_tcp(l, params(), Arc::new(model), &opts, move |rep| {
+            r.lock().unwrap().push(rep)
+        })
+        .unwrap();
     });
-    (addr, h)
+    (addr, reports, h)
 }
 
 fn client(addr: &str) -> TcpChannel {
     TcpChannel::connect(addr, MAX, T, Link::NONE).unwrap()
 }
 
-#[test]
-fn matvec_and_conv_layers_end_to_end() {
-    let mut r = rand_chacha_like(1);
-    let p = params().p();
-    // Matvec 10x128, GALA.
-    let (rows, cols) = (10, 128);
-    let w: Vec<i64> = (0..rows * cols).map(|_| r.random_range(-50..=50)).collect();
-    let x: Vec<i64> = (0..cols).map(|_| r.random_range(-50..=50)).collect();
-    let spec = LayerSpec::Matvec {
-        method: Method::Gala,
-        rows,
-        cols,
-    };
-    let (addr, h) = server(vec![(spec.clone(), w.clone())], 1);
-    let xr: Vec<u64> = x.iter().map(|&v| params().reduce(v)).collect();
-    let mut ch = client(&addr);
-    let out = query(&mut ch, params(), &spec, &xr, true).unwrap();
-    let want: Vec<u64> = (0..rows)
-        .map(|i| {
-            let s: i64 = (0..cols).map(|c| w[i * cols + c] * x[c]).sum();
-            params().reduce(s)
-        })
-        .collect();
-    assert_eq!(out.revealed.unwrap(), want);
-    let server_side = h.join().unwrap().pop().unwrap().unwrap();
-    assert!(server_side.revealed);
-    let rec: Vec<u64> = out
-        .share
-        .iter()
-        .zip(&server_side.shares[0])
-        .map(|(a, b)| (a + b) % p)
-        .collect();
-    assert_eq!(rec, want);
-    // Conv 3x8x8 -> 4 3x3 same, GALA; no reveal: the shares reconstruct.
-    let sh = conv_shape();
-    let f: Vec<i64> = (0..4 * 3 * 9).map(|_| r.random_range(-20..=20)).collect();
-    let img: Vec<i64> = (0..3 * 64).map(|_| r.random_range(-20..=20)).collect();
-    let spec = LayerSpec::Conv {
-        method: ConvMethod::Gala,
-        shape: sh,
-    };
-    let (addr, h) = server(vec![(spec.clone(), f.clone())], 1);
-    let ir: Vec<u64> = img.iter().map(|&v| params().reduce(v)).collect();
-    let mut ch = client(&addr);
-    let out = query(&mut ch, params(), &spec, &ir, false).unwrap();
-    let server_side = h.join().unwrap().pop().unwrap().unwrap();
-    let rec: Vec<u64> = out
-        .share
-        .iter()
-        .zip(&server_side.shares[0])
-        .map(|(a, b)| (a + b) % p)
-        .collect();
+fn request(shape: LayerShape, method: Option<LayerMethod>) -> Vec<LayerRequest> {
+    vec![LayerRequest { shape, method }]
+}
+
+fn reduce(v: &[i64]) -> Vec<u64> {
+    v.iter().map(|&x| params().reduce(x)).collect()
+}
+
+fn conv_reference(img: &[i64], f: &[i64]) -> Vec<u64> {
     let mut want = Vec::new();
     for o in 0..4 {
         for y in 0..8i64 {
@@ -133,84 +102,169 @@ fn matvec_and_conv_layers_end_to_end() {
             }
         }
     }
-    assert_eq!(rec, want);
-    // Phases: setup carries the public key (Gala 3x8x8 also needs Galois keys), online
-    // the seeded query and the last-level responses; together what the socket carried.
+    want
+}
+
+#[test]
+fn matvec_and_conv_layers_end_to_end_concurrently() {
+    let mut r = rand::rngs::StdRng::seed_from_u64(1);
+    let p = params().p();
+    let (rows, cols) = (10, 128);
+    let w: Vec<i64> = (0..rows * cols).map(|_| r.random_range(-50..=50)).collect();
+    let x: Vec<i64> = (0..cols).map(|_| r.random_range(-50..=50)).collect();
+    let f: Vec<i64> = (0..4 * 3 * 9).map(|_| r.random_range(-20..=20)).collect();
+    let img: Vec<i64> = (0..3 * 64).map(|_| r.random_range(-20..=20)).collect();
+    let mv = LayerShape::Matvec { rows, cols };
+    let cv = LayerShape::Conv(conv_shape());
+    let model = Model::new(vec![
+        ServedLayer {
+            shape: mv,
+            method: None,
+            weights: w.clone(),
+        },
+        ServedLayer {
+            shape: cv,
+            method: Some(LayerMethod::Conv(ConvMethod::Gala)),
+            weights: f.clone(),
+        },
+    ])
+    .unwrap();
+    let (addr, reports, h) = server(model, 2, 4);
+    let want_mv: Vec<u64> = (0..rows)
+        .map(|i| params().reduce((0..cols).map(|c| w[i * cols + c] * x[c]).sum()))
+        .collect();
+    // Two clients at once: the matvec one with reveal and the server's choice of
+    // method, the conv one without reveal.
+    let a = {
+        let addr = addr.clone();
+        let x = reduce(&x);
+        thread::spawn(move || {
+            let mut ch = client(&addr);
+            query(
+                &mut ch,
+                params(),
+                &request(mv, None),
+                &[x],
+                true,
+                &mut |_| {},
+            )
+            .unwrap()
+        })
+    };
+    let mut ch = client(&addr);
+    let mut phases = Vec::new();
+    let out = query(
+        &mut ch,
+        params(),
+        &request(cv, None),
+        &[reduce(&img)],
+        false,
+        &mut |ph| phases.push(ph),
+    )
+    .unwrap();
+    let mv_out = a.join().unwrap();
+    h.join().unwrap();
+    assert_eq!(mv_out.revealed.unwrap()[0], want_mv);
+    assert_eq!(phases.first(), Some(&protocol::Phase::Handshake));
+    assert!(phases.contains(&protocol::Phase::Offline));
+    let reports = reports.lock().unwrap();
+    assert_eq!(reports.len(), 2);
+    let conv_server = reports
+        .iter()
+        .map(|r| r.result.as_ref().unwrap())
+        .find(|o| !o.revealed)
+        .unwrap();
+    assert_eq!(out.plan, conv_server.plan);
+    assert_eq!(out.plan[0].method(), LayerMethod::Conv(ConvMethod::Gala));
+    let rec: Vec<u64> = out.shares[0]
+        .iter()
+        .zip(&conv_server.shares[0])
+        .map(|(a, b)| (a + b) % p)
+        .collect();
+    assert_eq!(rec, conv_reference(&img, &f));
+    // Phases: setup carries the keys, offline only `Ready`, online the query and
+    // response; together all the socket carried; the server counts the mirror image.
     let total = ch.counters();
+    let t = out.traffic;
     assert_eq!(
-        out.setup.bytes_sent + out.online.bytes_sent + hello_bytes(&spec),
+        t.setup.bytes_sent + t.offline.bytes_sent + t.online.bytes_sent,
         total.bytes_sent
     );
-    assert!(out.setup.bytes_sent > 200_000);
-    assert!(out.online.bytes_received > 0 && out.online.bytes_sent > 0);
+    assert_eq!(
+        t.setup.bytes_received + t.offline.bytes_received + t.online.bytes_received,
+        total.bytes_received
+    );
+    assert!(t.setup.bytes_sent > 200_000);
+    assert_eq!(t.offline.bytes_sent, 0);
+    assert!(t.online.bytes_received > 0 && t.online.bytes_sent > 0);
+    let s = conv_server.traffic;
+    assert_eq!(s.setup.bytes_received, t.setup.bytes_sent);
+    assert_eq!(s.online.bytes_sent, t.online.bytes_received);
+    assert_eq!(s.online.bytes_received, t.online.bytes_sent);
+    assert!(conv_server.counts[0].sc_mult > 0);
+    assert!(out.noise_budget.unwrap() > 0);
 }
 
-/// Bytes of the client's Hello frame for this layer (all it sends before setup).
-fn hello_bytes(layer: &LayerSpec) -> u64 {
-    let (mut a, _b) = net::MemChannel::pair(MAX, T, Link::NONE);
-    let hello = Msg::Hello {
-        version: PROTOCOL_VERSION,
-        params: params().spec(),
-        params_hash: params().hash(),
-        layers: vec![layer.clone()],
-    };
-    send(&mut a, &hello).unwrap();
-    a.counters().bytes_sent
+fn small() -> Model {
+    Model::new(vec![ServedLayer {
+        shape: LayerShape::Matvec { rows: 2, cols: 8 },
+        method: Some(LayerMethod::Matvec(Method::Heliks)),
+        weights: vec![1; 16],
+    }])
+    .unwrap()
 }
 
-fn rand_chacha_like(seed: u64) -> rand::rngs::StdRng {
-    rand::rngs::StdRng::seed_from_u64(seed)
-}
-
-fn spec() -> (LayerSpec, Vec<i64>) {
-    (
-        LayerSpec::Matvec {
-            method: Method::Heliks,
-            rows: 2,
-            cols: 8,
-        },
-        vec![1; 16],
-    )
+fn small_req() -> Vec<LayerRequest> {
+    request(LayerShape::Matvec { rows: 2, cols: 8 }, None)
 }
 
 #[test]
 fn mismatches_and_garbage_are_typed_errors_and_the_server_keeps_serving() {
-    // Session 1: wrong version; 2: other parameters; 3: other plan; 4: random bytes;
-    // 5: a client that disconnects after Hello; 6: a good client.
-    let (addr, h) = server(vec![spec()], 6);
-    let hello = |version: u32, p: &Params, layers: Vec<LayerSpec>| Msg::Hello {
+    // Sessions: wrong version; other parameters; a shape the server lacks; a method
+    // the server does not run; random bytes; a client that disconnects after Hello;
+    // then a good client.
+    let (addr, reports, h) = server(small(), 7, 8);
+    let hello = |version: u32, p: &Params, layers: Vec<LayerRequest>| Msg::Hello {
         version,
         params: p.spec(),
         params_hash: p.hash(),
         layers,
     };
-    let mut ch = client(&addr);
-    send(
-        &mut ch,
-        &hello(PROTOCOL_VERSION + 1, params(), vec![spec().0]),
-    )
-    .unwrap();
-    assert_eq!(
-        protocol::recv(&mut ch).unwrap_err(),
-        ProtocolError::PeerAborted(AbortReason::Version)
+    let aborted = |m: Msg, want: AbortReason| {
+        let mut ch = client(&addr);
+        send(&mut ch, &m).unwrap();
+        assert_eq!(
+            protocol::recv(&mut ch).unwrap_err(),
+            ProtocolError::PeerAborted(want)
+        );
+    };
+    aborted(
+        hello(PROTOCOL_VERSION + 1, params(), small_req()),
+        AbortReason::Version,
     );
     let other = Params::preset("n8192-q164").unwrap();
-    let mut ch = client(&addr);
-    send(&mut ch, &hello(PROTOCOL_VERSION, &other, vec![spec().0])).unwrap();
-    assert_eq!(
-        protocol::recv(&mut ch).unwrap_err(),
-        ProtocolError::PeerAborted(AbortReason::Params)
+    aborted(
+        hello(PROTOCOL_VERSION, &other, small_req()),
+        AbortReason::Params,
     );
-    let mut ch = client(&addr);
-    let wrong = LayerSpec::Matvec {
-        method: Method::Gala,
-        rows: 2,
-        cols: 8,
-    };
-    send(&mut ch, &hello(PROTOCOL_VERSION, params(), vec![wrong])).unwrap();
-    assert_eq!(
-        protocol::recv(&mut ch).unwrap_err(),
-        ProtocolError::PeerAborted(AbortReason::Plan)
+    aborted(
+        hello(
+            PROTOCOL_VERSION,
+            params(),
+            request(LayerShape::Matvec { rows: 3, cols: 8 }, None),
+        ),
+        AbortReason::Plan,
+    );
+    aborted(
+        hello(
+            PROTOCOL_VERSION,
+            params(),
+            request(
+                LayerShape::Matvec { rows: 2, cols: 8 },
+                Some(LayerMethod::Matvec(Method::Gala)),
+            ),
+        ),
+        AbortReason::Plan,
     );
     let mut ch = client(&addr);
     ch.send(&[0xde, 0xad, 0xbe, 0xef, 1, 2, 3]).unwrap();
@@ -220,29 +274,99 @@ fn mismatches_and_garbage_are_typed_errors_and_the_server_keeps_serving() {
     );
     {
         let mut ch = client(&addr);
-        send(&mut ch, &hello(PROTOCOL_VERSION, params(), vec![spec().0])).unwrap();
+        send(&mut ch, &hello(PROTOCOL_VERSION, params(), small_req())).unwrap();
         protocol::recv(&mut ch).unwrap();
     } // dropped: disconnect before Setup
     let mut ch = client(&addr);
     let out = query(
         &mut ch,
         params(),
-        &spec().0,
-        &[1, 2, 3, 4, 5, 6, 7, 8],
+        &small_req(),
+        &[vec![1, 2, 3, 4, 5, 6, 7, 8]],
         true,
+        &mut |_| {},
     )
     .unwrap();
-    assert_eq!(out.revealed.unwrap(), vec![36, 36]);
-    let results = h.join().unwrap();
-    assert!(matches!(results[0], Err(ProtocolError::Version { .. })));
-    assert!(matches!(results[1], Err(ProtocolError::Params { .. })));
-    assert!(matches!(results[2], Err(ProtocolError::Plan)));
-    assert!(matches!(results[3], Err(ProtocolError::Malformed { .. })));
-    assert!(matches!(
-        results[4],
-        Err(ProtocolError::Net(net::NetError::Disconnected))
-    ));
-    assert!(results[5].is_ok());
+    assert_eq!(out.revealed.unwrap(), vec![vec![36, 36]]);
+    h.join().unwrap();
+    let reports = reports.lock().unwrap();
+    let count = |f: &dyn Fn(&Result<protocol::ServerOutcome, ProtocolError>) -> bool| {
+        reports.iter().filter(|r| f(&r.result)).count()
+    };
+    assert_eq!(
+        count(&|r| matches!(r, Err(ProtocolError::Version { .. }))),
+        1
+    );
+    assert_eq!(
+        count(&|r| matches!(r, Err(ProtocolError::Params { .. }))),
+        1
+    );
+    assert_eq!(count(&|r| matches!(r, Err(ProtocolError::Plan))), 2);
+    assert_eq!(
+        count(&|r| matches!(r, Err(ProtocolError::Malformed { .. }))),
+        1
+    );
+    assert_eq!(
+        count(&|r| matches!(r, Err(ProtocolError::Net(net::NetError::Disconnected)))),
+        1
+    );
+    assert_eq!(count(&|r| r.is_ok()), 1);
+}
+
+#[test]
+fn a_full_server_says_busy() {
+    let (addr, reports, h) = server(small(), 2, 1);
+    // The first client holds its session open (Hello only) while a second arrives.
+    let mut first = client(&addr);
+    send(
+        &mut first,
+        &Msg::Hello {
+            version: PROTOCOL_VERSION,
+            params: params().spec(),
+            params_hash: params().hash(),
+            layers: small_req(),
+        },
+    )
+    .unwrap();
+    protocol::recv(&mut first).unwrap();
+    let mut second = client(&addr);
+    let e = query(
+        &mut second,
+        params(),
+        &small_req(),
+        &[vec![0; 8]],
+        false,
+        &mut |_| {},
+    );
+    assert_eq!(
+        e.unwrap_err(),
+        ProtocolError::PeerAborted(AbortReason::Busy)
+    );
+    drop(first);
+    h.join().unwrap();
+    assert_eq!(reports.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn wrong_input_length_is_refused_before_anything_is_sent() {
+    let (mut a, _b) = net::MemChannel::pair(MAX, T, Link::NONE);
+    let e = query(
+        &mut a,
+        params(),
+        &small_req(),
+        &[vec![0; 7]],
+        false,
+        &mut |_| {},
+    );
+    assert_eq!(
+        e.unwrap_err(),
+        ProtocolError::InputLength {
+            layer: 0,
+            expected: 8,
+            actual: 7
+        }
+    );
+    assert_eq!(a.counters().bytes_sent, 0);
 }
 
 #[test]
@@ -256,9 +380,103 @@ fn a_stalled_server_is_a_timeout_for_the_client() {
     });
     let s = TcpStream::connect(&addr).unwrap();
     let mut ch = TcpChannel::new(s, MAX, Duration::from_millis(200), Link::NONE).unwrap();
-    let e = query(&mut ch, params(), &spec().0, &[0; 8], false).unwrap_err();
+    let e = query(
+        &mut ch,
+        params(),
+        &small_req(),
+        &[vec![0; 8]],
+        false,
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert_eq!(
         e,
         ProtocolError::Net(net::NetError::Timeout { millis: 200 })
     );
+}
+
+/// What a relay between client and server saw: bytes each way and flights (maximal
+/// runs of traffic in one direction) each way.
+#[derive(Default, Debug)]
+struct Seen {
+    up: u64,
+    down: u64,
+    up_flights: u64,
+    down_flights: u64,
+    last: Option<bool>,
+}
+
+/// A relay on a fresh port in front of `target`, for one connection.
+fn relay(target: String) -> (String, Arc<Mutex<Seen>>, thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let s2 = seen.clone();
+    let h = thread::spawn(move || {
+        let (c, _) = l.accept().unwrap();
+        let s = TcpStream::connect(target).unwrap();
+        let pump = |mut from: TcpStream, mut to: TcpStream, up: bool, seen: Arc<Mutex<Seen>>| {
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let k = match from.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => k,
+                };
+                {
+                    let mut g = seen.lock().unwrap();
+                    if up {
+                        g.up += k as u64;
+                    } else {
+                        g.down += k as u64;
+                    }
+                    if g.last != Some(up) {
+                        if up {
+                            g.up_flights += 1;
+                        } else {
+                            g.down_flights += 1;
+                        }
+                        g.last = Some(up);
+                    }
+                }
+                if to.write_all(&buf[..k]).is_err() {
+                    break;
+                }
+            }
+            let _ = to.shutdown(Shutdown::Write);
+        };
+        let (c2, s2b) = (c.try_clone().unwrap(), s.try_clone().unwrap());
+        let seen_b = s2.clone();
+        let t = thread::spawn(move || pump(s2b, c2, false, seen_b));
+        pump(c, s, true, s2);
+        t.join().unwrap();
+    });
+    (addr, seen, h)
+}
+
+#[test]
+fn client_counters_match_what_the_sockets_carried() {
+    let (addr, _reports, h) = server(small(), 1, 1);
+    let (via, seen, rh) = relay(addr);
+    let mut ch = client(&via);
+    let out = query(
+        &mut ch,
+        params(),
+        &small_req(),
+        &[vec![1; 8]],
+        true,
+        &mut |_| {},
+    )
+    .unwrap();
+    drop(ch);
+    h.join().unwrap();
+    rh.join().unwrap();
+    let s = seen.lock().unwrap();
+    let t = out.traffic;
+    let sum = |f: fn(&net::Counters) -> u64| f(&t.setup) + f(&t.offline) + f(&t.online);
+    assert_eq!(sum(|c| c.bytes_sent), s.up);
+    assert_eq!(sum(|c| c.bytes_received), s.down);
+    assert_eq!(sum(|c| c.flights), s.up_flights);
+    // Hello, Setup, Query, Reveal: four client flights, each answered.
+    assert_eq!(s.up_flights, 4);
+    assert_eq!(s.down_flights, 4);
 }

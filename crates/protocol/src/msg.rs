@@ -1,0 +1,350 @@
+//! The wire: message types (serde, bincode with the frame's length as the decode
+//! limit), the layer descriptions both parties agree on, and the protocol errors.
+
+use bincode::Options;
+use he::{ParamsSpec, PublicKeys};
+use kernels::{ConvMethod, ConvShape, Method};
+use net::{Channel, NetError};
+use serde::{Deserialize, Serialize};
+
+/// Protocol version (2: the server announces the plan, `Ready` ends its offline phase).
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The public architecture of one linear layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LayerShape {
+    /// W·x with an n_o x n_i matrix.
+    Matvec {
+        /// Rows n_o.
+        rows: usize,
+        /// Columns n_i.
+        cols: usize,
+    },
+    /// A convolution.
+    Conv(ConvShape),
+}
+
+impl LayerShape {
+    /// Number of weights (rows·cols, or c_o·c_i·k_h·k_w).
+    pub fn weight_len(&self) -> usize {
+        match self {
+            LayerShape::Matvec { rows, cols } => rows * cols,
+            LayerShape::Conv(s) => s.c_o * s.c_i * s.k_h * s.k_w,
+        }
+    }
+    /// Number of inputs (cols, or c_i·h·w).
+    pub fn input_len(&self) -> usize {
+        match self {
+            LayerShape::Matvec { cols, .. } => *cols,
+            LayerShape::Conv(s) => s.c_i * s.h * s.w,
+        }
+    }
+    /// The methods that apply to this kind of layer.
+    pub fn methods(&self) -> Vec<LayerMethod> {
+        match self {
+            LayerShape::Matvec { .. } => Method::ALL
+                .iter()
+                .map(|&m| LayerMethod::Matvec(m))
+                .collect(),
+            LayerShape::Conv(_) => ConvMethod::ALL
+                .iter()
+                .map(|&m| LayerMethod::Conv(m))
+                .collect(),
+        }
+    }
+    /// This shape with a method (an error if the method is for the other kind).
+    pub fn with(&self, method: LayerMethod) -> Result<LayerSpec> {
+        match (*self, method) {
+            (LayerShape::Matvec { rows, cols }, LayerMethod::Matvec(method)) => {
+                Ok(LayerSpec::Matvec { method, rows, cols })
+            }
+            (LayerShape::Conv(shape), LayerMethod::Conv(method)) => {
+                Ok(LayerSpec::Conv { method, shape })
+            }
+            _ => Err(ProtocolError::Plan),
+        }
+    }
+}
+
+/// A kernel method for either kind of layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LayerMethod {
+    /// A matvec method.
+    Matvec(Method),
+    /// A convolution method.
+    Conv(ConvMethod),
+}
+
+impl LayerMethod {
+    /// The method's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LayerMethod::Matvec(m) => m.name(),
+            LayerMethod::Conv(m) => m.name(),
+        }
+    }
+    /// Parses a method name for a layer kind.
+    pub fn parse(shape: &LayerShape, name: &str) -> Option<LayerMethod> {
+        match shape {
+            LayerShape::Matvec { .. } => Method::parse(name).map(LayerMethod::Matvec),
+            LayerShape::Conv(_) => ConvMethod::parse(name).map(LayerMethod::Conv),
+        }
+    }
+}
+
+/// One linear layer with its method: the plan both parties run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LayerSpec {
+    /// W·x with an n_o x n_i matrix.
+    Matvec {
+        /// Method.
+        method: Method,
+        /// Rows n_o.
+        rows: usize,
+        /// Columns n_i.
+        cols: usize,
+    },
+    /// A convolution.
+    Conv {
+        /// Method.
+        method: ConvMethod,
+        /// Shape.
+        shape: ConvShape,
+    },
+}
+
+impl LayerSpec {
+    /// The layer's shape.
+    pub fn shape(&self) -> LayerShape {
+        match self {
+            LayerSpec::Matvec { rows, cols, .. } => LayerShape::Matvec {
+                rows: *rows,
+                cols: *cols,
+            },
+            LayerSpec::Conv { shape, .. } => LayerShape::Conv(*shape),
+        }
+    }
+    /// The layer's method.
+    pub fn method(&self) -> LayerMethod {
+        match self {
+            LayerSpec::Matvec { method, .. } => LayerMethod::Matvec(*method),
+            LayerSpec::Conv { method, .. } => LayerMethod::Conv(*method),
+        }
+    }
+}
+
+/// What the client asks for: a layer's shape (the architecture is public) and,
+/// optionally, the method it wants; without one the server picks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerRequest {
+    /// The shape.
+    pub shape: LayerShape,
+    /// The method, or `None` for the server's choice.
+    pub method: Option<LayerMethod>,
+}
+
+/// Coarse reasons an endpoint gives its peer when it stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AbortReason {
+    /// Protocol version mismatch.
+    Version,
+    /// Parameter set or NTT backend mismatch.
+    Params,
+    /// Layer plan mismatch.
+    Plan,
+    /// A message that did not decode or did not fit.
+    Malformed,
+    /// The server has no free session slot.
+    Busy,
+    /// Something else went wrong on the sender's side.
+    Internal,
+}
+
+/// The wire messages.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    /// Client hello.
+    Hello {
+        /// Protocol version.
+        version: u32,
+        /// Parameter set.
+        params: ParamsSpec,
+        /// `Params::hash()` (includes the NTT backend).
+        params_hash: String,
+        /// The layers the client wants.
+        layers: Vec<LayerRequest>,
+    },
+    /// Server accepts, with the plan: one method per layer.
+    HelloOk {
+        /// The plan.
+        layers: Vec<LayerSpec>,
+    },
+    /// Client keys: the public key and only the Galois keys the plan needs.
+    Setup(PublicKeys),
+    /// Server finished its input-independent (offline) work.
+    Ready,
+    /// A query for a layer.
+    Query {
+        /// Layer index.
+        layer: u32,
+        /// Serialized ciphertexts.
+        cts: Vec<Vec<u8>>,
+    },
+    /// The response to a query.
+    Response {
+        /// Layer index.
+        layer: u32,
+        /// Serialized ciphertexts.
+        cts: Vec<Vec<u8>>,
+    },
+    /// Client asks for the server's shares (demo only).
+    Reveal,
+    /// The server's share of every layer (demo only).
+    Share(Vec<Vec<u64>>),
+    /// Orderly close.
+    Close,
+    /// The sender stops.
+    Abort(AbortReason),
+}
+
+impl Msg {
+    /// The message's name (for errors and logs).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Msg::Hello { .. } => "Hello",
+            Msg::HelloOk { .. } => "HelloOk",
+            Msg::Setup(_) => "Setup",
+            Msg::Ready => "Ready",
+            Msg::Query { .. } => "Query",
+            Msg::Response { .. } => "Response",
+            Msg::Reveal => "Reveal",
+            Msg::Share(_) => "Share",
+            Msg::Close => "Close",
+            Msg::Abort(_) => "Abort",
+        }
+    }
+}
+
+/// Protocol errors.
+#[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+pub enum ProtocolError {
+    /// Transport error.
+    #[error(transparent)]
+    Net(#[from] NetError),
+    /// HE error.
+    #[error(transparent)]
+    He(#[from] he::HeError),
+    /// Kernel error.
+    #[error(transparent)]
+    Kernel(#[from] kernels::KernelError),
+    /// A frame that is not a message.
+    #[error("malformed message: {detail}")]
+    Malformed {
+        /// Decoder's words.
+        detail: String,
+    },
+    /// Version mismatch.
+    #[error("protocol version {theirs} is not ours ({ours})")]
+    Version {
+        /// Ours.
+        ours: u32,
+        /// Theirs.
+        theirs: u32,
+    },
+    /// Parameter or NTT-backend mismatch.
+    #[error("parameter set mismatch: ours {ours}, theirs {theirs}")]
+    Params {
+        /// Our hash.
+        ours: String,
+        /// Their hash.
+        theirs: String,
+    },
+    /// Layer plan mismatch.
+    #[error("layer plan mismatch")]
+    Plan,
+    /// No method of the layer fits the parameters.
+    #[error("no method can run layer {layer:?} on these parameters")]
+    NoMethod {
+        /// The layer.
+        layer: LayerShape,
+    },
+    /// A served layer whose weight count does not fit its shape.
+    #[error("layer {layer}: {actual} weights, its shape needs {expected}")]
+    WeightLength {
+        /// Layer index.
+        layer: usize,
+        /// Expected.
+        expected: usize,
+        /// Given.
+        actual: usize,
+    },
+    /// An input of the wrong length.
+    #[error("layer {layer}: input has {actual} values, the layer takes {expected}")]
+    InputLength {
+        /// Layer index.
+        layer: usize,
+        /// Expected.
+        expected: usize,
+        /// Given.
+        actual: usize,
+    },
+    /// A message out of order.
+    #[error("expected {expected}, got {got}")]
+    Unexpected {
+        /// What was expected.
+        expected: &'static str,
+        /// What came.
+        got: &'static str,
+    },
+    /// The peer stopped.
+    #[error("the peer aborted: {0:?}")]
+    PeerAborted(AbortReason),
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, ProtocolError>;
+
+fn codec(limit: usize) -> impl Options {
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .with_limit(limit as u64)
+}
+
+/// Encodes a message.
+pub fn encode(m: &Msg) -> Result<Vec<u8>> {
+    codec(usize::MAX)
+        .serialize(m)
+        .map_err(|e| ProtocolError::Malformed {
+            detail: e.to_string(),
+        })
+}
+
+/// Decodes one frame (never reads past it, never allocates more than its length).
+pub fn decode(frame: &[u8]) -> Result<Msg> {
+    codec(frame.len())
+        .deserialize(frame)
+        .map_err(|e| ProtocolError::Malformed {
+            detail: e.to_string(),
+        })
+}
+
+/// Sends one message.
+pub fn send<C: Channel>(ch: &mut C, m: &Msg) -> Result<()> {
+    Ok(ch.send(&encode(m)?)?)
+}
+
+/// Receives one message (an `Abort` from the peer becomes [`ProtocolError::PeerAborted`]).
+pub fn recv<C: Channel>(ch: &mut C) -> Result<Msg> {
+    match decode(&ch.recv()?)? {
+        Msg::Abort(r) => Err(ProtocolError::PeerAborted(r)),
+        m => Ok(m),
+    }
+}
+
+/// The error for an out-of-order message.
+pub(crate) fn unexpected(expected: &'static str, got: &Msg) -> ProtocolError {
+    ProtocolError::Unexpected {
+        expected,
+        got: got.kind(),
+    }
+}
