@@ -98,7 +98,7 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
     let x = vec![0; plan.input_len()];
     b.take();
     let q = plan.query(&b, &x)?;
-    let up = b.take();
+    let bytes_up = q.iter().map(|c| b.wire_size(c) as u64).sum();
     let mut pool = FloodPool::new(plan.flood_bits(params)?);
     pool.fill(&b, plan.output_cts())?;
     b.take();
@@ -108,7 +108,7 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
     Ok(Estimate {
         server_ms: model.server_ms(&counts, plan.output_cts()),
         counts,
-        bytes_up: up.bytes_up,
+        bytes_up,
         bytes_down,
         galois_keys,
     })

@@ -12,6 +12,7 @@ pub mod noise;
 pub mod reference;
 pub mod rotate;
 mod share;
+pub mod square;
 
 pub use conv::{ConvMethod, ConvPlan, ConvShape, EncodedFilters, Padding};
 pub use error::{KernelError, Result};
@@ -19,3 +20,4 @@ pub use estimate::{estimate, CostModel, Estimate};
 pub use layer::LinearLayer;
 pub use matvec::{EncodedMatrix, Geometry, MatvecPlan, Method};
 pub use share::{share_output, FloodPool, Shared};
+pub use square::SquarePlan;

@@ -13,4 +13,4 @@ mod transport;
 
 pub use error::{NetError, Result};
 pub use link::Link;
-pub use transport::{Channel, Counters, MemChannel, TcpChannel, DEFAULT_MAX_FRAME};
+pub use transport::{read_frame, Channel, Counters, MemChannel, TcpChannel, DEFAULT_MAX_FRAME};

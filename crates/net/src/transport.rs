@@ -109,6 +109,62 @@ impl State {
     }
 }
 
+/// Reads exactly `buf.len()` bytes; returns how many arrived before EOF. A read that
+/// times out is `Timeout { millis: 0 }` (the caller knows its timeout).
+fn fill<R: Read>(r: &mut R, buf: &mut [u8]) -> Result<usize> {
+    let mut at = 0;
+    while at < buf.len() {
+        match r.read(&mut buf[at..]) {
+            Ok(0) => return Ok(at),
+            Ok(k) => at += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(NetError::Timeout { millis: 0 })
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(at)
+}
+
+/// Reads one length-prefixed frame (4-byte big-endian length, then the bytes) from a
+/// stream: the frame decoder of every channel over a byte stream. A length above `max`
+/// is refused before anything is allocated.
+pub fn read_frame<R: Read>(r: &mut R, max: usize) -> Result<Vec<u8>> {
+    let mut header = [0u8; HEADER as usize];
+    match fill(r, &mut header)? {
+        0 => return Err(NetError::Disconnected),
+        4 => {}
+        k => {
+            return Err(NetError::Truncated {
+                expected: HEADER,
+                actual: k as u64,
+            })
+        }
+    }
+    let len = u32::from_be_bytes(header) as usize;
+    if len > max {
+        return Err(NetError::Oversized {
+            len: len as u64,
+            max: max as u64,
+        });
+    }
+    let mut frame = vec![0u8; len];
+    let got = fill(r, &mut frame)?;
+    if got < len {
+        return Err(NetError::Truncated {
+            expected: len as u64,
+            actual: got as u64,
+        });
+    }
+    Ok(frame)
+}
+
 /// A TCP channel.
 #[derive(Debug)]
 pub struct TcpChannel {
@@ -133,28 +189,6 @@ impl TcpChannel {
     pub fn connect(addr: &str, max: usize, timeout: Duration, link: Link) -> Result<Self> {
         Self::new(TcpStream::connect(addr)?, max, timeout, link)
     }
-
-    /// Reads exactly `buf.len()` bytes; returns how many arrived before EOF.
-    fn fill(&mut self, buf: &mut [u8]) -> Result<usize> {
-        let mut at = 0;
-        while at < buf.len() {
-            match self.stream.read(&mut buf[at..]) {
-                Ok(0) => return Ok(at),
-                Ok(k) => at += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Err(self.state.timeout_error())
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(at)
-    }
 }
 
 impl Channel for TcpChannel {
@@ -173,33 +207,11 @@ impl Channel for TcpChannel {
     }
 
     fn recv(&mut self) -> Result<Vec<u8>> {
-        let mut header = [0u8; HEADER as usize];
-        match self.fill(&mut header)? {
-            0 => return Err(NetError::Disconnected),
-            4 => {}
-            k => {
-                return Err(NetError::Truncated {
-                    expected: HEADER,
-                    actual: k as u64,
-                })
-            }
-        }
-        let len = u32::from_be_bytes(header) as usize;
-        if len > self.state.max {
-            return Err(NetError::Oversized {
-                len: len as u64,
-                max: self.state.max as u64,
-            });
-        }
-        let mut frame = vec![0u8; len];
-        let got = self.fill(&mut frame)?;
-        if got < len {
-            return Err(NetError::Truncated {
-                expected: len as u64,
-                actual: got as u64,
-            });
-        }
-        self.state.after_recv(len);
+        let frame = read_frame(&mut self.stream, self.state.max).map_err(|e| match e {
+            NetError::Timeout { .. } => self.state.timeout_error(),
+            e => e,
+        })?;
+        self.state.after_recv(frame.len());
         Ok(frame)
     }
 

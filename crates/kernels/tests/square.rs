@@ -1,0 +1,94 @@
+//! GAZELLE's interactive Square over real BFV: the reconstructed output equals y² mod p
+//! (computed here in u128), for random and edge values across two ciphertexts.
+#![allow(clippy::unwrap_used)]
+
+use he::{Bfv, Count, Layout, Params, SlotInfo};
+use kernels::{FloodPool, KernelError, LinearLayer, SquarePlan};
+use rand::{Rng, SeedableRng};
+
+fn slots(params: &Params) -> SlotInfo {
+    SlotInfo {
+        n: params.n(),
+        p: params.p(),
+        layout: Layout::TwoRows,
+    }
+}
+
+#[test]
+fn square_of_shares_equals_y_squared() {
+    let params = Params::preset("n8192").unwrap();
+    let p = params.p();
+    let count = params.n() + 7;
+    let plan = SquarePlan::new(count, slots(&params)).unwrap();
+    let mut r = rand::rngs::StdRng::seed_from_u64(5);
+    let mut y: Vec<u64> = (0..count).map(|_| r.random_range(0..p)).collect();
+    y[..6].copy_from_slice(&[0, 1, p - 1, (p - 1) / 2, (p + 1) / 2, 2]);
+    let a: Vec<u64> = (0..count).map(|_| r.random_range(0..p)).collect();
+    let b: Vec<u64> = y.iter().zip(&a).map(|(y, a)| (y + p - a) % p).collect();
+
+    let client = Bfv::keygen(&params, plan.galois()).unwrap();
+    let server = Bfv::server(&params, client.public_keys()).unwrap();
+    let q = plan.query(&client, &a).unwrap();
+    assert_eq!(q.len(), 2);
+    let w: Vec<i64> = b.iter().map(|&v| v as i64).collect();
+    let m = plan.encode_weights(&server, &w).unwrap();
+    let mut pool = FloodPool::new(plan.flood_bits(&params).unwrap());
+    pool.fill(&server, plan.output_cts()).unwrap();
+    let (resp, s_cross) = plan.respond(&server, &m, &q, &mut pool).unwrap();
+    let c_cross = plan.decrypt(&client, &resp).unwrap();
+    let zc = plan.client_output(&a, &c_cross).unwrap();
+    let zs = plan.server_output(&b, &s_cross).unwrap();
+    for i in 0..count {
+        let want = (y[i] as u128 * y[i] as u128 % p as u128) as u64;
+        assert_eq!((zc[i] + zs[i]) % p, want, "value {i}: y = {}", y[i]);
+    }
+    // The client's share alone is not y²: it is masked.
+    assert_ne!(&zc[6..40], &zs[6..40]);
+
+    // Op counts: one ScMult per ciphertext, no rotation.
+    let cnt = Count::real(&params, plan.galois());
+    let m = plan.encode_weights(&cnt, &w).unwrap();
+    let q = plan.query(&cnt, &a).unwrap();
+    cnt.take();
+    plan.compute(&cnt, &m, &q).unwrap();
+    let c = cnt.counts();
+    assert_eq!((c.sc_mult, c.rotations()), (2, 0));
+}
+
+#[test]
+fn square_rejects_bad_shares() {
+    let params = Params::preset("n8192").unwrap();
+    let plan = SquarePlan::new(4, slots(&params)).unwrap();
+    let cnt = Count::real(&params, plan.galois());
+    assert!(matches!(
+        plan.query(&cnt, &[1, 2, 3]),
+        Err(KernelError::Shape {
+            expected: 4,
+            actual: 3,
+            ..
+        })
+    ));
+    assert!(matches!(
+        plan.query(&cnt, &[1, 2, 3, params.p()]),
+        Err(KernelError::He(he::HeError::NotReduced { index: 3, .. }))
+    ));
+    assert!(matches!(
+        plan.encode_weights(&cnt, &[1, -2, 3, 4]),
+        Err(KernelError::WeightRange {
+            index: 1,
+            value: -2,
+            ..
+        })
+    ));
+    assert!(matches!(
+        SquarePlan::new(0, slots(&params)),
+        Err(KernelError::EmptyDimension { .. })
+    ));
+    // n4096 cannot flood a full-size product.
+    let small = Params::preset("n4096").unwrap();
+    let plan = SquarePlan::new(4, slots(&small)).unwrap();
+    assert!(matches!(
+        plan.flood_bits(&small),
+        Err(KernelError::NoiseBudget { .. })
+    ));
+}
