@@ -22,7 +22,7 @@ fn square_of_shares_equals_y_squared() {
     let plan = SquarePlan::new(count, slots(&params)).unwrap();
     let mut r = rand::rngs::StdRng::seed_from_u64(5);
     let mut y: Vec<u64> = (0..count).map(|_| r.random_range(0..p)).collect();
-    y[..6].copy_from_slice(&[0, 1, p - 1, (p - 1) / 2, (p + 1) / 2, 2]);
+    y[..6].copy_from_slice(&[0, 1, p - 1, (p - 1) / 2, p.div_ceil(2), 2]);
     let a: Vec<u64> = (0..count).map(|_| r.random_range(0..p)).collect();
     let b: Vec<u64> = y.iter().zip(&a).map(|(y, a)| (y + p - a) % p).collect();
 
