@@ -7,6 +7,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench_conv;
 mod bench_linear;
 mod bench_matvec;
+mod bench_nonlinear;
 mod bench_ops;
 mod demo;
 mod samples;
@@ -54,6 +55,8 @@ enum BenchCmd {
     Matvec(bench_matvec::MatvecArgs),
     /// Convolution kernels side by side on the same image and filters.
     Conv(bench_conv::ConvArgs),
+    /// GAZELLE's interactive Square over loopback TCP.
+    Square(bench_nonlinear::SquareArgs),
 }
 
 fn main() {
@@ -73,6 +76,7 @@ fn main() {
             BenchCmd::Ops(a) => bench_ops::run(&a),
             BenchCmd::Matvec(a) => bench_matvec::run(&a),
             BenchCmd::Conv(a) => bench_conv::run(&a),
+            BenchCmd::Square(a) => bench_nonlinear::square(&a),
         },
     };
     if let Err(e) = result {

@@ -1,0 +1,223 @@
+//! `helina bench square|relu|maxpool`: the nonlinear steps between two parties over
+//! loopback TCP, offline and online time and bytes per phase, next to GAZELLE Table 10
+//! (gazelle-excerpt.txt; ../shared/papers.md §7).
+
+use std::net::{TcpListener, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use he::{Bfv, Params};
+use kernels::{FloodPool, LinearLayer, SquarePlan};
+use net::{Channel, Counters, Link, TcpChannel, DEFAULT_MAX_FRAME};
+use protocol::{recv, send, Msg, ProtocolError};
+use rand::Rng;
+use serde::Serialize;
+
+use crate::bench_matvec::slots;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+#[derive(Args)]
+pub struct SquareArgs {
+    /// Number of values squared.
+    #[arg(long, default_value_t = 2048)]
+    count: usize,
+    /// Parameter preset.
+    #[arg(long, default_value = "n8192")]
+    params: String,
+    /// Runs (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One row of a nonlinear benchmark.
+#[derive(Serialize, Clone, Debug)]
+pub struct Row {
+    pub op: String,
+    pub count: usize,
+    pub and_gates: u64,
+    pub offline_ms: f64,
+    pub online_ms: f64,
+    pub bytes_offline: u64,
+    pub bytes_online: u64,
+    pub bytes_setup: u64,
+    pub rounds_online: u64,
+    pub correct: bool,
+    /// GAZELLE Table 10 for the same count, where it has one: offline ms, online ms,
+    /// offline MB, online MB.
+    pub gazelle: Option<[f64; 4]>,
+}
+
+/// Two connected TCP channels on loopback.
+pub fn loopback() -> Res<(TcpChannel, TcpChannel)> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    let addr = l.local_addr()?;
+    let c = TcpStream::connect(addr)?;
+    let (s, _) = l.accept()?;
+    let t = Duration::from_secs(120);
+    Ok((
+        TcpChannel::new(s, DEFAULT_MAX_FRAME, t, Link::NONE)?,
+        TcpChannel::new(c, DEFAULT_MAX_FRAME, t, Link::NONE)?,
+    ))
+}
+
+fn bytes(c: Counters) -> u64 {
+    c.bytes_sent + c.bytes_received
+}
+
+/// One Square between two threads: the client's share a, the server's share b.
+fn square_once(params: &Params, count: usize) -> Res<Row> {
+    let plan = SquarePlan::new(count, slots(params))?;
+    let p = params.p();
+    let mut rng = rand::rng();
+    let y: Vec<u64> = (0..count).map(|_| rng.random_range(0..p)).collect();
+    let a: Vec<u64> = (0..count).map(|_| rng.random_range(0..p)).collect();
+    let b: Vec<u64> = y.iter().zip(&a).map(|(y, a)| (y + p - a) % p).collect();
+    let (mut sch, mut cch) = loopback()?;
+    let (sp, splan) = (params.clone(), plan.clone());
+    let server = thread::spawn(move || -> Result<(Vec<u64>, f64), ProtocolError> {
+        let keys = match recv(&mut sch)? {
+            Msg::Setup(k) => k,
+            m => {
+                return Err(ProtocolError::Unexpected {
+                    expected: "Setup",
+                    got: m.kind(),
+                })
+            }
+        };
+        let srv = Bfv::server(&sp, &keys)?;
+        let t = Instant::now();
+        let mut pool = FloodPool::new(splan.flood_bits(&sp)?);
+        pool.fill(&srv, splan.output_cts())?;
+        let offline_ms = t.elapsed().as_secs_f64() * 1e3;
+        send(&mut sch, &Msg::Ready)?;
+        let cts = match recv(&mut sch)? {
+            Msg::Query { cts, .. } => cts,
+            m => {
+                return Err(ProtocolError::Unexpected {
+                    expected: "Query",
+                    got: m.kind(),
+                })
+            }
+        };
+        let q = cts
+            .iter()
+            .map(|c| he::Backend::deserialize(&srv, c))
+            .collect::<Result<Vec<_>, _>>()?;
+        let w: Vec<i64> = b.iter().map(|&v| v as i64).collect();
+        let m = splan.encode_weights(&srv, &w)?;
+        let (resp, cross) = splan.respond(&srv, &m, &q, &mut pool)?;
+        let cts = resp
+            .iter()
+            .map(|c| he::Backend::serialize(&srv, c))
+            .collect::<Result<Vec<_>, _>>()?;
+        send(&mut sch, &Msg::Response { layer: 0, cts })?;
+        Ok((splan.server_output(&b, &cross)?, offline_ms))
+    });
+    let client = Bfv::keygen(params, plan.galois())?;
+    send(&mut cch, &Msg::Setup(client.public_keys().clone()))?;
+    let c_setup = cch.counters();
+    let t = Instant::now();
+    match recv(&mut cch)? {
+        Msg::Ready => {}
+        m => return Err(format!("expected Ready, got {}", m.kind()).into()),
+    }
+    let c_offline = cch.counters();
+    let t_online = Instant::now();
+    let q = plan.query(&client, &a)?;
+    let cts = q
+        .iter()
+        .map(|c| he::Backend::serialize(&client, c))
+        .collect::<Result<Vec<_>, _>>()?;
+    send(&mut cch, &Msg::Query { layer: 0, cts })?;
+    let cts = match recv(&mut cch)? {
+        Msg::Response { cts, .. } => cts,
+        m => return Err(format!("expected Response, got {}", m.kind()).into()),
+    };
+    let resp = cts
+        .iter()
+        .map(|c| he::Backend::deserialize(&client, c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let cross = plan.decrypt(&client, &resp)?;
+    let zc = plan.client_output(&a, &cross)?;
+    let online_ms = t_online.elapsed().as_secs_f64() * 1e3;
+    let _ = t;
+    let (zs, offline_ms) = server.join().map_err(|_| "server thread panicked")??;
+    let correct =
+        (0..count).all(|i| (zc[i] + zs[i]) % p == (y[i] as u128 * y[i] as u128 % p as u128) as u64);
+    let end = cch.counters();
+    Ok(Row {
+        op: "square".into(),
+        count,
+        and_gates: 0,
+        offline_ms,
+        online_ms,
+        bytes_offline: bytes(c_offline - c_setup),
+        bytes_online: bytes(end - c_offline),
+        bytes_setup: bytes(c_setup),
+        rounds_online: (end - c_offline).flights,
+        correct,
+        gazelle: (count == 2048).then_some([0.5, 1.4, 0.0, 0.093]),
+    })
+}
+
+/// The row with the median online time of `reps` runs.
+pub fn median_row(mut rows: Vec<Row>) -> Res<Row> {
+    rows.sort_by(|a, b| a.online_ms.total_cmp(&b.online_ms));
+    let mid = rows.len() / 2;
+    let mut r = rows.get(mid).cloned().ok_or("no runs")?;
+    let mut off: Vec<f64> = rows.iter().map(|r| r.offline_ms).collect();
+    off.sort_by(|a, b| a.total_cmp(b));
+    r.offline_ms = off[mid];
+    r.correct = rows.iter().all(|r| r.correct);
+    Ok(r)
+}
+
+pub fn print(r: &Row, json: bool) -> Res<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+        return Ok(());
+    }
+    let mb = |b: u64| b as f64 / 1e6;
+    println!(
+        "{} x{}: offline {:.1} ms, {:.3} MB; online {:.1} ms, {:.3} MB, {} round(s); setup (keys) {:.3} MB; AND gates {}; correct: {}",
+        r.op,
+        r.count,
+        r.offline_ms,
+        mb(r.bytes_offline),
+        r.online_ms,
+        mb(r.bytes_online),
+        r.rounds_online,
+        mb(r.bytes_setup),
+        r.and_gates,
+        r.correct
+    );
+    if let Some([off, on, boff, bon]) = r.gazelle {
+        println!(
+            "  GAZELLE Table 10 ({} x{}): offline {off} ms, {boff} MB; online {on} ms, {bon} MB → helina/GAZELLE time: offline {:.2}, online {:.2}; bytes: online {:.2}",
+            r.op,
+            r.count,
+            r.offline_ms / off.max(1e-9),
+            r.online_ms / on,
+            mb(r.bytes_online) / bon
+        );
+    }
+    Ok(())
+}
+
+pub fn square(a: &SquareArgs) -> Res<()> {
+    let params = Params::preset(&a.params)?;
+    let rows = (0..a.reps.max(1))
+        .map(|_| square_once(&params, a.count))
+        .collect::<Res<Vec<_>>>()?;
+    let r = median_row(rows)?;
+    print(&r, a.json)?;
+    if !r.correct {
+        return Err("the reconstructed squares differ from y² mod p".into());
+    }
+    Ok(())
+}
