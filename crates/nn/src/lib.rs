@@ -1,0 +1,1 @@
+//! Networks: ONNX import, IR, quantisation, fixed-point reference.
