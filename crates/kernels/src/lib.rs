@@ -9,6 +9,7 @@ pub mod estimate;
 pub mod layer;
 pub mod matvec;
 pub mod noise;
+mod par;
 pub mod reference;
 pub mod rotate;
 mod share;

@@ -129,4 +129,31 @@ impl Rotations {
             None => self.rotate(b, h.ct, step),
         }
     }
+
+    /// Rotates a prepared ciphertext by several steps, in parallel: the decomposition
+    /// is made once (as [`Rotations::rotate_hoisted`] would on the first non-zero
+    /// step), then each rotation is independent. Same results and counts as calling
+    /// `rotate_hoisted` for each step in turn.
+    pub fn rotate_many<B: Backend>(
+        &self,
+        b: &B,
+        h: &mut Hoist<'_, B>,
+        steps: &[i64],
+    ) -> Result<Vec<B::Ct>> {
+        let span = self.span as i64;
+        if !self.composed && h.hoisted.is_none() && steps.iter().any(|s| s.rem_euclid(span) != 0) {
+            h.hoisted = Some(b.hoist(h.ct)?);
+        }
+        let h: &Hoist<'_, B> = h;
+        crate::par::map(0..steps.len(), |i| {
+            let step = steps[i];
+            if step.rem_euclid(span) == 0 {
+                return Ok(h.ct.clone());
+            }
+            match (&h.hoisted, self.composed) {
+                (Some(x), false) => Ok(b.rotate_hoisted(x, step)?),
+                _ => self.rotate(b, h.ct, step),
+            }
+        })
+    }
 }

@@ -233,13 +233,11 @@ pub(crate) fn compute<B: Backend>(
     pts: &[B::PreparedPt],
     q: &[B::Ct],
 ) -> Result<Vec<B::Ct>> {
-    (0..e.out_cts)
-        .map(|o| {
-            let cts: Vec<&B::Ct> = q.iter().collect();
-            let ps: Vec<&B::PreparedPt> = (0..e.in_cts).map(|i| &pts[o * e.in_cts + i]).collect();
-            Ok(b.dot(&cts, &ps)?)
-        })
-        .collect()
+    crate::par::map(0..e.out_cts, |o| {
+        let cts: Vec<&B::Ct> = q.iter().collect();
+        let ps: Vec<&B::PreparedPt> = (0..e.in_cts).map(|i| &pts[o * e.in_cts + i]).collect();
+        Ok(b.dot(&cts, &ps)?)
+    })
 }
 
 /// Both parties: sum the blocks of each output channel, inverse-transform, read the

@@ -34,21 +34,19 @@ pub(crate) fn steps(g: &ConvGeometry) -> Vec<i64> {
 pub(crate) fn compute<B: Backend>(c: &ConvCtx<'_, B>) -> Result<Vec<B::Ct>> {
     let g = c.g;
     let taps = g.taps();
-    (0..g.out_cts)
-        .map(|o| {
-            let mut cts = Vec::new();
-            let mut pts = Vec::new();
-            for k in 0..g.c_n {
-                for i in 0..g.in_cts {
-                    for v in 0..g.versions() {
-                        for d in 0..taps {
-                            cts.push(&c.rotated[i * g.versions() + v][k * taps + d]);
-                            pts.push(&c.pts[g.pt_index(o, k, i, v, d)]);
-                        }
+    crate::par::map(0..g.out_cts, |o| {
+        let mut cts = Vec::new();
+        let mut pts = Vec::new();
+        for k in 0..g.c_n {
+            for i in 0..g.in_cts {
+                for v in 0..g.versions() {
+                    for d in 0..taps {
+                        cts.push(&c.rotated[i * g.versions() + v][k * taps + d]);
+                        pts.push(&c.pts[g.pt_index(o, k, i, v, d)]);
                     }
                 }
             }
-            Ok(c.b.dot(&cts, &pts)?)
-        })
-        .collect()
+        }
+        Ok(c.b.dot(&cts, &pts)?)
+    })
 }

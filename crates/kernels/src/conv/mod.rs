@@ -501,12 +501,7 @@ impl ConvPlan {
                 } else {
                     (0..g.taps()).map(|d| g.tap_step(d)).collect()
                 };
-                out.push(
-                    offsets
-                        .iter()
-                        .map(|&s| self.rot.rotate_hoisted(b, &mut h, s))
-                        .collect::<Result<Vec<_>>>()?,
-                );
+                out.push(self.rot.rotate_many(b, &mut h, &offsets)?);
             }
         }
         Ok(out)

@@ -57,35 +57,32 @@ pub(crate) fn compute<B: Backend>(c: &Ctx<'_, B>, q: &[B::Ct]) -> Result<Vec<B::
         .iter()
         .map(|qt| {
             let mut h = Hoist::new(qt);
-            (0..b)
-                .map(|i| c.rot.rotate_hoisted(c.b, &mut h, i as i64))
-                .collect::<Result<Vec<_>>>()
+            let steps: Vec<i64> = (0..b as i64).collect();
+            c.rot.rotate_many(c.b, &mut h, &steps)
         })
         .collect::<Result<Vec<_>>>()?;
-    (0..c.g.row_blocks)
-        .map(|block| {
-            let mut acc: Option<B::Ct> = None;
-            for j in (0..giants).rev() {
-                let mut cts = Vec::with_capacity(b * q.len());
-                let mut pts = Vec::with_capacity(b * q.len());
-                for (tile, rots) in baby.iter().enumerate() {
-                    for (i, r) in rots.iter().enumerate() {
-                        cts.push(r);
-                        pts.push(c.pt(block, j * b + i, tile));
-                    }
+    crate::par::map(0..c.g.row_blocks, |block| {
+        let mut acc: Option<B::Ct> = None;
+        for j in (0..giants).rev() {
+            let mut cts = Vec::with_capacity(b * q.len());
+            let mut pts = Vec::with_capacity(b * q.len());
+            for (tile, rots) in baby.iter().enumerate() {
+                for (i, r) in rots.iter().enumerate() {
+                    cts.push(r);
+                    pts.push(c.pt(block, j * b + i, tile));
                 }
-                let inner = c.b.dot(&cts, &pts)?;
-                acc = Some(match acc {
-                    None => inner,
-                    Some(a) => {
-                        let r = c.rot.rotate(c.b, &a, b as i64)?;
-                        c.b.add(&r, &inner)?
-                    }
-                });
             }
-            acc.ok_or(crate::error::KernelError::EmptyDimension { what: "diagonals" })
-        })
-        .collect()
+            let inner = c.b.dot(&cts, &pts)?;
+            acc = Some(match acc {
+                None => inner,
+                Some(a) => {
+                    let r = c.rot.rotate(c.b, &a, b as i64)?;
+                    c.b.add(&r, &inner)?
+                }
+            });
+        }
+        acc.ok_or(crate::error::KernelError::EmptyDimension { what: "diagonals" })
+    })
 }
 
 pub(crate) fn noise(g: &Geometry, m: &NoiseModel) -> f64 {

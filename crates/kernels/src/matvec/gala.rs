@@ -33,17 +33,15 @@ pub(crate) fn value(
 
 pub(crate) fn compute<B: Backend>(c: &Ctx<'_, B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
     let refs: Vec<&B::Ct> = q.iter().collect();
-    (0..c.g.row_blocks)
-        .map(|block| {
-            let mut total: Option<B::Ct> = None;
-            for k in 0..c.g.diags {
-                let v = c.tiles_dot(&refs, block, k)?;
-                let v = c.rot.rotate(c.b, &v, (k * c.g.seg) as i64)?;
-                total = c.accumulate(total, v)?;
-            }
-            total.ok_or(KernelError::EmptyDimension { what: "diagonals" })
-        })
-        .collect()
+    crate::par::map(0..c.g.row_blocks, |block| {
+        let mut total: Option<B::Ct> = None;
+        for k in 0..c.g.diags {
+            let v = c.tiles_dot(&refs, block, k)?;
+            let v = c.rot.rotate(c.b, &v, (k * c.g.seg) as i64)?;
+            total = c.accumulate(total, v)?;
+        }
+        total.ok_or(KernelError::EmptyDimension { what: "diagonals" })
+    })
 }
 
 pub(crate) fn noise(g: &Geometry, m: &NoiseModel) -> f64 {

@@ -30,22 +30,20 @@ pub(crate) fn steps(g: &Geometry) -> Vec<i64> {
 
 pub(crate) fn compute<B: Backend>(c: &Ctx<'_, B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
     let refs: Vec<&B::Ct> = q.iter().collect();
-    (0..c.g.row_blocks)
-        .map(|block| {
-            let mut acc: Option<B::Ct> = None;
-            for k in (0..c.g.diags).rev() {
-                let v = c.tiles_dot(&refs, block, k)?;
-                acc = Some(match acc {
-                    None => v,
-                    Some(a) => {
-                        let r = c.rot.rotate(c.b, &a, c.g.seg as i64)?;
-                        c.b.add(&r, &v)?
-                    }
-                });
-            }
-            acc.ok_or(KernelError::EmptyDimension { what: "diagonals" })
-        })
-        .collect()
+    crate::par::map(0..c.g.row_blocks, |block| {
+        let mut acc: Option<B::Ct> = None;
+        for k in (0..c.g.diags).rev() {
+            let v = c.tiles_dot(&refs, block, k)?;
+            acc = Some(match acc {
+                None => v,
+                Some(a) => {
+                    let r = c.rot.rotate(c.b, &a, c.g.seg as i64)?;
+                    c.b.add(&r, &v)?
+                }
+            });
+        }
+        acc.ok_or(KernelError::EmptyDimension { what: "diagonals" })
+    })
 }
 
 pub(crate) fn noise(g: &Geometry, m: &NoiseModel) -> f64 {

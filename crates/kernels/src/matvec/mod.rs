@@ -621,7 +621,7 @@ pub(crate) fn input_rotation_sum<B: Backend>(
     q: &[B::Ct],
     ks: std::ops::Range<usize>,
     step: impl Fn(usize) -> i64,
-    pt_index: impl Fn(usize) -> usize,
+    pt_index: impl Fn(usize) -> usize + Sync,
 ) -> Result<Vec<B::Ct>> {
     let g = c.g;
     let mut acc: Vec<Option<B::Ct>> = (0..g.row_blocks).map(|_| None).collect();
@@ -629,17 +629,17 @@ pub(crate) fn input_rotation_sum<B: Backend>(
     for (tile, qt) in q.iter().enumerate() {
         let mut h = crate::rotate::Hoist::new(qt);
         for chunk in ks.chunks(CHUNK) {
-            let rots = chunk
-                .iter()
-                .map(|&k| c.rot.rotate_hoisted(c.b, &mut h, step(k)))
-                .collect::<Result<Vec<_>>>()?;
+            let steps: Vec<i64> = chunk.iter().map(|&k| step(k)).collect();
+            let rots = c.rot.rotate_many(c.b, &mut h, &steps)?;
             let refs: Vec<&B::Ct> = rots.iter().collect();
-            for (block, a) in acc.iter_mut().enumerate() {
+            let parts = crate::par::map(0..acc.len(), |block| {
                 let pts: Vec<&B::PreparedPt> = chunk
                     .iter()
                     .map(|&k| c.pt(block, pt_index(k), tile))
                     .collect();
-                let part = c.b.dot(&refs, &pts)?;
+                Ok(c.b.dot(&refs, &pts)?)
+            })?;
+            for (a, part) in acc.iter_mut().zip(parts) {
                 *a = c.accumulate(a.take(), part)?;
             }
         }

@@ -30,12 +30,10 @@ pub(crate) fn value(g: &Geometry, w: &Weights<'_>, row: usize, tile: usize, slot
 
 pub(crate) fn compute<B: Backend>(c: &Ctx<'_, B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
     let refs: Vec<&B::Ct> = q.iter().collect();
-    (0..c.g.row_blocks)
-        .map(|row| {
-            let v = c.tiles_dot(&refs, row, 0)?;
-            c.ras(v, c.g.tile)
-        })
-        .collect()
+    crate::par::map(0..c.g.row_blocks, |row| {
+        let v = c.tiles_dot(&refs, row, 0)?;
+        c.ras(v, c.g.tile)
+    })
 }
 
 pub(crate) fn noise(g: &Geometry, m: &NoiseModel) -> f64 {
