@@ -26,6 +26,10 @@ struct Cli {
     /// More log output on stderr (-v: info, -vv: debug, -vvv: trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Worker threads for the HE kernels (default: all cores). Results are identical
+    /// for any count.
+    #[arg(long, global = true)]
+    threads: Option<usize>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -57,6 +61,10 @@ enum BenchCmd {
     Conv(bench_conv::ConvArgs),
     /// GAZELLE's interactive Square over loopback TCP.
     Square(bench_nonlinear::SquareArgs),
+    /// Garbled-circuit ReLU (with optional truncation) over loopback TCP.
+    Relu(bench_nonlinear::GcArgs),
+    /// Garbled-circuit MaxPool over k x k windows over loopback TCP.
+    Maxpool(bench_nonlinear::GcArgs),
 }
 
 fn main() {
@@ -68,6 +76,15 @@ fn main() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+    if let Some(n) = cli.threads {
+        if let Err(e) = rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()
+        {
+            eprintln!("error: --threads {n}: {e}");
+            std::process::exit(1);
+        }
+    }
     let result = match cli.cmd {
         Cmd::Demo(a) => demo::run(&a),
         Cmd::Server(a) => twoparty::server(&a),
@@ -77,6 +94,8 @@ fn main() {
             BenchCmd::Matvec(a) => bench_matvec::run(&a),
             BenchCmd::Conv(a) => bench_conv::run(&a),
             BenchCmd::Square(a) => bench_nonlinear::square(&a),
+            BenchCmd::Relu(a) => bench_nonlinear::garbled(&a, false),
+            BenchCmd::Maxpool(a) => bench_nonlinear::garbled(&a, true),
         },
     };
     if let Err(e) = result {

@@ -29,6 +29,6 @@ pub mod wire;
 
 pub use error::{GcError, Result};
 pub use protocol::{
-    client_offline, client_online, reference, run_local, run_local_link, server_offline,
+    client_offline, client_online, reference, run_local, run_local_link, run_over, server_offline,
     server_online, ClientPre, Garbler, NonlinSpec, Nonlinear, PhaseReport, ServerPre,
 };

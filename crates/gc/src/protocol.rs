@@ -672,6 +672,20 @@ pub fn run_local_link(
 ) -> Result<(Vec<u64>, Vec<u64>, PhaseReport)> {
     spec.validate()?;
     let (cch, sch) = MemChannel::pair(net::DEFAULT_MAX_FRAME, Duration::from_secs(300), link);
+    run_over(spec, garbler, client, server, cch, sch)
+}
+
+/// Both parties in two threads over the given channel ends (client's first), e.g. two
+/// TCP channels on loopback.
+pub fn run_over<C: Channel + Send>(
+    spec: &NonlinSpec,
+    garbler: Garbler,
+    client: &[u64],
+    server: &[u64],
+    cch: C,
+    sch: C,
+) -> Result<(Vec<u64>, Vec<u64>, PhaseReport)> {
+    spec.validate()?;
     let barrier = Arc::new(Barrier::new(2));
     let (rc, rs) = std::thread::scope(|s| {
         let b = &barrier;
