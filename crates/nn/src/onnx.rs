@@ -1,0 +1,1116 @@
+//! ONNX import: `ModelProto` (as produced by `torch.onnx.export`, opsets 13–18) → [`Network`].
+//!
+//! Import runs in two passes. The first only looks at op types and attributes and collects
+//! **every** unsupported construct into one [`NnError::Unsupported`] before anything is
+//! loaded. The second walks the (topologically sorted) nodes, loads initializers, infers
+//! shapes (batch dimension dropped, symbolic or not) and builds the IR.
+//!
+//! Accepted ops and their mapping:
+//! * `Conv` (2-D, `group = 1`, `dilations = 1`, `auto_pad` NOTSET, equal strides): explicit
+//!   `pads = [top, left, bottom, right]` map to [`Padding::Valid`] when all zero, and to
+//!   [`Padding::Same`] (TensorFlow SAME: output `ceil(h/s)`, total pad `(h_out−1)·s + k − h`,
+//!   `floor(total/2)` top/left) only when that gives exactly the same output size and offsets
+//!   as ONNX's explicit pads (`(h + pt + pb − k)/s + 1 == ceil(h/s)` and
+//!   `pt == floor(total/2)`, per axis; e.g. symmetric `(k−1)/2` with stride 1 and odd `k`).
+//!   Anything else is an error naming the node and attribute `pads`.
+//! * `Gemm` (`transA = 0`, any `transB`, `alpha`, `beta`), `MatMul` with a constant right
+//!   operand (+ a following `Add` of a constant = bias) → `Linear`.
+//! * `BatchNormalization` (inference mode) folded into the preceding Conv/Linear:
+//!   `w' = w·γ/√(var+ε)`, `b' = (b−mean)·γ/√(var+ε) + β`; a BN whose input is not a Conv/Linear
+//!   output consumed only by it → [`NnError::BatchNormNotFoldable`].
+//! * `Relu`; `MaxPool`/`AveragePool` (square kernel, equal strides, zero pads, `ceil_mode = 0`,
+//!   no `Indices` output); `GlobalAveragePool`; `Flatten` (`axis = 1`); `Reshape` to
+//!   `[batch, N]` (`-1`, `0`, `1` or the batch size in front) → `Flatten`; `Add` of two
+//!   activations; `Mul(x, x)` and `Pow(x, 2)` → `Square`; `Identity`/`Dropout` removed.
+//! * Shape arithmetic on constants as torch emits it for `x.view(x.size(0), -1)`: `Constant`,
+//!   `Shape`, `Gather`, `Unsqueeze`, `Concat` (the batch is taken as 1).
+//!
+//! Everything else — including a trailing `Softmax`, which is never dropped silently — is
+//! rejected, naming the node, its op type and the attribute.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use kernels::{ConvShape, Padding};
+use prost::Message;
+use tract_onnx::pb::{self, tensor_proto::DataType, AttributeProto, ModelProto, NodeProto};
+
+use crate::error::{NnError, Unsupported};
+use crate::ir::{Network, Op, TensorId};
+
+/// Reads and imports an ONNX file.
+pub fn import(path: &Path) -> Result<Network, NnError> {
+    let bytes = std::fs::read(path).map_err(|source| NnError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    import_bytes(&bytes)
+}
+
+/// Imports a serialized ONNX `ModelProto`.
+pub fn import_bytes(bytes: &[u8]) -> Result<Network, NnError> {
+    let model = ModelProto::decode(bytes).map_err(|e| NnError::Decode(e.to_string()))?;
+    import_model(&model)
+}
+
+/// Imports a decoded ONNX model.
+pub fn import_model(model: &ModelProto) -> Result<Network, NnError> {
+    let graph = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| NnError::Decode("model has no graph".into()))?;
+    let issues = check_supported(graph);
+    if !issues.is_empty() {
+        return Err(NnError::Unsupported(issues));
+    }
+    Builder::new(graph)?.run()
+}
+
+/// Maps a 2-D convolution's explicit ONNX `pads = [top, left, bottom, right]` to a
+/// [`Padding`] (see the module docs); `Err` says why it cannot be represented.
+pub fn conv_padding(
+    h: usize,
+    w: usize,
+    k_h: usize,
+    k_w: usize,
+    stride: usize,
+    pads: [usize; 4],
+) -> Result<Padding, String> {
+    if pads == [0; 4] {
+        return Ok(Padding::Valid);
+    }
+    let axis = |name: &str, n: usize, k: usize, p0: usize, p1: usize| -> Result<(), String> {
+        let onnx_out = (n + p0 + p1)
+            .checked_sub(k)
+            .map(|d| d / stride + 1)
+            .ok_or_else(|| format!("{name}: kernel {k} larger than padded input {n}+{p0}+{p1}"))?;
+        let same_out = n.div_ceil(stride);
+        let total = ((same_out - 1) * stride + k).saturating_sub(n);
+        if onnx_out != same_out || p0 != total / 2 {
+            return Err(format!(
+                "{name}: pads ({p0}, {p1}) with kernel {k}, stride {stride} on size {n} give output {onnx_out} starting at offset -{p0}; \
+                 TF-SAME padding gives output {same_out} starting at offset -{}; only all-zero pads (VALID) or pads equivalent to SAME are supported",
+                total / 2
+            ));
+        }
+        Ok(())
+    };
+    axis("height", h, k_h, pads[0], pads[2])?;
+    axis("width", w, k_w, pads[1], pads[3])?;
+    Ok(Padding::Same)
+}
+
+// ---------------------------------------------------------------------------------------
+// attributes
+
+fn attr<'a>(n: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
+    n.attribute.iter().find(|a| a.name == name)
+}
+fn attr_i(n: &NodeProto, name: &str, default: i64) -> i64 {
+    attr(n, name).map_or(default, |a| a.i)
+}
+fn attr_f(n: &NodeProto, name: &str, default: f32) -> f32 {
+    attr(n, name).map_or(default, |a| a.f)
+}
+fn attr_ints(n: &NodeProto, name: &str) -> Option<Vec<i64>> {
+    attr(n, name).map(|a| a.ints.clone())
+}
+fn attr_s(n: &NodeProto, name: &str) -> Option<String> {
+    attr(n, name).map(|a| String::from_utf8_lossy(&a.s).into_owned())
+}
+
+fn node_name(n: &NodeProto, idx: usize) -> String {
+    if n.name.is_empty() {
+        format!("#{idx}")
+    } else {
+        n.name.clone()
+    }
+}
+
+const SUPPORTED: &[&str] = &[
+    "Conv",
+    "Gemm",
+    "MatMul",
+    "Add",
+    "BatchNormalization",
+    "Relu",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "Flatten",
+    "Reshape",
+    "Identity",
+    "Dropout",
+    "Mul",
+    "Pow",
+    "Constant",
+    "Shape",
+    "Gather",
+    "Unsqueeze",
+    "Concat",
+];
+
+/// Pass 1: every unsupported op / attribute of the graph.
+fn check_supported(graph: &pb::GraphProto) -> Vec<Unsupported> {
+    let mut out = Vec::new();
+    for (idx, n) in graph.node.iter().enumerate() {
+        let name = node_name(n, idx);
+        let op = n.op_type.as_str();
+        let mut bad = |attribute: Option<&str>, reason: String| {
+            out.push(Unsupported {
+                node: name.clone(),
+                op: op.to_string(),
+                attribute: attribute.map(str::to_string),
+                reason,
+            })
+        };
+        if !(n.domain.is_empty() || n.domain == "ai.onnx") {
+            bad(None, format!("op domain {:?} is not supported", n.domain));
+            continue;
+        }
+        if !SUPPORTED.contains(&op) {
+            bad(None, format!("op type {op} is not supported"));
+            continue;
+        }
+        let auto_pad = |bad: &mut dyn FnMut(Option<&str>, String)| {
+            if let Some(p) = attr_s(n, "auto_pad") {
+                if p != "NOTSET" {
+                    bad(
+                        Some("auto_pad"),
+                        format!("{p:?} is not supported (only NOTSET with explicit pads)"),
+                    );
+                }
+            }
+        };
+        let ones = |v: &Option<Vec<i64>>| v.as_ref().is_none_or(|v| v.iter().all(|&d| d == 1));
+        let equal_2d = |attr_name: &str, bad: &mut dyn FnMut(Option<&str>, String)| {
+            if let Some(v) = attr_ints(n, attr_name) {
+                if v.len() != 2 || v[0] != v[1] || v[0] < 1 {
+                    bad(
+                        Some(attr_name),
+                        format!("{v:?}: only 2-D with equal positive values is supported"),
+                    );
+                }
+            }
+        };
+        match op {
+            "Conv" => {
+                let d = attr_ints(n, "dilations");
+                if !ones(&d) {
+                    bad(
+                        Some("dilations"),
+                        format!("{:?}: only 1 is supported", d.unwrap_or_default()),
+                    );
+                }
+                let g = attr_i(n, "group", 1);
+                if g != 1 {
+                    bad(Some("group"), format!("{g}: only 1 is supported"));
+                }
+                auto_pad(&mut bad);
+                equal_2d("strides", &mut bad);
+                if let Some(k) = attr_ints(n, "kernel_shape") {
+                    if k.len() != 2 || k.iter().any(|&v| v < 1) {
+                        bad(
+                            Some("kernel_shape"),
+                            format!("{k:?}: only 2-D kernels are supported"),
+                        );
+                    }
+                }
+                if let Some(p) = attr_ints(n, "pads") {
+                    if p.len() != 4 || p.iter().any(|&v| v < 0) {
+                        bad(
+                            Some("pads"),
+                            format!("{p:?}: expected 4 non-negative values"),
+                        );
+                    }
+                }
+            }
+            "MaxPool" | "AveragePool" => {
+                match attr_ints(n, "kernel_shape") {
+                    Some(k) if k.len() == 2 && k[0] == k[1] && k[0] >= 1 => {}
+                    k => bad(
+                        Some("kernel_shape"),
+                        format!("{k:?}: only square 2-D windows are supported"),
+                    ),
+                }
+                equal_2d("strides", &mut bad);
+                if let Some(p) = attr_ints(n, "pads") {
+                    if p.iter().any(|&v| v != 0) {
+                        bad(
+                            Some("pads"),
+                            format!("{p:?}: only zero padding is supported"),
+                        );
+                    }
+                }
+                let d = attr_ints(n, "dilations");
+                if !ones(&d) {
+                    bad(
+                        Some("dilations"),
+                        format!("{:?}: only 1 is supported", d.unwrap_or_default()),
+                    );
+                }
+                let c = attr_i(n, "ceil_mode", 0);
+                if c != 0 {
+                    bad(Some("ceil_mode"), format!("{c}: only 0 is supported"));
+                }
+                auto_pad(&mut bad);
+                if op == "MaxPool" && n.output.len() > 1 && !n.output[1].is_empty() {
+                    bad(None, "the Indices output is not supported".into());
+                }
+            }
+            "Gemm" => {
+                let t = attr_i(n, "transA", 0);
+                if t != 0 {
+                    bad(Some("transA"), format!("{t}: only 0 is supported"));
+                }
+            }
+            "BatchNormalization" => {
+                let t = attr_i(n, "training_mode", 0);
+                if t != 0 {
+                    bad(Some("training_mode"), format!("{t}: only 0 is supported"));
+                }
+                if n.output.iter().skip(1).any(|o| !o.is_empty()) {
+                    bad(
+                        None,
+                        "running mean/var outputs (training mode) are not supported".into(),
+                    );
+                }
+            }
+            "Flatten" => {
+                let a = attr_i(n, "axis", 1);
+                if a != 1 {
+                    bad(Some("axis"), format!("{a}: only 1 is supported"));
+                }
+            }
+            "Mul" if n.input.len() != 2 || n.input[0] != n.input[1] => {
+                bad(
+                    None,
+                    format!(
+                        "only Mul(x, x) (square) is supported, got inputs {:?}",
+                        n.input
+                    ),
+                );
+            }
+            "Gather" | "Concat" => {
+                let a = attr_i(n, "axis", 0);
+                if a != 0 {
+                    bad(
+                        Some("axis"),
+                        format!("{a}: only 0 on shape vectors is supported"),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// tensors
+
+#[derive(Clone, Debug)]
+enum Const {
+    F32 { dims: Vec<usize>, data: Vec<f32> },
+    I64(Vec<i64>),
+}
+
+fn le_chunks<const N: usize>(raw: &[u8], name: &str) -> Result<Vec<[u8; N]>, NnError> {
+    if !raw.len().is_multiple_of(N) {
+        return Err(NnError::Initializer {
+            name: name.into(),
+            reason: format!("raw_data length {} is not a multiple of {N}", raw.len()),
+        });
+    }
+    Ok(raw
+        .chunks_exact(N)
+        .map(|c| {
+            let mut a = [0u8; N];
+            a.copy_from_slice(c);
+            a
+        })
+        .collect())
+}
+
+fn load_tensor(t: &pb::TensorProto, fallback_name: &str) -> Result<Const, NnError> {
+    let name = if t.name.is_empty() {
+        fallback_name
+    } else {
+        &t.name
+    };
+    let err = |reason: String| NnError::Initializer {
+        name: name.into(),
+        reason,
+    };
+    if t.data_location == Some(pb::tensor_proto::DataLocation::External as i32) {
+        return Err(err("external data is not supported".into()));
+    }
+    let dims = t
+        .dims
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| err(format!("negative dimension {d}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let numel: usize = dims.iter().product();
+    let raw = !t.raw_data.is_empty();
+    let c = match DataType::from_i32(t.data_type).ok_or(()) {
+        Ok(DataType::Float) => Const::F32 {
+            data: if raw {
+                le_chunks::<4>(&t.raw_data, name)?
+                    .into_iter()
+                    .map(f32::from_le_bytes)
+                    .collect()
+            } else {
+                t.float_data.clone()
+            },
+            dims,
+        },
+        Ok(DataType::Double) => Const::F32 {
+            data: if raw {
+                le_chunks::<8>(&t.raw_data, name)?
+                    .into_iter()
+                    .map(|b| f64::from_le_bytes(b) as f32)
+                    .collect()
+            } else {
+                t.double_data.iter().map(|&v| v as f32).collect()
+            },
+            dims,
+        },
+        Ok(DataType::Int64) => Const::I64(if raw {
+            le_chunks::<8>(&t.raw_data, name)?
+                .into_iter()
+                .map(i64::from_le_bytes)
+                .collect()
+        } else {
+            t.int64_data.clone()
+        }),
+        Ok(DataType::Int32) => Const::I64(if raw {
+            le_chunks::<4>(&t.raw_data, name)?
+                .into_iter()
+                .map(|b| i32::from_le_bytes(b) as i64)
+                .collect()
+        } else {
+            t.int32_data.iter().map(|&v| v as i64).collect()
+        }),
+        _ => {
+            return Err(err(format!(
+                "element type {} is not supported (FLOAT, DOUBLE, INT64, INT32 are)",
+                t.data_type
+            )))
+        }
+    };
+    let len = match &c {
+        Const::F32 { data, .. } => data.len(),
+        Const::I64(v) => v.len(),
+    };
+    if len != numel {
+        return Err(err(format!(
+            "{len} values for dims {:?} ({numel} expected)",
+            t.dims
+        )));
+    }
+    Ok(c)
+}
+
+// ---------------------------------------------------------------------------------------
+// pass 2
+
+struct Builder<'g> {
+    graph: &'g pb::GraphProto,
+    net: Network,
+    /// ONNX activation name → IR tensor.
+    acts: HashMap<String, TensorId>,
+    /// ONNX constant name → value (initializers, Constant outputs, folded shape arithmetic).
+    consts: HashMap<String, Const>,
+    /// Raw initializers, loaded on first use.
+    inits: HashMap<&'g str, &'g pb::TensorProto>,
+    /// How many ONNX consumers (nodes or graph outputs) read each value name.
+    uses: HashMap<&'g str, usize>,
+    /// How many real consumers each IR tensor has (Identity/Dropout hops not counted).
+    tensor_uses: HashMap<TensorId, usize>,
+}
+
+impl<'g> Builder<'g> {
+    fn new(graph: &'g pb::GraphProto) -> Result<Self, NnError> {
+        let inits: HashMap<&str, &pb::TensorProto> = graph
+            .initializer
+            .iter()
+            .map(|t| (t.name.as_str(), t))
+            .collect();
+        let mut uses: HashMap<&str, usize> = HashMap::new();
+        for n in &graph.node {
+            for i in n.input.iter().filter(|i| !i.is_empty()) {
+                *uses.entry(i.as_str()).or_default() += 1;
+            }
+        }
+        for o in &graph.output {
+            *uses.entry(o.name.as_str()).or_default() += 1;
+        }
+        let inputs: Vec<&pb::ValueInfoProto> = graph
+            .input
+            .iter()
+            .filter(|i| !inits.contains_key(i.name.as_str()))
+            .collect();
+        let gerr = |reason: String| NnError::Graph {
+            node: "<graph>".into(),
+            op: "input".into(),
+            reason,
+        };
+        let [input] = inputs.as_slice() else {
+            return Err(gerr(format!(
+                "expected exactly one non-initializer graph input, found {:?}",
+                inputs.iter().map(|i| &i.name).collect::<Vec<_>>()
+            )));
+        };
+        let dims = match input.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(pb::type_proto::Value::TensorType(tt)) => {
+                if tt.elem_type != DataType::Float as i32 {
+                    return Err(gerr(format!(
+                        "input {} has element type {} (FLOAT expected)",
+                        input.name, tt.elem_type
+                    )));
+                }
+                tt.shape
+                    .as_ref()
+                    .map(|s| s.dim.clone())
+                    .ok_or_else(|| gerr(format!("input {} has no shape", input.name)))?
+            }
+            _ => return Err(gerr(format!("input {} is not a tensor", input.name))),
+        };
+        if dims.len() < 2 {
+            return Err(gerr(format!(
+                "input {} has rank {}; expected [batch, ...] with rank ≥ 2",
+                input.name,
+                dims.len()
+            )));
+        }
+        let mut shape = Vec::new();
+        for d in &dims[1..] {
+            match d.value {
+                Some(pb::tensor_shape_proto::dimension::Value::DimValue(v)) if v > 0 => {
+                    shape.push(v as usize)
+                }
+                _ => {
+                    return Err(gerr(format!(
+                        "input {}: only the batch (first) dimension may be symbolic, got {:?}",
+                        input.name, d.value
+                    )))
+                }
+            }
+        }
+        let net = Network::new(&input.name, shape);
+        let mut b = Builder {
+            graph,
+            net,
+            acts: HashMap::new(),
+            consts: HashMap::new(),
+            inits,
+            uses,
+            tensor_uses: HashMap::new(),
+        };
+        b.bind(&input.name, 0);
+        Ok(b)
+    }
+
+    fn bind(&mut self, name: &str, t: TensorId) {
+        self.acts.insert(name.to_string(), t);
+        let u = self.uses.get(name).copied().unwrap_or(0);
+        *self.tensor_uses.entry(t).or_default() += u;
+    }
+
+    fn run(mut self) -> Result<Network, NnError> {
+        for (idx, n) in self.graph.node.iter().enumerate() {
+            self.node(idx, n)?;
+        }
+        let outs = &self.graph.output;
+        let [out] = outs.as_slice() else {
+            return Err(NnError::Graph {
+                node: "<graph>".into(),
+                op: "output".into(),
+                reason: format!("expected exactly one graph output, found {}", outs.len()),
+            });
+        };
+        let t = *self.acts.get(&out.name).ok_or_else(|| NnError::Graph {
+            node: "<graph>".into(),
+            op: "output".into(),
+            reason: format!("output {} is not computed from the input", out.name),
+        })?;
+        self.net.output = t;
+        self.net.validate()?;
+        Ok(self.net)
+    }
+
+    fn constant(&mut self, name: &str) -> Result<Option<Const>, NnError> {
+        if let Some(c) = self.consts.get(name) {
+            return Ok(Some(c.clone()));
+        }
+        if let Some(t) = self.inits.get(name) {
+            let c = load_tensor(t, name)?;
+            self.consts.insert(name.to_string(), c.clone());
+            return Ok(Some(c));
+        }
+        Ok(None)
+    }
+
+    fn node(&mut self, idx: usize, n: &'g NodeProto) -> Result<(), NnError> {
+        let name = node_name(n, idx);
+        let op = n.op_type.as_str();
+        let gerr = |reason: String| NnError::Graph {
+            node: name.clone(),
+            op: op.to_string(),
+            reason,
+        };
+        let input = |i: usize| -> Result<&str, NnError> {
+            n.input
+                .get(i)
+                .filter(|s| !s.is_empty())
+                .map(String::as_str)
+                .ok_or_else(|| gerr(format!("missing input {i}")))
+        };
+        let output = n
+            .output
+            .first()
+            .map(String::as_str)
+            .ok_or_else(|| gerr("no output".into()))?;
+        let act = |b: &Self, i: usize| -> Result<TensorId, NnError> {
+            let nm = input(i)?;
+            b.acts.get(nm).copied().ok_or_else(|| {
+                gerr(format!(
+                    "input {i} ({nm}) is not an activation computed from the network input"
+                ))
+            })
+        };
+        let weight = |b: &mut Self, i: usize| -> Result<(Vec<usize>, Vec<f32>), NnError> {
+            let nm = input(i)?;
+            match b.constant(nm)? {
+                Some(Const::F32 { dims, data }) => Ok((dims, data)),
+                Some(Const::I64(_)) => Err(gerr(format!(
+                    "input {i} ({nm}) is an integer constant, float expected"
+                ))),
+                None => Err(gerr(format!(
+                    "input {i} ({nm}) must be an initializer/Constant (weights)"
+                ))),
+            }
+        };
+        let ints = |b: &mut Self, i: usize| -> Result<Vec<i64>, NnError> {
+            let nm = input(i)?;
+            match b.constant(nm)? {
+                Some(Const::I64(v)) => Ok(v),
+                _ => Err(gerr(format!(
+                    "input {i} ({nm}) must be a constant int tensor"
+                ))),
+            }
+        };
+        let is_const = |b: &Self, i: usize| {
+            n.input
+                .get(i)
+                .is_some_and(|s| b.consts.contains_key(s) || b.inits.contains_key(s.as_str()))
+        };
+
+        match op {
+            "Identity" | "Dropout" => {
+                let src = input(0)?;
+                if let Some(c) = self.constant(src)? {
+                    self.consts.insert(output.to_string(), c);
+                } else {
+                    let t = act(self, 0)?;
+                    if let Some(u) = self.tensor_uses.get_mut(&t) {
+                        *u = u.saturating_sub(1);
+                    }
+                    self.bind(output, t);
+                }
+            }
+            "Constant" => {
+                let a = n
+                    .attribute
+                    .first()
+                    .ok_or_else(|| gerr("Constant without a value attribute".into()))?;
+                let c = match a.name.as_str() {
+                    "value" => load_tensor(
+                        a.t.as_ref()
+                            .ok_or_else(|| gerr("value attribute holds no tensor".into()))?,
+                        output,
+                    )?,
+                    "value_float" => Const::F32 {
+                        dims: vec![],
+                        data: vec![a.f],
+                    },
+                    "value_floats" => Const::F32 {
+                        dims: vec![a.floats.len()],
+                        data: a.floats.clone(),
+                    },
+                    "value_int" => Const::I64(vec![a.i]),
+                    "value_ints" => Const::I64(a.ints.clone()),
+                    other => {
+                        return Err(NnError::BadAttribute {
+                            node: name.clone(),
+                            op: op.into(),
+                            attribute: other.into(),
+                            reason: "only value, value_float(s), value_int(s) are supported".into(),
+                        })
+                    }
+                };
+                self.consts.insert(output.to_string(), c);
+            }
+            "Shape" => {
+                let t = act(self, 0)?;
+                let mut full: Vec<i64> = vec![1];
+                full.extend(self.net.shape(t).iter().map(|&d| d as i64));
+                let r = full.len() as i64;
+                let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+                let s = clamp(attr_i(n, "start", 0));
+                let e = clamp(attr_i(n, "end", r));
+                let v = if s < e { full[s..e].to_vec() } else { vec![] };
+                self.consts.insert(output.to_string(), Const::I64(v));
+            }
+            "Gather" => {
+                let data = ints(self, 0)?;
+                let idx = ints(self, 1)?;
+                let r = data.len() as i64;
+                let v = idx
+                    .iter()
+                    .map(|&i| {
+                        let j = if i < 0 { i + r } else { i };
+                        usize::try_from(j)
+                            .ok()
+                            .and_then(|j| data.get(j).copied())
+                            .ok_or_else(|| gerr(format!("index {i} out of range for {data:?}")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.consts.insert(output.to_string(), Const::I64(v));
+            }
+            "Unsqueeze" => {
+                let v = ints(self, 0)?;
+                self.consts.insert(output.to_string(), Const::I64(v));
+            }
+            "Concat" => {
+                let mut v = Vec::new();
+                for i in 0..n.input.len() {
+                    v.extend(ints(self, i)?);
+                }
+                self.consts.insert(output.to_string(), Const::I64(v));
+            }
+            "Reshape" => {
+                let t = act(self, 0)?;
+                let target = ints(self, 1)?;
+                let cur = self.net.shape(t).to_vec();
+                let mut full = vec![1usize];
+                full.extend(&cur);
+                let numel: usize = full.iter().product();
+                let allowzero = attr_i(n, "allowzero", 0) != 0;
+                let mut dims: Vec<Option<usize>> = Vec::new();
+                for (i, &d) in target.iter().enumerate() {
+                    dims.push(match d {
+                        -1 => None,
+                        0 if !allowzero => Some(*full.get(i).ok_or_else(|| {
+                            gerr(format!("shape {target:?}: 0 at {i} has no input dim"))
+                        })?),
+                        d if d >= 0 => Some(d as usize),
+                        _ => return Err(gerr(format!("shape {target:?}: invalid value {d}"))),
+                    });
+                }
+                let known = dims
+                    .iter()
+                    .flatten()
+                    .try_fold(1usize, |a, &d| a.checked_mul(d))
+                    .ok_or_else(|| gerr(format!("shape {target:?} overflows")))?;
+                let unknown = dims.iter().filter(|d| d.is_none()).count();
+                let resolved: Vec<usize> = match unknown {
+                    0 => dims.iter().flatten().copied().collect(),
+                    1 if known > 0 && numel.is_multiple_of(known) => {
+                        dims.iter().map(|d| d.unwrap_or(numel / known)).collect()
+                    }
+                    _ => {
+                        return Err(gerr(format!(
+                            "shape {target:?} cannot be resolved for input {full:?}"
+                        )))
+                    }
+                };
+                let total = resolved.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+                if total != Some(numel) || resolved.first() != Some(&1) {
+                    return Err(gerr(format!(
+                        "shape {target:?} does not keep the batch dimension of input {full:?}"
+                    )));
+                }
+                let rest = resolved[1..].to_vec();
+                if rest == cur {
+                    self.bind(output, t);
+                } else if rest.len() == 1 {
+                    let o = self.net.push(&name, output, Op::Flatten, vec![t])?;
+                    self.bind(output, o);
+                } else {
+                    return Err(gerr(format!(
+                        "reshape of {cur:?} to {rest:?} is not supported (only flattening to [batch, N])"
+                    )));
+                }
+            }
+            "Flatten" => {
+                let t = act(self, 0)?;
+                if self.net.shape(t).len() == 1 {
+                    self.bind(output, t);
+                } else {
+                    let o = self.net.push(&name, output, Op::Flatten, vec![t])?;
+                    self.bind(output, o);
+                }
+            }
+            "Relu" | "GlobalAveragePool" => {
+                let t = act(self, 0)?;
+                let o = if op == "Relu" {
+                    Op::Relu
+                } else {
+                    Op::GlobalAvgPool
+                };
+                let o = self.net.push(&name, output, o, vec![t])?;
+                self.bind(output, o);
+            }
+            "MaxPool" | "AveragePool" => {
+                let t = act(self, 0)?;
+                let k = attr_ints(n, "kernel_shape")
+                    .and_then(|k| k.first().copied())
+                    .unwrap_or(1) as usize;
+                let s = attr_ints(n, "strides")
+                    .and_then(|k| k.first().copied())
+                    .unwrap_or(1) as usize;
+                let o = if op == "MaxPool" {
+                    Op::MaxPool { k, stride: s }
+                } else {
+                    Op::AvgPool { k, stride: s }
+                };
+                let o = self.net.push(&name, output, o, vec![t])?;
+                self.bind(output, o);
+            }
+            "Mul" | "Pow" => {
+                let t = act(self, 0)?;
+                if op == "Pow" {
+                    let nm = input(1)?;
+                    let two = match self.constant(nm)? {
+                        Some(Const::F32 { data, .. }) => data.len() == 1 && data[0] == 2.0,
+                        Some(Const::I64(v)) => v == [2],
+                        None => false,
+                    };
+                    if !two {
+                        return Err(NnError::BadAttribute {
+                            node: name.clone(),
+                            op: op.into(),
+                            attribute: format!("input 1 ({nm})"),
+                            reason: "only a constant exponent 2 (square) is supported".into(),
+                        });
+                    }
+                }
+                let o = self.net.push(&name, output, Op::Square, vec![t])?;
+                self.bind(output, o);
+            }
+            "Conv" => {
+                let t = act(self, 0)?;
+                let (wd, wv) = weight(self, 1)?;
+                let bias = if n.input.get(2).is_some_and(|s| !s.is_empty()) {
+                    Some(weight(self, 2)?.1)
+                } else {
+                    None
+                };
+                let xs = self.net.shape(t).to_vec();
+                let [c_i, h, w] = xs[..] else {
+                    return Err(NnError::Shape {
+                        node: name.clone(),
+                        op: op.into(),
+                        what: "input X (C×H×W without batch)".into(),
+                        expected: vec![0, 0, 0],
+                        actual: xs,
+                    });
+                };
+                let [c_o, wc, k_h, k_w] = wd[..] else {
+                    return Err(NnError::Shape {
+                        node: name.clone(),
+                        op: op.into(),
+                        what: format!("weight {}", input(1)?),
+                        expected: vec![0, c_i, 0, 0],
+                        actual: wd,
+                    });
+                };
+                if wc != c_i {
+                    return Err(NnError::Shape {
+                        node: name.clone(),
+                        op: op.into(),
+                        what: format!("weight {}", input(1)?),
+                        expected: vec![c_o, c_i, k_h, k_w],
+                        actual: wd,
+                    });
+                }
+                if let Some(ks) = attr_ints(n, "kernel_shape") {
+                    if ks != [k_h as i64, k_w as i64] {
+                        return Err(NnError::BadAttribute {
+                            node: name.clone(),
+                            op: op.into(),
+                            attribute: "kernel_shape".into(),
+                            reason: format!("{ks:?} but the weight is {k_h}×{k_w}"),
+                        });
+                    }
+                }
+                let stride = attr_ints(n, "strides")
+                    .and_then(|s| s.first().copied())
+                    .unwrap_or(1) as usize;
+                let pads: Vec<usize> = attr_ints(n, "pads")
+                    .unwrap_or_else(|| vec![0; 4])
+                    .iter()
+                    .map(|&p| p as usize)
+                    .collect();
+                let pads = [pads[0], pads[1], pads[2], pads[3]];
+                let padding = conv_padding(h, w, k_h, k_w, stride, pads).map_err(|reason| {
+                    NnError::BadAttribute {
+                        node: name.clone(),
+                        op: op.into(),
+                        attribute: "pads".into(),
+                        reason,
+                    }
+                })?;
+                let shape = ConvShape {
+                    c_i,
+                    h,
+                    w,
+                    c_o,
+                    k_h,
+                    k_w,
+                    stride,
+                    padding,
+                };
+                let o = self.net.push(
+                    &name,
+                    output,
+                    Op::Conv {
+                        shape,
+                        weight: wv,
+                        bias,
+                    },
+                    vec![t],
+                )?;
+                self.bind(output, o);
+            }
+            "Gemm" | "MatMul" => {
+                let t = act(self, 0)?;
+                let xs = self.net.shape(t).to_vec();
+                if xs.len() != 1 {
+                    return Err(NnError::Shape {
+                        node: name.clone(),
+                        op: op.into(),
+                        what: "input A (flat [batch, N]; insert Flatten)".into(),
+                        expected: vec![xs.iter().product()],
+                        actual: xs,
+                    });
+                }
+                let cols = xs[0];
+                let (bd, bv) = weight(self, 1)?;
+                let trans_b = op == "Gemm" && attr_i(n, "transB", 0) != 0;
+                let [d0, d1] = bd[..] else {
+                    return Err(gerr(format!(
+                        "weight {} has dims {bd:?}, 2-D expected",
+                        input(1)?
+                    )));
+                };
+                let (rows, bc) = if trans_b { (d0, d1) } else { (d1, d0) };
+                if bc != cols {
+                    return Err(NnError::Shape {
+                        node: name.clone(),
+                        op: op.into(),
+                        what: format!("weight {} (inner dimension)", input(1)?),
+                        expected: if trans_b {
+                            vec![rows, cols]
+                        } else {
+                            vec![cols, rows]
+                        },
+                        actual: bd,
+                    });
+                }
+                let alpha = if op == "Gemm" {
+                    attr_f(n, "alpha", 1.0)
+                } else {
+                    1.0
+                };
+                let beta = if op == "Gemm" {
+                    attr_f(n, "beta", 1.0)
+                } else {
+                    1.0
+                };
+                let mut wt = vec![0f32; rows * cols];
+                for r in 0..rows {
+                    for c in 0..cols {
+                        wt[r * cols + c] = alpha
+                            * if trans_b {
+                                bv[r * cols + c]
+                            } else {
+                                bv[c * rows + r]
+                            };
+                    }
+                }
+                let bias = if op == "Gemm" && n.input.get(2).is_some_and(|s| !s.is_empty()) {
+                    let (_, cv) = weight(self, 2)?;
+                    let b: Vec<f32> = match cv.len() {
+                        1 => vec![cv[0] * beta; rows],
+                        l if l == rows => cv.iter().map(|v| v * beta).collect(),
+                        l => {
+                            return Err(gerr(format!(
+                                "bias {} has {l} values, expected {rows} or 1",
+                                input(2)?
+                            )))
+                        }
+                    };
+                    Some(b)
+                } else {
+                    None
+                };
+                let o = self.net.push(
+                    &name,
+                    output,
+                    Op::Linear {
+                        rows,
+                        cols,
+                        weight: wt,
+                        bias,
+                    },
+                    vec![t],
+                )?;
+                self.bind(output, o);
+            }
+            "Add" => {
+                let (c0, c1) = (is_const(self, 0), is_const(self, 1));
+                match (c0, c1) {
+                    (false, false) => {
+                        let a = act(self, 0)?;
+                        let b = act(self, 1)?;
+                        let o = self.net.push(&name, output, Op::Add, vec![a, b])?;
+                        self.bind(output, o);
+                    }
+                    (true, true) => {
+                        return Err(gerr("Add of two constants is not supported".into()))
+                    }
+                    _ => {
+                        let ai = if c0 { 1 } else { 0 };
+                        let t = act(self, ai)?;
+                        let (_, bv) = weight(self, 1 - ai)?;
+                        self.fold_bias(&name, op, t, &bv)?;
+                        if let Some(u) = self.tensor_uses.get_mut(&t) {
+                            *u = u.saturating_sub(1);
+                        }
+                        self.bind(output, t);
+                    }
+                }
+            }
+            "BatchNormalization" => {
+                let t = act(self, 0)?;
+                let mut p = Vec::new();
+                for i in 1..5 {
+                    p.push(weight(self, i)?.1);
+                }
+                let eps = attr_f(n, "epsilon", 1e-5) as f64;
+                self.fold_bn(&name, input(0)?, t, &p[0], &p[1], &p[2], &p[3], eps)?;
+                if let Some(u) = self.tensor_uses.get_mut(&t) {
+                    *u = u.saturating_sub(1);
+                }
+                self.bind(output, t);
+            }
+            _ => return Err(gerr("unsupported op".into())),
+        }
+        Ok(())
+    }
+
+    /// The index of the Conv/Linear node producing `t`, when `t` has exactly one consumer.
+    fn foldable(&self, t: TensorId) -> Option<usize> {
+        let i = self.net.nodes.iter().position(|n| n.output == t)?;
+        let only = self.tensor_uses.get(&t).copied().unwrap_or(0) == 1;
+        (only && matches!(self.net.nodes[i].op, Op::Conv { .. } | Op::Linear { .. })).then_some(i)
+    }
+
+    fn producer_desc(&self, t: TensorId) -> String {
+        match self.net.nodes.iter().find(|n| n.output == t) {
+            Some(n) => format!(
+                "{} ({}, {} consumer(s))",
+                n.name,
+                n.op.kind(),
+                self.tensor_uses.get(&t).copied().unwrap_or(0)
+            ),
+            None => "the network input".into(),
+        }
+    }
+
+    fn fold_bias(&mut self, name: &str, op: &str, t: TensorId, b: &[f32]) -> Result<(), NnError> {
+        let Some(i) = self.foldable(t) else {
+            return Err(NnError::Graph {
+                node: name.into(),
+                op: op.into(),
+                reason: format!(
+                    "Add of a constant is only supported as the bias of a Conv/MatMul/Gemm whose only consumer is this Add; the activation comes from {}",
+                    self.producer_desc(t)
+                ),
+            });
+        };
+        let (bias, n) = match &mut self.net.nodes[i].op {
+            Op::Conv { shape, bias, .. } => (bias, shape.c_o),
+            Op::Linear { rows, bias, .. } => (bias, *rows),
+            _ => return Ok(()),
+        };
+        if b.len() != n && b.len() != 1 {
+            return Err(NnError::Graph {
+                node: name.into(),
+                op: op.into(),
+                reason: format!(
+                    "bias has {} values, expected {n} (one per output channel) or 1",
+                    b.len()
+                ),
+            });
+        }
+        let cur = bias.get_or_insert_with(|| vec![0.0; n]);
+        for (j, v) in cur.iter_mut().enumerate() {
+            *v += if b.len() == 1 { b[0] } else { b[j] };
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fold_bn(
+        &mut self,
+        name: &str,
+        input: &str,
+        t: TensorId,
+        gamma: &[f32],
+        beta: &[f32],
+        mean: &[f32],
+        var: &[f32],
+        eps: f64,
+    ) -> Result<(), NnError> {
+        let Some(i) = self.foldable(t) else {
+            return Err(NnError::BatchNormNotFoldable {
+                node: name.into(),
+                input: input.into(),
+                producer: self.producer_desc(t),
+            });
+        };
+        let (weight, bias, n) = match &mut self.net.nodes[i].op {
+            Op::Conv {
+                shape,
+                weight,
+                bias,
+            } => (weight, bias, shape.c_o),
+            Op::Linear {
+                rows, weight, bias, ..
+            } => (weight, bias, *rows),
+            _ => return Ok(()),
+        };
+        for (what, v) in [("scale", gamma), ("B", beta), ("mean", mean), ("var", var)] {
+            if v.len() != n {
+                return Err(NnError::Graph {
+                    node: name.into(),
+                    op: "BatchNormalization".into(),
+                    reason: format!("{what} has {} values, expected {n} channels", v.len()),
+                });
+            }
+        }
+        let per = weight.len() / n;
+        let b = bias.get_or_insert_with(|| vec![0.0; n]);
+        for c in 0..n {
+            let f = gamma[c] as f64 / (var[c] as f64 + eps).sqrt();
+            for w in &mut weight[c * per..(c + 1) * per] {
+                *w = (*w as f64 * f) as f32;
+            }
+            b[c] = ((b[c] as f64 - mean[c] as f64) * f + beta[c] as f64) as f32;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,319 @@
+//! Plaintext references: the fixed-point [`Program`] executed exactly as specified (the
+//! private executor must reproduce [`run_fixed`] bit for bit) and a simple f32 interpreter
+//! of the float IR ([`run_float`]).
+//!
+//! Fixed point: values are centered representatives mod `p`; every step output (and the
+//! input) must lie in `(−p/2, p/2)`, else [`NnError::RangeExceeded`]. Truncation is
+//! `floor(v / 2^f)` of the centered value (arithmetic shift), applied after the
+//! nonlinear op. MaxPool output `(c, oy, ox)` takes the window elements
+//! `(c, oy·s+dy, ox·s+dx)` in row-major `(dy, dx)` order.
+
+use kernels::reference::{conv_output, matvec};
+use kernels::ConvShape;
+
+use crate::error::NnError;
+use crate::ir::{Network, Op};
+use crate::quant::{NonlinearOp, Program, Step};
+
+/// `round(x · 2^s)` for each input value.
+pub fn quantise_input(prog: &Program, x: &[f32]) -> Vec<i64> {
+    let f = (1u64 << prog.frac_bits) as f64;
+    x.iter().map(|&v| (v as f64 * f).round() as i64).collect()
+}
+
+/// The output values divided by `2^scale` of the output tensor.
+pub fn dequantise(prog: &Program, y: &[i64]) -> Vec<f32> {
+    let sc = prog
+        .tensors
+        .get(prog.output)
+        .map_or(prog.frac_bits, |t| t.scale_bits);
+    let f = (1u128 << sc) as f64;
+    y.iter().map(|&v| (v as f64 / f) as f32).collect()
+}
+
+/// Runs the program on a quantised input; returns the output tensor's values (centered).
+pub fn run_fixed(prog: &Program, x_q: &[i64]) -> Result<Vec<i64>, NnError> {
+    let vals = execute(prog, x_q, true)?;
+    Ok(vals[prog.output].iter().map(|&v| v as i64).collect())
+}
+
+fn window_pool(
+    x: &[i128],
+    shape: &[usize],
+    k_h: usize,
+    k_w: usize,
+    stride: usize,
+    f: impl Fn(&mut dyn Iterator<Item = i128>) -> i128,
+) -> Vec<i128> {
+    let (c, h, w) = (shape[0], shape[1], shape[2]);
+    let (ho, wo) = ((h - k_h) / stride + 1, (w - k_w) / stride + 1);
+    let mut out = Vec::with_capacity(c * ho * wo);
+    for ch in 0..c {
+        for oy in 0..ho {
+            for ox in 0..wo {
+                let mut it = (0..k_h).flat_map(|dy| {
+                    (0..k_w)
+                        .map(move |dx| x[ch * h * w + (oy * stride + dy) * w + ox * stride + dx])
+                });
+                out.push(f(&mut it));
+            }
+        }
+    }
+    out
+}
+
+/// Executes all steps; returns every tensor's values. `check`: enforce `(−p/2, p/2)`;
+/// otherwise only `|v| ≤ 2^62` (so that no integer arithmetic can overflow).
+pub(crate) fn execute(prog: &Program, x_q: &[i64], check: bool) -> Result<Vec<Vec<i128>>, NnError> {
+    let n_in: usize = prog.input_shape.iter().product();
+    if x_q.len() != n_in {
+        return Err(NnError::Length {
+            what: "quantised input".into(),
+            expected: n_in,
+            actual: x_q.len(),
+        });
+    }
+    // unchecked runs (calibration) still stop before i64/i128 arithmetic could overflow
+    let half = if check {
+        (prog.p as i128 - 1) / 2
+    } else {
+        1i128 << 62
+    };
+    let in_range = |step: usize, layer: &str, v: &[i128]| -> Result<(), NnError> {
+        {
+            if let Some(&bad) = v.iter().find(|a| a.abs() > half) {
+                return Err(NnError::RangeExceeded {
+                    step,
+                    layer: layer.into(),
+                    value: bad,
+                    p: prog.p,
+                });
+            }
+        }
+        Ok(())
+    };
+    let mut vals: Vec<Vec<i128>> = vec![Vec::new(); prog.tensors.len()];
+    vals[prog.input] = x_q.iter().map(|&v| v as i128).collect();
+    in_range(0, "input", &vals[prog.input])?;
+    for (i, st) in prog.steps.iter().enumerate() {
+        let shape_err = |what: &str, expected: usize, actual: usize| NnError::Length {
+            what: format!("step {i} ({}): {what}", st.name()),
+            expected,
+            actual,
+        };
+        let out = match st {
+            Step::Linear {
+                input,
+                rows,
+                cols,
+                weight,
+                bias,
+                ..
+            } => {
+                let x = &vals[*input];
+                if x.len() != *cols || weight.len() != rows * cols || bias.len() != *rows {
+                    return Err(shape_err("input/weight/bias", *cols, x.len()));
+                }
+                let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+                matvec(weight, &x64, *rows, *cols)
+                    .into_iter()
+                    .zip(bias)
+                    .map(|(a, &b)| a + b as i128)
+                    .collect()
+            }
+            Step::Conv {
+                input,
+                shape,
+                weight,
+                bias,
+                ..
+            } => {
+                let x = &vals[*input];
+                conv_checked(shape, x, weight, bias)
+                    .ok_or_else(|| shape_err("input", shape.c_i * shape.h * shape.w, x.len()))?
+            }
+            Step::Nonlinear {
+                input,
+                op,
+                trunc_bits,
+                ..
+            } => {
+                let x = &vals[*input];
+                let y: Vec<i128> = match op {
+                    NonlinearOp::Relu => x.iter().map(|&v| v.max(0)).collect(),
+                    NonlinearOp::Identity => x.clone(),
+                    NonlinearOp::MaxPool { k, stride } => {
+                        let sh = &prog.tensors[*input].shape;
+                        if sh.len() != 3 || sh[1] < *k || sh[2] < *k || *stride == 0 {
+                            return Err(shape_err("C×H×W input", 3, sh.len()));
+                        }
+                        window_pool(
+                            x,
+                            sh,
+                            *k,
+                            *k,
+                            *stride,
+                            |it: &mut dyn Iterator<Item = i128>| it.max().unwrap_or(0),
+                        )
+                    }
+                };
+                y.into_iter().map(|v| v >> trunc_bits).collect()
+            }
+            Step::Square { input, .. } => vals[*input].iter().map(|&v| v * v).collect(),
+            Step::SumPool {
+                input,
+                k_h,
+                k_w,
+                stride,
+                ..
+            } => {
+                let sh = &prog.tensors[*input].shape;
+                if sh.len() != 3 || sh[1] < *k_h || sh[2] < *k_w || *stride == 0 {
+                    return Err(shape_err("C×H×W input", 3, sh.len()));
+                }
+                window_pool(
+                    &vals[*input],
+                    sh,
+                    *k_h,
+                    *k_w,
+                    *stride,
+                    |it: &mut dyn Iterator<Item = i128>| it.sum(),
+                )
+            }
+            Step::Add {
+                a,
+                b,
+                shift_a,
+                shift_b,
+                ..
+            } => {
+                let (x, y) = (&vals[*a], &vals[*b]);
+                if x.len() != y.len() {
+                    return Err(shape_err("second operand", x.len(), y.len()));
+                }
+                x.iter()
+                    .zip(y)
+                    .map(|(&u, &v)| (u << shift_a) + (v << shift_b))
+                    .collect()
+            }
+        };
+        in_range(i, st.name(), &out)?;
+        vals[st.output()] = out;
+    }
+    Ok(vals)
+}
+
+fn conv_checked(sh: &ConvShape, x: &[i128], w: &[i64], b: &[i64]) -> Option<Vec<i128>> {
+    if x.len() != sh.c_i * sh.h * sh.w
+        || w.len() != sh.c_o * sh.c_i * sh.k_h * sh.k_w
+        || b.len() != sh.c_o
+    {
+        return None;
+    }
+    let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+    let y = kernels::reference::conv(sh, &x64, w);
+    let (ho, wo, _, _) = conv_output(sh);
+    Some(
+        y.into_iter()
+            .enumerate()
+            .map(|(i, v)| v + b[i / (ho * wo)] as i128)
+            .collect(),
+    )
+}
+
+fn conv_f32(sh: &ConvShape, x: &[f32], w: &[f32], b: Option<&Vec<f32>>) -> Vec<f32> {
+    let (ho, wo, pt, pl) = conv_output(sh);
+    let mut out = Vec::with_capacity(sh.c_o * ho * wo);
+    for o in 0..sh.c_o {
+        for y in 0..ho {
+            for xx in 0..wo {
+                let mut acc = b.map_or(0.0, |b| b[o] as f64);
+                for c in 0..sh.c_i {
+                    for dy in 0..sh.k_h {
+                        let iy = (y * sh.stride + dy) as isize - pt as isize;
+                        if iy < 0 || iy >= sh.h as isize {
+                            continue;
+                        }
+                        for dx in 0..sh.k_w {
+                            let ix = (xx * sh.stride + dx) as isize - pl as isize;
+                            if ix < 0 || ix >= sh.w as isize {
+                                continue;
+                            }
+                            acc += x[(c * sh.h + iy as usize) * sh.w + ix as usize] as f64
+                                * w[((o * sh.c_i + c) * sh.k_h + dy) * sh.k_w + dx] as f64;
+                        }
+                    }
+                }
+                out.push(acc as f32);
+            }
+        }
+    }
+    out
+}
+
+fn pool_f32(x: &[f32], shape: &[usize], k: usize, k2: usize, s: usize, max: bool) -> Vec<f32> {
+    let xi: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    let (c, h, w) = (shape[0], shape[1], shape[2]);
+    let (ho, wo) = ((h - k) / s + 1, (w - k2) / s + 1);
+    let mut out = Vec::with_capacity(c * ho * wo);
+    for ch in 0..c {
+        for oy in 0..ho {
+            for ox in 0..wo {
+                let it = (0..k).flat_map(|dy| {
+                    let xi = &xi;
+                    (0..k2).map(move |dx| xi[ch * h * w + (oy * s + dy) * w + ox * s + dx])
+                });
+                out.push(if max {
+                    it.fold(f64::NEG_INFINITY, f64::max) as f32
+                } else {
+                    (it.sum::<f64>() / (k * k2) as f64) as f32
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A plain f32 interpreter of the float IR (f64 accumulation). `x` must have
+/// `prod(input_shape)` values; the network must be valid ([`Network::validate`]).
+pub fn run_float(net: &Network, x: &[f32]) -> Vec<f32> {
+    let mut vals: Vec<Vec<f32>> = vec![Vec::new(); net.tensors.len()];
+    vals[0] = x.to_vec();
+    for n in &net.nodes {
+        let a = &vals[n.inputs[0]];
+        let sh = net.shape(n.inputs[0]);
+        let y = match &n.op {
+            Op::Conv {
+                shape,
+                weight,
+                bias,
+            } => conv_f32(shape, a, weight, bias.as_ref()),
+            Op::Linear {
+                rows,
+                cols,
+                weight,
+                bias,
+            } => (0..*rows)
+                .map(|r| {
+                    let acc: f64 = (0..*cols)
+                        .map(|c| weight[r * cols + c] as f64 * a[c] as f64)
+                        .sum();
+                    (acc + bias.as_ref().map_or(0.0, |b| b[r] as f64)) as f32
+                })
+                .collect(),
+            Op::Relu => a.iter().map(|&v| v.max(0.0)).collect(),
+            Op::Square => a.iter().map(|&v| v * v).collect(),
+            Op::MaxPool { k, stride } => pool_f32(a, sh, *k, *k, *stride, true),
+            Op::AvgPool { k, stride } => pool_f32(a, sh, *k, *k, *stride, false),
+            Op::GlobalAvgPool => pool_f32(a, sh, sh[1], sh[2], 1, false),
+            Op::Add => a
+                .iter()
+                .zip(&vals[n.inputs[1]])
+                .map(|(u, v)| u + v)
+                .collect(),
+            Op::Flatten => a.clone(),
+        };
+        vals[n.output] = y;
+    }
+    std::mem::take(&mut vals[net.output])
+}

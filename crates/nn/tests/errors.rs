@@ -1,0 +1,304 @@
+//! Unsupported constructs, padding rules and error variants.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use kernels::Padding;
+use nn::onnx::conv_padding;
+use nn::{import_bytes, lower, plan_fixed_point, NnError, CANDIDATE_MODULI};
+
+fn pool_attrs(k: i64, ceil: i64) -> Vec<tract_onnx::pb::AttributeProto> {
+    vec![
+        a_int("ceil_mode", ceil),
+        a_ints("kernel_shape", &[k, k]),
+        a_ints("pads", &[0, 0, 0, 0]),
+        a_ints("strides", &[k, k]),
+    ]
+}
+
+#[test]
+fn all_unsupported_reported_together() {
+    let mut m = Mb::new(1);
+    m.conv("conv1", "input", "c1", 1, 4, 3, 1, 2, true);
+    m.nodes[0].attribute[0] = a_ints("dilations", &[2, 2]);
+    m.conv("conv2", "c1", "c2", 4, 4, 3, 1, 1, true);
+    m.nodes[1].attribute[1] = a_int("group", 2);
+    m.node(
+        "MaxPool",
+        "/pool/MaxPool",
+        &["c2"],
+        &["p"],
+        pool_attrs(2, 1),
+    );
+    m.conv("conv3", "p", "c3", 4, 4, 3, 1, 0, true);
+    m.nodes[3].attribute.push(a_str("auto_pad", "SAME_UPPER"));
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &["c3"],
+        &["f"],
+        vec![a_int("axis", 1)],
+    );
+    m.gemm("fc", "f", "logits", 16, 10);
+    m.node(
+        "Softmax",
+        "/Softmax",
+        &["logits"],
+        &["probs"],
+        vec![a_int("axis", 1)],
+    );
+    let bytes = m.finish("input", &[1, 12, 12], "probs", &[10], 17);
+    let Err(NnError::Unsupported(list)) = import_bytes(&bytes) else {
+        panic!("expected Unsupported");
+    };
+    let got: Vec<(&str, &str, Option<&str>)> = list
+        .iter()
+        .map(|u| (u.node.as_str(), u.op.as_str(), u.attribute.as_deref()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("/conv1/Conv", "Conv", Some("dilations")),
+            ("/conv2/Conv", "Conv", Some("group")),
+            ("/pool/MaxPool", "MaxPool", Some("ceil_mode")),
+            ("/conv3/Conv", "Conv", Some("auto_pad")),
+            ("/Softmax", "Softmax", None),
+        ]
+    );
+    let msg = NnError::Unsupported(list).to_string();
+    assert!(
+        msg.contains("Softmax") && msg.contains("dilations") && msg.contains("5 found"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn each_unsupported_case() {
+    type Edit = Box<dyn Fn(&mut Mb)>;
+    let cases: Vec<(&str, Edit, &str, Option<&str>)> = vec![
+        (
+            "dilations",
+            Box::new(|m: &mut Mb| m.nodes[0].attribute[0] = a_ints("dilations", &[2, 2])),
+            "Conv",
+            Some("dilations"),
+        ),
+        (
+            "group",
+            Box::new(|m: &mut Mb| m.nodes[0].attribute[1] = a_int("group", 2)),
+            "Conv",
+            Some("group"),
+        ),
+        (
+            "auto_pad",
+            Box::new(|m: &mut Mb| m.nodes[0].attribute.push(a_str("auto_pad", "VALID"))),
+            "Conv",
+            Some("auto_pad"),
+        ),
+        (
+            "strides",
+            Box::new(|m: &mut Mb| m.nodes[0].attribute[4] = a_ints("strides", &[1, 2])),
+            "Conv",
+            Some("strides"),
+        ),
+        (
+            "softmax",
+            Box::new(|m: &mut Mb| m.node("Softmax", "/Softmax", &["c"], &["sm"], vec![])),
+            "Softmax",
+            None,
+        ),
+        (
+            "ceil",
+            Box::new(|m: &mut Mb| m.node("MaxPool", "/MaxPool", &["c"], &["mp"], pool_attrs(2, 1))),
+            "MaxPool",
+            Some("ceil_mode"),
+        ),
+        (
+            "avgpads",
+            Box::new(|m: &mut Mb| {
+                m.node(
+                    "AveragePool",
+                    "/AveragePool",
+                    &["c"],
+                    &["ap"],
+                    vec![
+                        a_ints("kernel_shape", &[2, 2]),
+                        a_ints("pads", &[1, 1, 1, 1]),
+                    ],
+                )
+            }),
+            "AveragePool",
+            Some("pads"),
+        ),
+        (
+            "mul",
+            Box::new(|m: &mut Mb| m.node("Mul", "/Mul", &["c", "input"], &["mm"], vec![])),
+            "Mul",
+            None,
+        ),
+        (
+            "sigmoid",
+            Box::new(|m: &mut Mb| m.node("Sigmoid", "/Sigmoid", &["c"], &["sg"], vec![])),
+            "Sigmoid",
+            None,
+        ),
+    ];
+    for (what, edit, op, attr) in cases {
+        let mut m = Mb::new(2);
+        m.conv("conv", "input", "c", 1, 2, 3, 1, 1, true);
+        edit(&mut m);
+        let bytes = m.finish("input", &[1, 8, 8], "c", &[2, 8, 8], 13);
+        match import_bytes(&bytes) {
+            Err(NnError::Unsupported(list)) => {
+                assert_eq!(list.len(), 1, "{what}: {list:?}");
+                assert_eq!(list[0].op, op, "{what}");
+                assert_eq!(list[0].attribute.as_deref(), attr, "{what}");
+                assert!(list[0].node.starts_with('/'), "{what}");
+            }
+            other => panic!("{what}: expected Unsupported, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn pads_mapping_rules() {
+    // symmetric (k-1)/2, stride 1
+    assert_eq!(conv_padding(8, 8, 3, 3, 1, [1, 1, 1, 1]), Ok(Padding::Same));
+    assert_eq!(conv_padding(9, 7, 5, 5, 1, [2, 2, 2, 2]), Ok(Padding::Same));
+    assert_eq!(conv_padding(28, 28, 5, 5, 2, [0; 4]), Ok(Padding::Valid));
+    // stride 2, odd size: SAME's floor(total/2) = 1 = pad
+    assert_eq!(conv_padding(7, 7, 3, 3, 2, [1, 1, 1, 1]), Ok(Padding::Same));
+    // stride 2, even size: SAME pads 0 top, 1 bottom; ONNX 1/1 differs
+    assert!(conv_padding(8, 8, 3, 3, 2, [1, 1, 1, 1]).is_err());
+    // torch padding=2 stride 2 kernel 5 on 28: same size, different offset
+    assert!(conv_padding(28, 28, 5, 5, 2, [2, 2, 2, 2]).is_err());
+    // asymmetric pads equal to SAME's
+    assert_eq!(conv_padding(8, 8, 3, 3, 2, [0, 0, 1, 1]), Ok(Padding::Same));
+    // output size differs
+    assert!(conv_padding(8, 8, 3, 3, 1, [2, 2, 2, 2]).is_err());
+    // one axis padded, the other not, where SAME needs pads on both
+    assert!(conv_padding(8, 8, 3, 3, 1, [1, 0, 1, 0]).is_err());
+    // k = 1 with stride 1: SAME pads nothing — a zero axis is fine if the other matches
+    assert_eq!(conv_padding(8, 8, 1, 3, 1, [0, 1, 0, 1]), Ok(Padding::Same));
+
+    let mut m = Mb::new(3);
+    m.conv("conv1", "input", "c", 1, 4, 5, 2, 2, true);
+    let bytes = m.finish("input", &[1, 28, 28], "c", &[4, 14, 14], 17);
+    match import_bytes(&bytes) {
+        Err(NnError::BadAttribute {
+            node,
+            op,
+            attribute,
+            ..
+        }) => {
+            assert_eq!(
+                (node.as_str(), op.as_str(), attribute.as_str()),
+                ("/conv1/Conv", "Conv", "pads")
+            );
+        }
+        other => panic!("expected BadAttribute pads, got {other:?}"),
+    }
+}
+
+#[test]
+fn batchnorm_without_conv() {
+    let mut m = Mb::new(4);
+    m.bn("bn0", "input", "b", 1);
+    m.conv("conv", "b", "c", 1, 2, 3, 1, 1, true);
+    let bytes = m.finish("input", &[1, 8, 8], "c", &[2, 8, 8], 13);
+    assert!(
+        matches!(import_bytes(&bytes), Err(NnError::BatchNormNotFoldable { node, .. }) if node == "/bn0/BatchNormalization")
+    );
+    // a conv output with two consumers cannot absorb the BN either
+    let mut m = Mb::new(4);
+    m.conv("conv", "input", "c", 1, 2, 3, 1, 1, true);
+    m.bn("bn", "c", "b", 2);
+    m.node("Add", "/Add", &["b", "c"], &["out"], vec![]);
+    let bytes = m.finish("input", &[1, 8, 8], "out", &[2, 8, 8], 13);
+    assert!(matches!(
+        import_bytes(&bytes),
+        Err(NnError::BatchNormNotFoldable { .. })
+    ));
+}
+
+#[test]
+fn avgpool_divisor_rules() {
+    // area 9 into Square: not foldable, not a power of two
+    let mut m = Mb::new(5);
+    m.conv("conv", "input", "c", 1, 2, 3, 1, 1, true);
+    m.node(
+        "AveragePool",
+        "/pool/AveragePool",
+        &["c"],
+        &["ap"],
+        vec![a_ints("kernel_shape", &[3, 3]), a_ints("strides", &[3, 3])],
+    );
+    m.node("Mul", "/Mul", &["ap", "ap"], &["sq"], vec![]);
+    let bytes = m.finish("input", &[1, 9, 9], "sq", &[2, 3, 3], 13);
+    let net = import_bytes(&bytes).unwrap();
+    match lower(&net, 8, 1_032_193) {
+        Err(NnError::PoolDivisor { node, area, .. }) => {
+            assert_eq!(node, "/pool/AveragePool");
+            assert_eq!(area, 9);
+        }
+        other => panic!("expected PoolDivisor, got {other:?}"),
+    }
+    // area 4 as the output: divided in the GC by 2 extra truncation bits
+    let mut m = Mb::new(6);
+    m.conv("conv", "input", "c", 1, 2, 3, 1, 1, true);
+    m.node(
+        "AveragePool",
+        "/pool/AveragePool",
+        &["c"],
+        &["ap"],
+        vec![a_ints("kernel_shape", &[2, 2]), a_ints("strides", &[2, 2])],
+    );
+    let bytes = m.finish("input", &[1, 8, 8], "ap", &[2, 4, 4], 13);
+    let net = import_bytes(&bytes).unwrap();
+    let calib = random_inputs(1, 4, 64);
+    let prog = plan_fixed_point(&net, &calib, CANDIDATE_MODULI, 6, 12).unwrap();
+    let last = prog.steps.last().unwrap();
+    assert!(
+        matches!(last, nn::Step::Nonlinear { op: nn::NonlinearOp::Identity, trunc_bits, .. } if *trunc_bits == prog.frac_bits + 2)
+    );
+    for x in random_inputs(2, 3, 64) {
+        let want = nn::run_float(&net, &x);
+        let got = nn::dequantise(
+            &prog,
+            &nn::run_fixed(&prog, &nn::quantise_input(&prog, &x)).unwrap(),
+        );
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() < 0.01, "{a} vs {b}");
+        }
+        assert!((tract_run(&bytes, &[1, 8, 8], &x)[0] - want[0]).abs() < 1e-4);
+    }
+}
+
+#[test]
+fn graph_errors() {
+    assert!(matches!(
+        import_bytes(b"\xff\xff\xff"),
+        Err(NnError::Decode(_))
+    ));
+    // Gemm on an unflattened image
+    let mut m = Mb::new(7);
+    m.gemm("fc", "input", "out", 64, 10);
+    let bytes = m.finish("input", &[1, 8, 8], "out", &[10], 13);
+    assert!(matches!(import_bytes(&bytes), Err(NnError::Shape { op, .. }) if op == "Gemm"));
+    // bad plan parameters
+    let mut m = Mb::new(8);
+    m.gemm("fc", "input", "out", 4, 2);
+    let net = import_bytes(&m.finish("input", &[4], "out", &[2], 13)).unwrap();
+    assert!(matches!(
+        plan_fixed_point(&net, &[], CANDIDATE_MODULI, 6, 12),
+        Err(NnError::Plan(_))
+    ));
+    assert!(matches!(
+        plan_fixed_point(&net, &[vec![0.5; 4]], &[], 6, 12),
+        Err(NnError::Plan(_))
+    ));
+    assert!(matches!(
+        nn::run_fixed(&lower(&net, 8, 1_032_193).unwrap(), &[1, 2]),
+        Err(NnError::Length { .. })
+    ));
+}

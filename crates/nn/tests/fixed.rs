@@ -1,0 +1,93 @@
+//! Exact fixed-point semantics on hand-built programs.
+#![allow(clippy::unwrap_used)]
+
+use nn::{run_fixed, NonlinearOp, Program, Step, TensorInfo};
+
+fn t(shape: &[usize], scale_bits: u32) -> TensorInfo {
+    TensorInfo {
+        shape: shape.to_vec(),
+        scale_bits,
+        name: String::new(),
+    }
+}
+
+fn prog(input_shape: &[usize], steps: Vec<Step>, tensors: Vec<TensorInfo>) -> Program {
+    Program {
+        input_shape: input_shape.to_vec(),
+        frac_bits: 2,
+        p: 1_032_193,
+        preset: String::new(),
+        output: tensors.len() - 1,
+        steps,
+        tensors,
+        input: 0,
+        bounds: vec![],
+    }
+}
+
+#[test]
+fn truncation_is_floor_after_op() {
+    let p = prog(
+        &[4],
+        vec![Step::Nonlinear {
+            name: "t".into(),
+            input: 0,
+            output: 1,
+            op: NonlinearOp::Identity,
+            trunc_bits: 1,
+        }],
+        vec![t(&[4], 4), t(&[4], 2)],
+    );
+    assert_eq!(run_fixed(&p, &[-3, -4, 3, 5]).unwrap(), [-2, -2, 1, 2]);
+    let mut r = p.clone();
+    if let Step::Nonlinear { op, .. } = &mut r.steps[0] {
+        *op = NonlinearOp::Relu;
+    }
+    assert_eq!(run_fixed(&r, &[-3, -4, 3, 5]).unwrap(), [0, 0, 1, 2]);
+}
+
+#[test]
+fn maxpool_then_floor_window_order() {
+    // 1×3×4 input, k = 2, stride 2 → 1×1×2
+    let p = prog(
+        &[1, 3, 4],
+        vec![Step::Nonlinear {
+            name: "mp".into(),
+            input: 0,
+            output: 1,
+            op: NonlinearOp::MaxPool { k: 2, stride: 2 },
+            trunc_bits: 2,
+        }],
+        vec![t(&[1, 3, 4], 4), t(&[1, 1, 2], 2)],
+    );
+    let x = [-9, -7, 1, 2, -8, -6, 3, 11, 100, 100, 100, 100];
+    // windows: {-9,-7,-8,-6} → -6 → floor(-6/4) = -2; {1,2,3,11} → 11 → 2
+    assert_eq!(run_fixed(&p, &x).unwrap(), [-2, 2]);
+}
+
+#[test]
+fn add_shifts_and_sumpool() {
+    let p = prog(
+        &[1, 2, 2],
+        vec![
+            Step::SumPool {
+                name: "sp".into(),
+                input: 0,
+                output: 1,
+                k_h: 2,
+                k_w: 2,
+                stride: 1,
+            },
+            Step::Add {
+                name: "add".into(),
+                a: 1,
+                b: 1,
+                output: 2,
+                shift_a: 0,
+                shift_b: 3,
+            },
+        ],
+        vec![t(&[1, 2, 2], 2), t(&[1, 1, 1], 2), t(&[1, 1, 1], 5)],
+    );
+    assert_eq!(run_fixed(&p, &[1, 2, 3, -10]).unwrap(), [-4 + (-4 << 3)]);
+}

@@ -1,0 +1,523 @@
+//! End-to-end: torch-like ONNX models → IR (vs tract) → fixed point (vs float).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use nn::{
+    dequantise, import_bytes, plan_fixed_point, quantise_input, run_fixed, run_float, NnError, Op,
+    Program, Step, CANDIDATE_MODULI,
+};
+
+fn mlp(opset: i64) -> Vec<u8> {
+    let mut m = Mb::new(1);
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &["input"],
+        &["/Flatten_output_0"],
+        vec![common::a_int("axis", 1)],
+    );
+    m.gemm("fc1", "/Flatten_output_0", "/fc1/Gemm_output_0", 784, 128);
+    m.relu("relu1", "/fc1/Gemm_output_0", "/relu1/Relu_output_0");
+    m.gemm(
+        "fc2",
+        "/relu1/Relu_output_0",
+        "/fc2/Gemm_output_0",
+        128,
+        128,
+    );
+    m.relu("relu2", "/fc2/Gemm_output_0", "/relu2/Relu_output_0");
+    m.gemm("fc3", "/relu2/Relu_output_0", "logits", 128, 10);
+    m.finish("input", &[1, 28, 28], "logits", &[10], opset)
+}
+
+fn cnn(opset: i64) -> Vec<u8> {
+    let mut m = Mb::new(2);
+    m.conv(
+        "conv1",
+        "input",
+        "/conv1/Conv_output_0",
+        1,
+        4,
+        5,
+        2,
+        0,
+        true,
+    );
+    m.bn(
+        "bn1",
+        "/conv1/Conv_output_0",
+        "/bn1/BatchNormalization_output_0",
+        4,
+    );
+    m.relu(
+        "relu",
+        "/bn1/BatchNormalization_output_0",
+        "/relu/Relu_output_0",
+    );
+    m.node(
+        "MaxPool",
+        "/pool/MaxPool",
+        &["/relu/Relu_output_0"],
+        &["/pool/MaxPool_output_0"],
+        vec![
+            a_int("ceil_mode", 0),
+            a_ints("dilations", &[1, 1]),
+            a_ints("kernel_shape", &[2, 2]),
+            a_ints("pads", &[0, 0, 0, 0]),
+            a_ints("strides", &[2, 2]),
+        ],
+    );
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &["/pool/MaxPool_output_0"],
+        &["/Flatten_output_0"],
+        vec![a_int("axis", 1)],
+    );
+    m.gemm("fc", "/Flatten_output_0", "output", 144, 10);
+    m.finish("input", &[1, 28, 28], "output", &[10], opset)
+}
+
+fn residual(opset: i64) -> Vec<u8> {
+    let mut m = Mb::new(3);
+    m.conv("conv1", "input", "c1", 3, 4, 3, 1, 1, false);
+    m.bn("bn1", "c1", "b1", 4);
+    m.relu("relu", "b1", "r1");
+    m.conv("layer1.0.conv1", "r1", "c2", 4, 4, 3, 1, 1, false);
+    m.bn("layer1.0.bn1", "c2", "b2", 4);
+    m.relu("layer1.0.relu", "b2", "r2");
+    m.conv("layer1.0.conv2", "r2", "c3", 4, 4, 3, 1, 1, false);
+    m.bn("layer1.0.bn2", "c3", "b3", 4);
+    m.node(
+        "Add",
+        "/layer1/layer1.0/Add",
+        &["b3", "r1"],
+        &["sum"],
+        vec![],
+    );
+    m.relu("layer1.0.relu_1", "sum", "r3");
+    m.node(
+        "GlobalAveragePool",
+        "/avgpool/GlobalAveragePool",
+        &["r3"],
+        &["gap"],
+        vec![],
+    );
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &["gap"],
+        &["flat"],
+        vec![a_int("axis", 1)],
+    );
+    m.gemm("fc", "flat", "output", 4, 10);
+    m.finish("input", &[3, 8, 8], "output", &[10], opset)
+}
+
+fn square_net(opset: i64, pow: bool) -> Vec<u8> {
+    let mut m = Mb::new(4);
+    m.gemm("fc1", "input", "h", 64, 32);
+    if pow {
+        let two = "/Constant_output_0";
+        m.node(
+            "Constant",
+            "/Constant",
+            &[],
+            &[two],
+            vec![a_tensor("value", f32_tensor("", &[], &[2.0]))],
+        );
+        m.node("Pow", "/Pow", &["h", two], &["sq"], vec![]);
+    } else {
+        m.node("Mul", "/Mul", &["h", "h"], &["sq"], vec![]);
+    }
+    m.gemm("fc2", "sq", "output", 32, 10);
+    m.finish("input", &[64], "output", &[10], opset)
+}
+
+/// A CNN with AvgPool, Dropout/Identity, `x.view(x.size(0), -1)` shape arithmetic and a
+/// MatMul + Add bias instead of Gemm.
+fn cnn_matmul(opset: i64) -> Vec<u8> {
+    let mut m = Mb::new(5);
+    m.conv("features.0", "input", "c1", 2, 3, 3, 1, 1, true);
+    m.relu("features.1", "c1", "r1");
+    m.node(
+        "AveragePool",
+        "/features.2/AveragePool",
+        &["r1"],
+        &["ap"],
+        vec![
+            a_ints("kernel_shape", &[3, 3]),
+            a_ints("pads", &[0, 0, 0, 0]),
+            a_ints("strides", &[3, 3]),
+        ],
+    );
+    m.node("Dropout", "/Dropout", &["ap"], &["dr"], vec![]);
+    m.node("Identity", "/Identity", &["dr"], &["id"], vec![]);
+    m.node("Shape", "/Shape", &["id"], &["shp"], vec![]);
+    m.node(
+        "Constant",
+        "/Constant",
+        &[],
+        &["zero"],
+        vec![a_tensor("value", i64_tensor("", &[], &[0]))],
+    );
+    m.node(
+        "Gather",
+        "/Gather",
+        &["shp", "zero"],
+        &["bs"],
+        vec![a_int("axis", 0)],
+    );
+    m.node(
+        "Constant",
+        "/Constant_1",
+        &[],
+        &["ax"],
+        vec![a_tensor("value", i64_tensor("", &[1], &[0]))],
+    );
+    m.node("Unsqueeze", "/Unsqueeze", &["bs", "ax"], &["bs1"], vec![]);
+    m.node(
+        "Constant",
+        "/Constant_2",
+        &[],
+        &["m1"],
+        vec![a_tensor("value", i64_tensor("", &[1], &[-1]))],
+    );
+    m.node(
+        "Concat",
+        "/Concat",
+        &["bs1", "m1"],
+        &["newshape"],
+        vec![a_int("axis", 0)],
+    );
+    m.node(
+        "Reshape",
+        "/Reshape",
+        &["id", "newshape"],
+        &["flat"],
+        vec![],
+    );
+    let w = m.param("onnx::MatMul_30", &[27, 10], 27);
+    m.node("MatMul", "/fc/MatMul", &["flat", &w], &["mm"], vec![]);
+    let b = m.param("fc.bias", &[10], 27);
+    m.node("Add", "/fc/Add", &[&b, "mm"], &["output"], vec![]);
+    m.finish("input", &[2, 9, 9], "output", &[10], opset)
+}
+
+fn close(a: &[f32], b: &[f32], rel: f32) {
+    assert_eq!(a.len(), b.len());
+    let scale = b.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+    for (x, y) in a.iter().zip(b) {
+        assert!(
+            (x - y).abs() <= rel * scale,
+            "{x} vs {y} (scale {scale}): {a:?} vs {b:?}"
+        );
+    }
+}
+
+/// Float IR vs tract, then fixed point vs float: every logit within `tol·2^(12−s)` of the
+/// float one (relative to the largest float logit), and the same argmax unless the float top
+/// two are closer than that. Checked at s = 12 (p32) and for the automatic plan.
+fn check_model(bytes: &[u8], in_dims: &[usize], tol: f32) -> Program {
+    let net = import_bytes(bytes).unwrap();
+    assert_eq!(net.input_shape(), in_dims);
+    let len: usize = in_dims.iter().product();
+    let xs = random_inputs(99, 6, len);
+    for x in &xs[..3] {
+        close(&run_float(&net, x), &tract_run(bytes, in_dims, x), 1e-4);
+    }
+    let calib = random_inputs(7, 8, len);
+    let s12 = plan_fixed_point(&net, &calib, &CANDIDATE_MODULI[1..], 12, 12).unwrap();
+    let auto = plan_fixed_point(&net, &calib, CANDIDATE_MODULI, 6, 12).unwrap();
+    eprintln!(
+        "s = {} p = {} bounds (calibration bits, worst-case bits) {:?}",
+        auto.frac_bits,
+        auto.p,
+        auto.bounds
+            .iter()
+            .map(|b| (b.calibration_bits, b.worst_case_bits))
+            .collect::<Vec<_>>()
+    );
+    for prog in [&s12, &auto] {
+        let tol = tol * (1u32 << (12 - prog.frac_bits)) as f32;
+        for x in &xs {
+            let f = run_float(&net, x);
+            let y = dequantise(prog, &run_fixed(prog, &quantise_input(prog, x)).unwrap());
+            let scale = f.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+            for (a, b) in y.iter().zip(&f) {
+                assert!(
+                    (a - b).abs() <= tol * scale,
+                    "s = {}: fixed {y:?} vs float {f:?}",
+                    prog.frac_bits
+                );
+            }
+            let mut sorted = f.clone();
+            sorted.sort_by(|a, b| b.partial_cmp(a).unwrap());
+            if sorted[0] - sorted[1] > 2.0 * tol * scale {
+                assert_eq!(argmax(&y), argmax(&f));
+            }
+        }
+    }
+    auto
+}
+
+#[test]
+fn mlp_784_128_128_10() {
+    for opset in [13, 17] {
+        let bytes = mlp(opset);
+        let prog = check_model(&bytes, &[1, 28, 28], 0.01);
+        let kinds: Vec<&str> = prog
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Linear { .. } => "L",
+                Step::Nonlinear { .. } => "N",
+                _ => "?",
+            })
+            .collect();
+        assert_eq!(kinds, ["L", "N", "L", "N", "L"]);
+        for s in &prog.steps {
+            if let Step::Nonlinear { trunc_bits, .. } = s {
+                assert_eq!(*trunc_bits, prog.frac_bits);
+            }
+        }
+        assert_eq!(prog.tensors[prog.output].scale_bits, 2 * prog.frac_bits);
+        assert_eq!(prog.bounds.len(), 3);
+        assert!(prog
+            .bounds
+            .iter()
+            .all(|b| b.calibration_max <= b.worst_case));
+        assert!(prog.frac_bits >= 6);
+        eprintln!(
+            "mlp: s = {} p = {} ({}) bounds {:?}",
+            prog.frac_bits,
+            prog.p,
+            prog.preset,
+            prog.bounds
+                .iter()
+                .map(|b| (b.calibration_bits, b.worst_case_bits))
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn small_cnn_with_bn() {
+    let bytes = cnn(17);
+    let net = import_bytes(&bytes).unwrap();
+    let ops: Vec<&str> = net.nodes.iter().map(|n| n.op.kind()).collect();
+    assert_eq!(ops, ["Conv", "Relu", "MaxPool", "Flatten", "Linear"]);
+    let prog = check_model(&bytes, &[1, 28, 28], 0.01);
+    let nl: Vec<(nn::NonlinearOp, u32)> = prog
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Nonlinear { op, trunc_bits, .. } => Some((*op, *trunc_bits)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        nl,
+        [
+            (nn::NonlinearOp::Relu, prog.frac_bits),
+            (nn::NonlinearOp::MaxPool { k: 2, stride: 2 }, 0)
+        ]
+    );
+    check_model(&cnn(13), &[1, 28, 28], 0.01);
+}
+
+#[test]
+fn residual_block() {
+    let bytes = residual(17);
+    let prog = check_model(&bytes, &[3, 8, 8], 0.01);
+    // the residual Add aligns the relu output (s) to the conv output (2s)
+    let add = prog.steps.iter().find_map(|s| match s {
+        Step::Add {
+            shift_a, shift_b, ..
+        } => Some((*shift_a, *shift_b)),
+        _ => None,
+    });
+    assert_eq!(add, Some((0, prog.frac_bits)));
+    assert!(prog.steps.iter().any(|s| matches!(
+        s,
+        Step::SumPool {
+            k_h: 8,
+            k_w: 8,
+            stride: 1,
+            ..
+        }
+    )));
+    check_model(&residual(13), &[3, 8, 8], 0.01);
+}
+
+#[test]
+fn square_activation() {
+    for (opset, pow) in [(13, false), (17, true)] {
+        let bytes = square_net(opset, pow);
+        let prog = check_model(&bytes, &[64], 0.01);
+        let kinds: Vec<String> = prog
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Linear { .. } => "L".into(),
+                Step::Square { .. } => "S".into(),
+                Step::Nonlinear { trunc_bits, .. } => format!("T{trunc_bits}"),
+                _ => "?".into(),
+            })
+            .collect();
+        let s = prog.frac_bits;
+        assert_eq!(
+            kinds,
+            [
+                "L".to_string(),
+                format!("T{s}"),
+                "S".into(),
+                format!("T{s}"),
+                "L".into()
+            ]
+        );
+    }
+}
+
+#[test]
+fn matmul_bias_avgpool_reshape() {
+    let bytes = cnn_matmul(17);
+    let net = import_bytes(&bytes).unwrap();
+    let ops: Vec<&str> = net.nodes.iter().map(|n| n.op.kind()).collect();
+    assert_eq!(ops, ["Conv", "Relu", "AvgPool", "Flatten", "Linear"]);
+    let prog = check_model(&bytes, &[2, 9, 9], 0.01);
+    // the 1/9 of the average pool is folded into the Linear: no extra truncation
+    assert!(prog.steps.iter().all(|s| !matches!(
+        s,
+        Step::Nonlinear {
+            op: nn::NonlinearOp::Identity,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn bn_folding_matches_unfused() {
+    // same conv with and without the BN node; apply BN by hand to the latter
+    let mut with = Mb::new(11);
+    with.conv("conv", "input", "c", 2, 3, 3, 1, 1, true);
+    with.bn("bn", "c", "out", 3);
+    let inits = with.inits.clone();
+    let bytes_bn = with.finish("input", &[2, 6, 6], "out", &[3, 6, 6], 17);
+    let mut without = Mb::new(11);
+    without.conv("conv", "input", "c", 2, 3, 3, 1, 1, true);
+    let bytes = without.finish("input", &[2, 6, 6], "c", &[3, 6, 6], 17);
+    let get = |name: &str| -> Vec<f32> {
+        let t = inits.iter().find(|t| t.name == name).unwrap();
+        t.raw_data
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let (g, b, mu, var) = (
+        get("bn.weight"),
+        get("bn.bias"),
+        get("bn.running_mean"),
+        get("bn.running_var"),
+    );
+    let folded = import_bytes(&bytes_bn).unwrap();
+    assert_eq!(folded.nodes.len(), 1);
+    let plain = import_bytes(&bytes).unwrap();
+    for x in random_inputs(5, 4, 72) {
+        let y = run_float(&plain, &x);
+        let want: Vec<f32> = y
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let c = i / 36;
+                (v - mu[c]) / (var[c] + 1e-5).sqrt() * g[c] + b[c]
+            })
+            .collect();
+        close(&run_float(&folded, &x), &want, 1e-5);
+        close(
+            &run_float(&folded, &x),
+            &tract_run(&bytes_bn, &[2, 6, 6], &x),
+            1e-5,
+        );
+    }
+}
+
+#[test]
+fn bn_after_gemm_folds() {
+    let mut m = Mb::new(12);
+    m.gemm("fc", "input", "h", 16, 8);
+    m.bn("bn", "h", "out", 8);
+    let bytes = m.finish("input", &[16], "out", &[8], 13);
+    let net = import_bytes(&bytes).unwrap();
+    assert_eq!(net.nodes.len(), 1);
+    let x = &random_inputs(1, 1, 16)[0];
+    close(&run_float(&net, x), &tract_run(&bytes, &[16], x), 1e-4);
+}
+
+#[test]
+fn overflow_when_p_too_small() {
+    let net = import_bytes(&mlp(13)).unwrap();
+    let calib = random_inputs(7, 4, 784);
+    match plan_fixed_point(&net, &calib, &[(12289, "tiny")], 6, 12) {
+        Err(NnError::Overflow {
+            layer,
+            needed_bits,
+            p_bits,
+        }) => {
+            assert_eq!(p_bits, 14);
+            assert!(needed_bits > 14);
+            assert!(!layer.is_empty());
+        }
+        other => panic!("expected Overflow, got {other:?}"),
+    }
+    // running a program whose p is too small is caught at run time too
+    let mut prog = plan_fixed_point(&net, &calib, CANDIDATE_MODULI, 6, 12).unwrap();
+    prog.p = 12289;
+    let x = quantise_input(&prog, &calib[0]);
+    assert!(matches!(
+        run_fixed(&prog, &x),
+        Err(NnError::RangeExceeded { .. })
+    ));
+}
+
+#[test]
+fn smallest_modulus_preferred_and_s_monotone() {
+    let net = import_bytes(&mlp(13)).unwrap();
+    let calib = random_inputs(7, 4, 784);
+    let p20 = plan_fixed_point(&net, &calib, &CANDIDATE_MODULI[..1], 6, 12).unwrap();
+    let p32 = plan_fixed_point(&net, &calib, &CANDIDATE_MODULI[1..], 6, 12).unwrap();
+    let both = plan_fixed_point(&net, &calib, CANDIDATE_MODULI, 6, 12).unwrap();
+    assert_eq!(both.p, 1_032_193);
+    assert_eq!(both.preset, "n8192");
+    assert_eq!(both.frac_bits, p20.frac_bits);
+    assert!(p32.frac_bits >= p20.frac_bits);
+    assert_eq!(p32.frac_bits, 12);
+}
+
+#[test]
+fn ir_network_structure() {
+    let net = import_bytes(&residual(17)).unwrap();
+    let ops: Vec<&str> = net.nodes.iter().map(|n| n.op.kind()).collect();
+    assert_eq!(
+        ops,
+        [
+            "Conv",
+            "Relu",
+            "Conv",
+            "Relu",
+            "Conv",
+            "Add",
+            "Relu",
+            "GlobalAvgPool",
+            "Flatten",
+            "Linear"
+        ]
+    );
+    assert!(
+        matches!(net.nodes[0].op, Op::Conv { shape, .. } if shape.padding == kernels::Padding::Same)
+    );
+    assert_eq!(net.nodes[0].name, "/conv1/Conv");
+    assert_eq!(net.shape(net.output), [10]);
+}
