@@ -10,6 +10,7 @@ mod bench_matvec;
 mod bench_nonlinear;
 mod bench_ops;
 mod demo;
+mod infer;
 mod samples;
 mod timing;
 mod twoparty;
@@ -39,6 +40,9 @@ enum Cmd {
     /// A server and a client over loopback TCP for the sample matvec and conv layers,
     /// every method; results checked against the plaintext reference.
     Demo(demo::DemoArgs),
+    /// Private inference of a whole network (ONNX, or a built-in one), client and
+    /// server over loopback TCP, checked against the plaintext fixed-point reference.
+    Infer(infer::InferArgs),
     /// Serve linear layers to clients over TCP (concurrent sessions).
     Server(twoparty::ServerArgs),
     /// Query a `helina server` with a private input.
@@ -87,6 +91,7 @@ fn main() {
     }
     let result = match cli.cmd {
         Cmd::Demo(a) => demo::run(&a),
+        Cmd::Infer(a) => infer::run(&a),
         Cmd::Server(a) => twoparty::server(&a),
         Cmd::Client(a) => twoparty::client(&a),
         Cmd::Bench { what } => match what {

@@ -11,10 +11,12 @@
 //!   [`reference::run_float`] is the float reference.
 
 pub mod error;
+pub mod export;
 pub mod ir;
 pub mod onnx;
 pub mod quant;
 pub mod reference;
+pub mod zoo;
 
 pub use error::{NnError, Unsupported};
 pub use ir::{Network, Node, Op, TensorDesc, TensorId};

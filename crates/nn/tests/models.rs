@@ -81,39 +81,7 @@ fn cnn(opset: i64) -> Vec<u8> {
 }
 
 fn residual(opset: i64) -> Vec<u8> {
-    let mut m = Mb::new(3);
-    m.conv("conv1", "input", "c1", 3, 4, 3, 1, 1, false);
-    m.bn("bn1", "c1", "b1", 4);
-    m.relu("relu", "b1", "r1");
-    m.conv("layer1.0.conv1", "r1", "c2", 4, 4, 3, 1, 1, false);
-    m.bn("layer1.0.bn1", "c2", "b2", 4);
-    m.relu("layer1.0.relu", "b2", "r2");
-    m.conv("layer1.0.conv2", "r2", "c3", 4, 4, 3, 1, 1, false);
-    m.bn("layer1.0.bn2", "c3", "b3", 4);
-    m.node(
-        "Add",
-        "/layer1/layer1.0/Add",
-        &["b3", "r1"],
-        &["sum"],
-        vec![],
-    );
-    m.relu("layer1.0.relu_1", "sum", "r3");
-    m.node(
-        "GlobalAveragePool",
-        "/avgpool/GlobalAveragePool",
-        &["r3"],
-        &["gap"],
-        vec![],
-    );
-    m.node(
-        "Flatten",
-        "/Flatten",
-        &["gap"],
-        &["flat"],
-        vec![a_int("axis", 1)],
-    );
-    m.gemm("fc", "flat", "output", 4, 10);
-    m.finish("input", &[3, 8, 8], "output", &[10], opset)
+    nn::zoo::tiny_resnet(3, opset)
 }
 
 fn square_net(opset: i64, pow: bool) -> Vec<u8> {

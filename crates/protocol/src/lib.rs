@@ -17,6 +17,7 @@
 
 mod client;
 mod msg;
+pub mod network;
 mod plan;
 mod server;
 

@@ -142,19 +142,25 @@ pub fn serve<C: Channel>(
 ) -> Result<ServerOutcome> {
     let r = serve_inner(ch, params, model, link);
     if let Err(e) = &r {
-        let reason = match e {
-            ProtocolError::Version { .. } => AbortReason::Version,
-            ProtocolError::Params { .. } => AbortReason::Params,
-            ProtocolError::Plan | ProtocolError::NoMethod { .. } => AbortReason::Plan,
-            ProtocolError::Malformed { .. } | ProtocolError::Unexpected { .. } => {
-                AbortReason::Malformed
-            }
-            ProtocolError::Net(_) | ProtocolError::PeerAborted(_) => return r,
-            _ => AbortReason::Internal,
-        };
-        let _ = send(ch, &Msg::Abort(reason));
+        abort(ch, e);
     }
     r
+}
+
+/// Tells the peer, coarsely, why this side stops (nothing when the transport failed
+/// or the peer itself aborted).
+pub(crate) fn abort<C: Channel>(ch: &mut C, e: &ProtocolError) {
+    let reason = match e {
+        ProtocolError::Version { .. } => AbortReason::Version,
+        ProtocolError::Params { .. } => AbortReason::Params,
+        ProtocolError::Plan | ProtocolError::NoMethod { .. } => AbortReason::Plan,
+        ProtocolError::Malformed { .. } | ProtocolError::Unexpected { .. } => {
+            AbortReason::Malformed
+        }
+        ProtocolError::Net(_) | ProtocolError::PeerAborted(_) => return,
+        _ => AbortReason::Internal,
+    };
+    let _ = send(ch, &Msg::Abort(reason));
 }
 
 type Server = Counting<Bfv>;

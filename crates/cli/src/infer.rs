@@ -1,0 +1,374 @@
+//! `helina infer`: private inference of a whole network from an ONNX model (or a
+//! built-in one, `--net`), with the client and the server in two threads over loopback
+//! TCP running the same protocol code as two machines would. Prints per input the
+//! dequantised logits and the argmax, checks them bit for bit against the plaintext
+//! fixed-point reference and reports the float model's argmax, and a per-layer report.
+
+use std::net::TcpListener;
+use std::thread;
+use std::time::Duration;
+
+use clap::Args;
+use he::Params;
+use net::{TcpChannel, DEFAULT_MAX_FRAME};
+use protocol::network::{infer_client, serve_network, StepReport};
+use protocol::{LayerMethod, LayerShape};
+use serde::Serialize;
+
+use crate::twoparty::LinkArgs;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+#[derive(Args)]
+pub struct InferArgs {
+    /// The model (ONNX, as exported by torch.onnx.export).
+    #[arg(long, conflicts_with = "net")]
+    model: Option<String>,
+    /// A built-in network instead (seeded public weights): mlp, mnist-a, mnist-d.
+    #[arg(long)]
+    net: Option<String>,
+    /// Inputs: .npy of float32/float64 with the batch dimension first and the model's
+    /// input shape after it. Default with `--net`: seeded random inputs.
+    #[arg(long)]
+    input: Option<String>,
+    /// At most this many inputs.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Method for every linear layer it applies to (e.g. gala, heliks, ensei), or auto.
+    #[arg(long, default_value = "auto")]
+    method: String,
+    /// Parameter preset, or auto (the smallest plaintext modulus the model fits).
+    #[arg(long, default_value = "auto")]
+    params: String,
+    /// Smallest acceptable number of fractional bits.
+    #[arg(long, default_value_t = nn::DEFAULT_MIN_FRAC_BITS)]
+    min_frac_bits: u32,
+    /// Largest number of fractional bits tried.
+    #[arg(long, default_value_t = nn::DEFAULT_MAX_FRAC_BITS)]
+    max_frac_bits: u32,
+    /// Calibration inputs (.npy like --input) for choosing the scale; default: the inputs.
+    #[arg(long)]
+    calibration: Option<String>,
+    /// Who garbles the nonlinear layers: server or client.
+    #[arg(long, default_value = "server")]
+    garbler: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    link: LinkArgs,
+}
+
+/// Reads an .npy of floats with the batch dimension first; returns the samples.
+pub fn read_batch(path: &str, sample: &[usize]) -> Res<Vec<Vec<f32>>> {
+    let open = || -> Res<npyz::NpyFile<std::io::BufReader<std::fs::File>>> {
+        Ok(npyz::NpyFile::new(std::io::BufReader::new(
+            std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?,
+        ))
+        .map_err(|e| format!("{path}: {e}"))?)
+    };
+    let shape: Vec<usize> = open()?.shape().iter().map(|&d| d as usize).collect();
+    let data: Vec<f32> = match open()?.into_vec::<f32>() {
+        Ok(v) => v,
+        Err(_) => open()?
+            .into_vec::<f64>()
+            .map_err(|_| format!("{path}: expected float32 or float64"))?
+            .into_iter()
+            .map(|v| v as f32)
+            .collect(),
+    };
+    let len: usize = sample.iter().product();
+    let batched = shape.len() == sample.len() + 1 && shape[1..] == *sample;
+    let single = shape == sample;
+    if !(batched || single) || len == 0 {
+        return Err(format!(
+            "{path}: shape {shape:?}; the model takes [batch, {}]",
+            sample
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+        .into());
+    }
+    if let Some(bad) = data.iter().find(|v| !v.is_finite()) {
+        return Err(format!("{path}: value {bad} is not finite").into());
+    }
+    Ok(data.chunks(len).map(<[f32]>::to_vec).collect())
+}
+
+#[derive(Serialize)]
+struct Output {
+    logits: Vec<f32>,
+    argmax: usize,
+    float_argmax: usize,
+    matches_fixed_reference: bool,
+    total_ms: f64,
+    total_bytes: u64,
+    online_ms: f64,
+    online_bytes: u64,
+    offline_ms: f64,
+    offline_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct Layer {
+    layer: String,
+    kind: String,
+    shape: Vec<usize>,
+    method: String,
+    server_ms: f64,
+    client_ms: f64,
+    offline_ms: f64,
+    bytes_up: u64,
+    bytes_down: u64,
+    online_bytes: u64,
+    rounds: u64,
+    counts: he::OpCounts,
+    and_gates: u64,
+    noise_budget_left: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    params: String,
+    p: u64,
+    frac_bits: u32,
+    setup_ms: f64,
+    setup_bytes: u64,
+    outputs: Vec<Output>,
+    layers: Vec<Layer>,
+}
+
+fn argmax(v: &[f32]) -> usize {
+    v.iter()
+        .enumerate()
+        .fold(0, |best, (i, &x)| if x > v[best] { i } else { best })
+}
+
+fn merge(c: &StepReport, s: &StepReport) -> Layer {
+    Layer {
+        layer: c.layer.clone(),
+        kind: c.kind.clone(),
+        shape: c.shape.clone(),
+        method: if c.method.is_empty() {
+            s.method.clone()
+        } else {
+            c.method.clone()
+        },
+        server_ms: s.ms,
+        client_ms: c.ms,
+        offline_ms: c.offline_ms.max(s.offline_ms),
+        bytes_up: c.bytes_sent,
+        bytes_down: c.bytes_received,
+        online_bytes: c.online_bytes,
+        rounds: c.rounds,
+        counts: s.counts,
+        and_gates: c.and_gates,
+        noise_budget_left: c.noise_budget,
+    }
+}
+
+pub fn run(a: &InferArgs) -> Res<()> {
+    let (name, bytes) = match (&a.model, &a.net) {
+        (Some(path), None) => (
+            path.clone(),
+            std::fs::read(path).map_err(|e| format!("{path}: {e}"))?,
+        ),
+        (None, Some(n)) => (
+            n.clone(),
+            nn::zoo::onnx(n, 1).ok_or_else(|| {
+                format!(
+                    "unknown network `{n}`: {}",
+                    nn::zoo::NETS
+                        .iter()
+                        .map(|(n, _, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?,
+        ),
+        _ => return Err("give --model m.onnx or --net NAME".into()),
+    };
+    let network = nn::import_bytes(&bytes)?;
+    let sample = network.input_shape().to_vec();
+    let mut inputs = match &a.input {
+        Some(path) => read_batch(path, &sample)?,
+        None if a.net.is_some() => {
+            use rand::{Rng, SeedableRng};
+            let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(7);
+            let len: usize = sample.iter().product();
+            (0..a.limit.unwrap_or(1))
+                .map(|_| (0..len).map(|_| r.random_range(0.0f32..1.0)).collect())
+                .collect()
+        }
+        None => return Err("--input x.npy is needed with --model".into()),
+    };
+    if let Some(n) = a.limit {
+        inputs.truncate(n);
+    }
+    if inputs.is_empty() {
+        return Err("no inputs".into());
+    }
+    let calibration = match &a.calibration {
+        Some(path) => read_batch(path, &sample)?,
+        None => inputs.clone(),
+    };
+    let candidates: Vec<(u64, &str)> = match a.params.as_str() {
+        "auto" => nn::CANDIDATE_MODULI.to_vec(),
+        preset => {
+            let p = Params::preset(preset)?;
+            vec![(p.p(), preset)]
+        }
+    };
+    let prog = nn::plan_fixed_point(
+        &network,
+        &calibration,
+        &candidates,
+        a.min_frac_bits,
+        a.max_frac_bits,
+    )?;
+    let params = Params::preset(if prog.preset.is_empty() {
+        "n8192"
+    } else {
+        &prog.preset
+    })?;
+    let method = a.method.clone();
+    if method != "auto"
+        && kernels::Method::parse(&method).is_none()
+        && kernels::ConvMethod::parse(&method).is_none()
+    {
+        return Err(format!("unknown method `{method}`").into());
+    }
+    let fixed = move |s: &LayerShape| -> Option<LayerMethod> {
+        if method == "auto" {
+            None
+        } else {
+            LayerMethod::parse(s, &method)
+        }
+    };
+    let garbler: gc::Garbler = a.garbler.parse()?;
+    let link = a.link.link()?;
+    let timeout = Duration::from_secs(a.link.timeout.max(600));
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?.to_string();
+    let (sp, sprog) = (params.clone(), prog.clone());
+    let server = thread::spawn(move || -> Result<_, String> {
+        let (stream, _) = listener.accept().map_err(|e| e.to_string())?;
+        let mut ch =
+            TcpChannel::new(stream, DEFAULT_MAX_FRAME, timeout, link).map_err(|e| e.to_string())?;
+        serve_network(&mut ch, &sp, &sprog, &fixed, &link, garbler).map_err(|e| e.to_string())
+    });
+    let mut ch = TcpChannel::connect(&addr, DEFAULT_MAX_FRAME, timeout, link)?;
+    let xq: Vec<Vec<i64>> = inputs
+        .iter()
+        .map(|x| nn::quantise_input(&prog, x))
+        .collect();
+    let pb = crate::timing::progress(prog.steps.len() as u64, "private inference");
+    let client = infer_client(&mut ch, &params, &xq, garbler, &mut |i, _| {
+        pb.set_position(i as u64)
+    });
+    pb.finish_and_clear();
+    let srv = server.join().map_err(|_| "the server thread panicked")?;
+    let client = client?;
+    let srv = srv.map_err(|e| format!("server: {e}"))?;
+    let mut outputs = Vec::new();
+    for ((x, xq), (y, rep)) in inputs.iter().zip(&xq).zip(&client.outputs) {
+        let want = nn::run_fixed(&prog, xq)?;
+        let logits = nn::dequantise(&prog, y);
+        let float = nn::run_float(&network, x);
+        let t = rep.traffic;
+        let b = |c: net::Counters| c.bytes_sent + c.bytes_received;
+        outputs.push(Output {
+            argmax: argmax(&logits),
+            float_argmax: argmax(&float),
+            matches_fixed_reference: &want == y,
+            logits,
+            total_ms: rep.offline_ms + rep.online_ms,
+            total_bytes: b(t.offline) + b(t.online),
+            online_ms: rep.online_ms,
+            online_bytes: b(t.online),
+            offline_ms: rep.offline_ms,
+            offline_bytes: b(t.offline),
+        });
+    }
+    let layers: Vec<Layer> = match (client.outputs.first(), srv.inferences.first()) {
+        (Some((_, c)), Some(s)) => c
+            .steps
+            .iter()
+            .zip(&s.steps)
+            .map(|(c, s)| merge(c, s))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let report = Report {
+        model: name,
+        params: params.name().to_string(),
+        p: prog.p,
+        frac_bits: prog.frac_bits,
+        setup_ms: client.setup_ms,
+        setup_bytes: client.setup.bytes_sent + client.setup.bytes_received,
+        outputs,
+        layers,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    if report.outputs.iter().any(|o| !o.matches_fixed_reference) {
+        return Err("a private result differs from the plaintext fixed-point reference".into());
+    }
+    Ok(())
+}
+
+fn print_report(r: &Report) {
+    let mb = |b: u64| b as f64 / 1e6;
+    println!(
+        "helina infer: {} ({}, p = {}, {} fractional bits); setup {:.1} ms, {:.2} MB (keys, weight encoding)",
+        r.model, r.params, r.p, r.frac_bits, r.setup_ms, mb(r.setup_bytes)
+    );
+    for (i, o) in r.outputs.iter().enumerate() {
+        let shown: Vec<String> = o
+            .logits
+            .iter()
+            .take(10)
+            .map(|v| format!("{v:.3}"))
+            .collect();
+        println!(
+            "  input {i}: argmax {} (float model: {}), equals the fixed-point reference: {}; {:.1} ms, {:.2} MB ({:.1} ms, {:.2} MB online)",
+            o.argmax,
+            o.float_argmax,
+            if o.matches_fixed_reference { "yes" } else { "NO" },
+            o.total_ms,
+            mb(o.total_bytes),
+            o.online_ms,
+            mb(o.online_bytes)
+        );
+        println!("    logits: [{}]", shown.join(", "));
+    }
+    println!(
+        "  {:<24} {:<9} {:<14} {:<11} {:>9} {:>9} {:>9} {:>10} {:>10} {:>6} {:>6} {:>6} {:>9} {:>6}",
+        "layer", "kind", "shape", "method", "server ms", "client ms", "offl. ms", "up B", "down B", "rounds", "Perm", "ScMult", "AND", "budget"
+    );
+    for l in &r.layers {
+        println!(
+            "  {:<24} {:<9} {:<14} {:<11} {:>9.1} {:>9.1} {:>9.1} {:>10} {:>10} {:>6} {:>6} {:>6} {:>9} {:>6}",
+            l.layer.chars().take(24).collect::<String>(),
+            l.kind,
+            format!("{:?}", l.shape),
+            l.method,
+            l.server_ms,
+            l.client_ms,
+            l.offline_ms,
+            l.bytes_up,
+            l.bytes_down,
+            l.rounds,
+            l.counts.perm + l.counts.hst_perm,
+            l.counts.sc_mult,
+            l.and_gates,
+            l.noise_budget_left.map(|b| b.to_string()).unwrap_or_default()
+        );
+    }
+}

@@ -1,0 +1,920 @@
+//! Private inference of a whole network ([`nn::Program`]): the server holds the
+//! weights, the client the input; every tensor lives as additive shares mod p between
+//! them, and the steps run in order:
+//! - Linear / Conv: the client encrypts its share x_C in the packing the layer's method
+//!   wants; the server runs the kernel and `share_output` on it and adds, in cleartext,
+//!   W·x_S + b to its own share. By linearity W·(x_C + x_S) = W·x_C + W·x_S, so this is
+//!   the server adding its share to the query (GAZELLE's HomRec) without an HE
+//!   operation or any extra noise; for ENSEI layers likewise (the transform is linear).
+//! - Nonlinear (ReLU, MaxPool, truncation): the garbled-circuit step of `gc`; garbling and
+//!   the random OTs run in the offline phase, before the input is known. MaxPool windows
+//!   are gathered from the share vectors in the order `nn` documents (row-major within
+//!   a window), by both parties alike.
+//! - Square: GAZELLE's interactive Square ([`kernels::SquarePlan`]).
+//! - SumPool, Add: local on each party's shares.
+//! - At the end the server sends its share of the output; only the client learns it.
+//!
+//! Session: `NetHello` (version, params) → `NetPlan` (the architecture without
+//! weights, and one method per linear step) → `Setup` (keys for every step) → the
+//! server encodes every layer's weights (setup) → per input: offline (flooding zeros,
+//! garbling + OTs for every nonlinear step) → `Ready` → online steps → `Share` → after
+//! the last input `Close`.
+
+use std::time::Instant;
+
+use gc::{ClientPre, Garbler, NonlinSpec, Nonlinear, ServerPre};
+use he::{Backend, Bfv, Counting, OpCounts, Params};
+use kernels::{FloodPool, LinearLayer, SquarePlan};
+use net::{Channel, Counters, Link};
+use nn::{NonlinearOp, Program, Step};
+use serde::{Deserialize, Serialize};
+
+use crate::msg::{
+    recv, send, unexpected, LayerShape, LayerSpec, Msg, ProtocolError, Result, PROTOCOL_VERSION,
+};
+use crate::plan::{choose, Plan};
+use crate::server::PhaseCounters;
+
+/// Cost of one step of one inference, from one party's point of view.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StepReport {
+    /// Step name (the ONNX node).
+    pub layer: String,
+    /// What kind of step.
+    pub kind: String,
+    /// Output shape.
+    pub shape: Vec<usize>,
+    /// Method (linear steps), `gc` or `local`.
+    pub method: String,
+    /// This party's wall-clock time in the step, ms (online part).
+    pub ms: f64,
+    /// This party's offline time for the step (flooding zeros, garbling, OTs), ms.
+    pub offline_ms: f64,
+    /// Bytes this party sent in the step (offline + online).
+    pub bytes_sent: u64,
+    /// Bytes this party received in the step (offline + online).
+    pub bytes_received: u64,
+    /// Online bytes (both directions).
+    pub online_bytes: u64,
+    /// Flights this party sent (online).
+    pub rounds: u64,
+    /// HE operations (server side).
+    pub counts: OpCounts,
+    /// AND gates of the garbled circuit.
+    pub and_gates: u64,
+    /// Smallest noise budget left in a response (client side).
+    pub noise_budget: Option<u32>,
+}
+
+/// One inference as one party saw it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct InferenceReport {
+    /// Per step.
+    pub steps: Vec<StepReport>,
+    /// Traffic of the offline and online phases (`setup` is the session's).
+    pub traffic: PhaseCounters,
+    /// Offline time, ms.
+    pub offline_ms: f64,
+    /// Online time, ms.
+    pub online_ms: f64,
+}
+
+/// The client's result.
+#[derive(Clone, Debug, Default)]
+pub struct ClientNetOutcome {
+    /// Per input: the output in fixed point (centred), and the report.
+    pub outputs: Vec<(Vec<i64>, InferenceReport)>,
+    /// The session's setup traffic (handshake, plan, keys).
+    pub setup: Counters,
+    /// Setup time (including the server's weight encoding), ms.
+    pub setup_ms: f64,
+    /// The plan the server chose (per step, `Some` for HE steps).
+    pub methods: Vec<Option<LayerSpec>>,
+}
+
+/// The server's result.
+#[derive(Clone, Debug, Default)]
+pub struct ServerNetOutcome {
+    /// Per input.
+    pub inferences: Vec<InferenceReport>,
+    /// Setup traffic.
+    pub setup: Counters,
+    /// Setup time (weight encoding), ms.
+    pub setup_ms: f64,
+}
+
+/// What the session messages carry.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum NetMsg {
+    /// Client: start a network session for `inputs` inputs.
+    Hello {
+        /// Protocol version.
+        version: u32,
+        /// Parameter hash (includes the NTT backend).
+        params_hash: String,
+        /// Number of inputs.
+        inputs: u32,
+    },
+    /// Server: the architecture (weights removed) and a method per HE step.
+    Plan {
+        /// The program without weights.
+        program: Program,
+        /// Per step: the linear layer's plan.
+        methods: Vec<Option<LayerSpec>>,
+    },
+}
+
+fn send_net<C: Channel>(ch: &mut C, m: &NetMsg) -> Result<()> {
+    let bytes = bincode_encode(m)?;
+    Ok(ch.send(&bytes)?)
+}
+
+fn recv_net<C: Channel>(ch: &mut C) -> Result<NetMsg> {
+    let frame = ch.recv()?;
+    use bincode::Options;
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .with_limit(frame.len() as u64)
+        .deserialize(&frame)
+        .map_err(|e| match crate::msg::decode(&frame) {
+            Ok(Msg::Abort(r)) => ProtocolError::PeerAborted(r),
+            _ => ProtocolError::Malformed {
+                detail: e.to_string(),
+            },
+        })
+}
+
+fn bincode_encode<T: Serialize>(m: &T) -> Result<Vec<u8>> {
+    use bincode::Options;
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .serialize(m)
+        .map_err(|e| ProtocolError::Malformed {
+            detail: e.to_string(),
+        })
+}
+
+/// The program without its weights (what the client may see: the architecture).
+pub fn architecture(prog: &Program) -> Program {
+    let mut a = prog.clone();
+    for s in &mut a.steps {
+        match s {
+            Step::Linear { weight, bias, .. } | Step::Conv { weight, bias, .. } => {
+                weight.clear();
+                bias.clear();
+            }
+            _ => {}
+        }
+    }
+    a.bounds.clear();
+    a
+}
+
+fn gc_spec(prog: &Program, input: usize, op: NonlinearOp, trunc_bits: u32) -> Result<NonlinSpec> {
+    let t = &prog.tensors[input];
+    let (op, count) = match op {
+        NonlinearOp::Relu => (Nonlinear::Relu, t.len()),
+        NonlinearOp::Identity => (Nonlinear::Identity, t.len()),
+        NonlinearOp::MaxPool { k, stride } => {
+            let (c, h, w) = chw(&t.shape)?;
+            let (oh, ow) = ((h - k) / stride + 1, (w - k) / stride + 1);
+            (Nonlinear::MaxPool { window: k * k }, c * oh * ow)
+        }
+    };
+    Ok(NonlinSpec {
+        p: prog.p,
+        op,
+        trunc_bits,
+        count,
+    })
+}
+
+fn chw(shape: &[usize]) -> Result<(usize, usize, usize)> {
+    match shape {
+        [c, h, w] => Ok((*c, *h, *w)),
+        _ => Err(ProtocolError::Malformed {
+            detail: format!("pooling needs a C×H×W tensor, got shape {shape:?}"),
+        }),
+    }
+}
+
+/// Gathers the k×k windows (row-major within a window) of a C×H×W share vector.
+fn gather_windows(shape: &[usize], k: usize, stride: usize, v: &[u64]) -> Result<Vec<u64>> {
+    let (c, h, w) = chw(shape)?;
+    let (oh, ow) = ((h - k) / stride + 1, (w - k) / stride + 1);
+    let mut out = Vec::with_capacity(c * oh * ow * k * k);
+    for ch in 0..c {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                for dy in 0..k {
+                    for dx in 0..k {
+                        out.push(v[(ch * h + oy * stride + dy) * w + ox * stride + dx]);
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Window sums (k_h×k_w, stride) of a C×H×W share vector mod p.
+fn sum_pool(
+    shape: &[usize],
+    k_h: usize,
+    k_w: usize,
+    stride: usize,
+    v: &[u64],
+    p: u64,
+) -> Result<Vec<u64>> {
+    let (c, h, w) = chw(shape)?;
+    let (oh, ow) = ((h - k_h) / stride + 1, (w - k_w) / stride + 1);
+    let mut out = Vec::with_capacity(c * oh * ow);
+    for ch in 0..c {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let mut s: u128 = 0;
+                for dy in 0..k_h {
+                    for dx in 0..k_w {
+                        s += v[(ch * h + oy * stride + dy) * w + ox * stride + dx] as u128;
+                    }
+                }
+                out.push((s % p as u128) as u64);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn shift_add(a: &[u64], sa: u32, b: &[u64], sb: u32, p: u64) -> Vec<u64> {
+    let (fa, fb) = ((1u128 << sa) % p as u128, (1u128 << sb) % p as u128);
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| ((x as u128 * fa + y as u128 * fb) % p as u128) as u64)
+        .collect()
+}
+
+fn layer_shape(step: &Step) -> Option<LayerShape> {
+    match step {
+        Step::Linear { rows, cols, .. } => Some(LayerShape::Matvec {
+            rows: *rows,
+            cols: *cols,
+        }),
+        Step::Conv { shape, .. } => Some(LayerShape::Conv(*shape)),
+        _ => None,
+    }
+}
+
+fn kind(step: &Step) -> &'static str {
+    match step {
+        Step::Linear { .. } => "linear",
+        Step::Conv { .. } => "conv",
+        Step::Nonlinear {
+            op: NonlinearOp::Relu,
+            ..
+        } => "relu",
+        Step::Nonlinear {
+            op: NonlinearOp::MaxPool { .. },
+            ..
+        } => "maxpool",
+        Step::Nonlinear {
+            op: NonlinearOp::Identity,
+            ..
+        } => "truncate",
+        Step::Square { .. } => "square",
+        Step::SumPool { .. } => "sumpool",
+        Step::Add { .. } => "add",
+    }
+}
+
+/// W·x + b in cleartext mod p for the server's own share (x in [0, p)).
+fn clear_linear(step: &Step, x: &[u64], p: u64) -> Vec<u64> {
+    let xi: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+    let (acc, bias, per) = match step {
+        Step::Linear {
+            rows,
+            cols,
+            weight,
+            bias,
+            ..
+        } => (
+            kernels::reference::matvec(weight, &xi, *rows, *cols),
+            bias,
+            1,
+        ),
+        Step::Conv {
+            shape,
+            weight,
+            bias,
+            ..
+        } => {
+            let (oh, ow, _, _) = kernels::reference::conv_output(shape);
+            (kernels::reference::conv(shape, &xi, weight), bias, oh * ow)
+        }
+        _ => return Vec::new(),
+    };
+    acc.iter()
+        .enumerate()
+        .map(|(i, &a)| {
+            let b = bias.get(i / per).copied().unwrap_or(0) as i128;
+            (a + b).rem_euclid(p as i128) as u64
+        })
+        .collect()
+}
+
+fn add_mod(a: &[u64], b: &[u64], p: u64) -> Vec<u64> {
+    a.iter().zip(b).map(|(x, y)| (x + y) % p).collect()
+}
+
+type Srv = Counting<Bfv>;
+
+/// A linear step's server state.
+enum Encoded {
+    Matvec(kernels::MatvecPlan, kernels::EncodedMatrix<Srv>),
+    Conv(Box<kernels::ConvPlan>, kernels::EncodedFilters<Srv>),
+}
+
+/// Serves one network session: `prog` holds the weights; `fixed` may fix the method of
+/// a linear layer (else the cheapest predicted on `link`). A failure is answered with
+/// a coarse `Abort` and returned.
+pub fn serve_network<C: Channel>(
+    ch: &mut C,
+    params: &Params,
+    prog: &Program,
+    fixed: &dyn Fn(&LayerShape) -> Option<crate::msg::LayerMethod>,
+    link: &Link,
+    garbler: Garbler,
+) -> Result<ServerNetOutcome> {
+    let r = serve_network_inner(ch, params, prog, fixed, link, garbler);
+    if let Err(e) = &r {
+        crate::server::abort(ch, e);
+    }
+    r
+}
+
+fn serve_network_inner<C: Channel>(
+    ch: &mut C,
+    params: &Params,
+    prog: &Program,
+    fixed: &dyn Fn(&LayerShape) -> Option<crate::msg::LayerMethod>,
+    link: &Link,
+    garbler: Garbler,
+) -> Result<ServerNetOutcome> {
+    let t0 = Instant::now();
+    let c0 = ch.counters();
+    let inputs = match recv_net(ch)? {
+        NetMsg::Hello {
+            version,
+            params_hash,
+            inputs,
+        } => {
+            if version != PROTOCOL_VERSION {
+                return Err(ProtocolError::Version {
+                    ours: PROTOCOL_VERSION,
+                    theirs: version,
+                });
+            }
+            if params_hash != params.hash() {
+                return Err(ProtocolError::Params {
+                    ours: params.hash(),
+                    theirs: params_hash,
+                });
+            }
+            inputs
+        }
+        NetMsg::Plan { .. } => {
+            return Err(ProtocolError::Unexpected {
+                expected: "network Hello",
+                got: "Plan",
+            })
+        }
+    };
+    if prog.p != params.p() {
+        return Err(ProtocolError::Plan);
+    }
+    let methods = prog
+        .steps
+        .iter()
+        .map(|s| {
+            layer_shape(s)
+                .map(|shape| match fixed(&shape) {
+                    Some(m) => shape.with(m),
+                    None => choose(&shape, params, link).map(|(spec, _)| spec),
+                })
+                .transpose()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    send_net(
+        ch,
+        &NetMsg::Plan {
+            program: architecture(prog),
+            methods: methods.clone(),
+        },
+    )?;
+    let keys = match recv(ch)? {
+        Msg::Setup(k) => k,
+        m => return Err(unexpected("Setup", &m)),
+    };
+    let b: Srv = Counting::new(Bfv::server(params, &keys)?);
+    // Setup: encode every linear layer's weights once per session.
+    let mut encoded: Vec<Option<Encoded>> = Vec::with_capacity(prog.steps.len());
+    for (step, spec) in prog.steps.iter().zip(&methods) {
+        encoded.push(match (step, spec) {
+            (Step::Linear { weight, .. } | Step::Conv { weight, .. }, Some(spec)) => {
+                Some(match Plan::new(spec, params)? {
+                    Plan::Matvec(p) => {
+                        let m = p.encode_weights(&b, weight)?;
+                        Encoded::Matvec(p, m)
+                    }
+                    Plan::Conv(p) => {
+                        let m = p.encode_weights(&b, weight)?;
+                        Encoded::Conv(p, m)
+                    }
+                })
+            }
+            _ => None,
+        });
+    }
+    b.take();
+    let mut out = ServerNetOutcome {
+        setup: ch.counters() - c0,
+        setup_ms: t0.elapsed().as_secs_f64() * 1e3,
+        ..Default::default()
+    };
+    let p = prog.p;
+    for _ in 0..inputs {
+        let mut rep = InferenceReport::default();
+        let c_off = ch.counters();
+        let t_off = Instant::now();
+        // Offline: flooding zeros per HE step, garbling + OTs per nonlinear step.
+        let mut pools: Vec<Option<FloodPool<Srv>>> = Vec::new();
+        let mut pres: Vec<Option<ServerPre>> = Vec::new();
+        for (i, step) in prog.steps.iter().enumerate() {
+            let t = Instant::now();
+            let c = ch.counters();
+            let mut r = StepReport {
+                layer: step.name().to_string(),
+                kind: kind(step).into(),
+                shape: prog.tensors[step.output()].shape.clone(),
+                ..Default::default()
+            };
+            let (pool, pre) = match (step, &encoded[i]) {
+                (_, Some(Encoded::Matvec(pl, _))) => {
+                    r.method = pl.method().name().into();
+                    (Some(fill(pl, &b, params)?), None)
+                }
+                (_, Some(Encoded::Conv(pl, _))) => {
+                    r.method = pl.method().name().into();
+                    (Some(fill(pl.as_ref(), &b, params)?), None)
+                }
+                (Step::Square { input, .. }, _) => {
+                    r.method = "square".into();
+                    let sq = SquarePlan::new(prog.tensors[*input].len(), slots(params))?;
+                    (Some(fill(&sq, &b, params)?), None)
+                }
+                (
+                    Step::Nonlinear {
+                        input,
+                        op,
+                        trunc_bits,
+                        ..
+                    },
+                    _,
+                ) => {
+                    let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
+                    r.method = "gc".into();
+                    r.and_gates = spec.and_gates();
+                    (
+                        None,
+                        Some(gc::server_offline(ch, &spec, garbler).map_err(gc_err)?),
+                    )
+                }
+                _ => {
+                    r.method = "local".into();
+                    (None, None)
+                }
+            };
+            b.take();
+            pools.push(pool);
+            pres.push(pre);
+            let d = ch.counters() - c;
+            r.offline_ms = t.elapsed().as_secs_f64() * 1e3;
+            r.bytes_sent = d.bytes_sent;
+            r.bytes_received = d.bytes_received;
+            rep.steps.push(r);
+        }
+        send(ch, &Msg::Ready)?;
+        rep.offline_ms = t_off.elapsed().as_secs_f64() * 1e3;
+        let c_on = ch.counters();
+        rep.traffic.offline = c_on - c_off;
+        let t_on = Instant::now();
+        // Online.
+        let mut shares: Vec<Option<Vec<u64>>> = vec![None; prog.tensors.len()];
+        shares[prog.input] = Some(vec![0; prog.tensors[prog.input].len()]);
+        let get = |shares: &[Option<Vec<u64>>], id: usize| -> Result<Vec<u64>> {
+            shares[id].clone().ok_or(ProtocolError::Plan)
+        };
+        for (i, step) in prog.steps.iter().enumerate() {
+            let t = Instant::now();
+            let c = ch.counters();
+            let y = match step {
+                Step::Linear { input, .. } | Step::Conv { input, .. } => {
+                    let x = get(&shares, *input)?;
+                    let cts = query_cts(ch, i)?;
+                    let pool = pools[i].as_mut().ok_or(ProtocolError::Plan)?;
+                    let (resp, mine) = match &encoded[i] {
+                        Some(Encoded::Matvec(pl, m)) => answer(pl, &b, m, pool, &cts)?,
+                        Some(Encoded::Conv(pl, m)) => answer(pl.as_ref(), &b, m, pool, &cts)?,
+                        None => return Err(ProtocolError::Plan),
+                    };
+                    send(
+                        ch,
+                        &Msg::Response {
+                            layer: i as u32,
+                            cts: resp,
+                        },
+                    )?;
+                    let clear = if *input == prog.input {
+                        clear_linear(step, &vec![0; x.len()], p)
+                    } else {
+                        clear_linear(step, &x, p)
+                    };
+                    add_mod(&mine, &clear, p)
+                }
+                Step::Square { input, .. } => {
+                    let x = get(&shares, *input)?;
+                    let sq = SquarePlan::new(x.len(), slots(params))?;
+                    let cts = query_cts(ch, i)?;
+                    let w: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+                    let m = sq.encode_weights(&b, &w)?;
+                    let pool = pools[i].as_mut().ok_or(ProtocolError::Plan)?;
+                    let (resp, cross) = answer(&sq, &b, &m, pool, &cts)?;
+                    send(
+                        ch,
+                        &Msg::Response {
+                            layer: i as u32,
+                            cts: resp,
+                        },
+                    )?;
+                    sq.server_output(&x, &cross)?
+                }
+                Step::Nonlinear { input, op, .. } => {
+                    let x = get(&shares, *input)?;
+                    let x = match op {
+                        NonlinearOp::MaxPool { k, stride } => {
+                            gather_windows(&prog.tensors[*input].shape, *k, *stride, &x)?
+                        }
+                        _ => x,
+                    };
+                    let pre = pres[i].take().ok_or(ProtocolError::Plan)?;
+                    gc::server_online(ch, pre, &x).map_err(gc_err)?
+                }
+                Step::SumPool {
+                    input,
+                    k_h,
+                    k_w,
+                    stride,
+                    ..
+                } => {
+                    let x = get(&shares, *input)?;
+                    sum_pool(&prog.tensors[*input].shape, *k_h, *k_w, *stride, &x, p)?
+                }
+                Step::Add {
+                    a,
+                    b: bb,
+                    shift_a,
+                    shift_b,
+                    ..
+                } => shift_add(
+                    &get(&shares, *a)?,
+                    *shift_a,
+                    &get(&shares, *bb)?,
+                    *shift_b,
+                    p,
+                ),
+            };
+            shares[step.output()] = Some(y);
+            let d = ch.counters() - c;
+            let r = &mut rep.steps[i];
+            r.ms = t.elapsed().as_secs_f64() * 1e3;
+            r.bytes_sent += d.bytes_sent;
+            r.bytes_received += d.bytes_received;
+            r.online_bytes = d.bytes_sent + d.bytes_received;
+            r.rounds = d.flights;
+            r.counts = b.take();
+        }
+        send(ch, &Msg::Share(vec![get(&shares, prog.output)?]))?;
+        rep.online_ms = t_on.elapsed().as_secs_f64() * 1e3;
+        rep.traffic.online = ch.counters() - c_on;
+        out.inferences.push(rep);
+    }
+    match recv(ch)? {
+        Msg::Close => Ok(out),
+        m => Err(unexpected("Close", &m)),
+    }
+}
+
+fn gc_err(e: gc::GcError) -> ProtocolError {
+    match e {
+        gc::GcError::Net(n) => ProtocolError::Net(n),
+        e => ProtocolError::Malformed {
+            detail: e.to_string(),
+        },
+    }
+}
+
+fn slots(params: &Params) -> he::SlotInfo {
+    he::SlotInfo {
+        n: params.n(),
+        p: params.p(),
+        layout: he::Layout::TwoRows,
+    }
+}
+
+fn fill<L: LinearLayer>(plan: &L, b: &Srv, params: &Params) -> Result<FloodPool<Srv>> {
+    let mut pool = FloodPool::new(plan.flood_bits(params)?);
+    pool.fill(b, plan.output_cts())?;
+    Ok(pool)
+}
+
+fn query_cts<C: Channel>(ch: &mut C, i: usize) -> Result<Vec<Vec<u8>>> {
+    match recv(ch)? {
+        Msg::Query { layer, cts } if layer as usize == i => Ok(cts),
+        m => Err(unexpected("Query for the next step", &m)),
+    }
+}
+
+fn answer<L: LinearLayer>(
+    plan: &L,
+    b: &Srv,
+    m: &L::Encoded<Srv>,
+    pool: &mut FloodPool<Srv>,
+    cts: &[Vec<u8>],
+) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
+    if cts.len() != plan.query_cts() {
+        return Err(ProtocolError::Malformed {
+            detail: format!(
+                "query of {} ciphertexts, the step takes {}",
+                cts.len(),
+                plan.query_cts()
+            ),
+        });
+    }
+    let q = cts
+        .iter()
+        .map(|c| b.deserialize(c))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let (resp, share) = plan.respond(b, m, &q, pool)?;
+    let out = resp
+        .iter()
+        .map(|c| b.serialize(c))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok((out, share))
+}
+
+fn ask<L: LinearLayer, C: Channel>(
+    ch: &mut C,
+    plan: &L,
+    b: &Bfv,
+    i: usize,
+    x: &[u64],
+    budget: &mut Option<u32>,
+) -> Result<Vec<u64>> {
+    let q = plan.query(b, x)?;
+    let cts = q
+        .iter()
+        .map(|c| b.serialize(c))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    send(
+        ch,
+        &Msg::Query {
+            layer: i as u32,
+            cts,
+        },
+    )?;
+    let cts = match recv(ch)? {
+        Msg::Response { layer, cts } if layer as usize == i => cts,
+        m => return Err(unexpected("Response for the step", &m)),
+    };
+    let resp = cts
+        .iter()
+        .map(|c| b.deserialize(c))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    for c in &resp {
+        if let Some(bits) = b.noise_budget(c)? {
+            *budget = Some(budget.map_or(bits, |v| v.min(bits)));
+        }
+    }
+    Ok(plan.decrypt(b, &resp)?)
+}
+
+/// Runs a network session as the client: one inference per input (quantised, at the
+/// program's scale). `progress(step, steps)` is told as each step starts.
+pub fn infer_client<C: Channel>(
+    ch: &mut C,
+    params: &Params,
+    inputs: &[Vec<i64>],
+    garbler: Garbler,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<ClientNetOutcome> {
+    let t0 = Instant::now();
+    let c0 = ch.counters();
+    send_net(
+        ch,
+        &NetMsg::Hello {
+            version: PROTOCOL_VERSION,
+            params_hash: params.hash(),
+            inputs: inputs.len() as u32,
+        },
+    )?;
+    let (prog, methods) = match recv_net(ch)? {
+        NetMsg::Plan { program, methods } => (program, methods),
+        NetMsg::Hello { .. } => {
+            return Err(ProtocolError::Unexpected {
+                expected: "Plan",
+                got: "Hello",
+            })
+        }
+    };
+    if methods.len() != prog.steps.len() || prog.p != params.p() {
+        return Err(ProtocolError::Plan);
+    }
+    let plans = prog
+        .steps
+        .iter()
+        .zip(&methods)
+        .map(|(s, m)| match (layer_shape(s), m) {
+            (Some(shape), Some(spec)) if spec.shape() == shape => Plan::new(spec, params).map(Some),
+            (None, None) => Ok(None),
+            _ => Err(ProtocolError::Plan),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let galois = plans
+        .iter()
+        .flatten()
+        .fold(he::GaloisSpec::none(), |g, p| g.union(&p.galois()));
+    let b = Bfv::keygen(params, galois)?;
+    send(ch, &Msg::Setup(b.public_keys().clone()))?;
+    let p = prog.p;
+    let mut out = ClientNetOutcome {
+        methods,
+        ..Default::default()
+    };
+    for x in inputs {
+        if x.len() != prog.tensors[prog.input].len() {
+            return Err(ProtocolError::InputLength {
+                layer: 0,
+                expected: prog.tensors[prog.input].len(),
+                actual: x.len(),
+            });
+        }
+        let mut rep = InferenceReport::default();
+        let c_off = ch.counters();
+        let t_off = Instant::now();
+        let mut pres: Vec<Option<ClientPre>> = Vec::new();
+        for step in &prog.steps {
+            let t = Instant::now();
+            let c = ch.counters();
+            let mut r = StepReport {
+                layer: step.name().to_string(),
+                kind: kind(step).into(),
+                shape: prog.tensors[step.output()].shape.clone(),
+                ..Default::default()
+            };
+            pres.push(match step {
+                Step::Nonlinear {
+                    input,
+                    op,
+                    trunc_bits,
+                    ..
+                } => {
+                    let spec = gc_spec(&prog, *input, *op, *trunc_bits)?;
+                    r.and_gates = spec.and_gates();
+                    r.method = "gc".into();
+                    Some(gc::client_offline(ch, &spec, garbler).map_err(gc_err)?)
+                }
+                _ => None,
+            });
+            let d = ch.counters() - c;
+            r.offline_ms = t.elapsed().as_secs_f64() * 1e3;
+            r.bytes_sent = d.bytes_sent;
+            r.bytes_received = d.bytes_received;
+            rep.steps.push(r);
+        }
+        match recv(ch)? {
+            Msg::Ready => {}
+            m => return Err(unexpected("Ready", &m)),
+        }
+        if out.setup_ms == 0.0 {
+            // The first offline phase starts after the server's weight encoding.
+            out.setup = c_off - c0;
+            out.setup_ms = (t_off - t0).as_secs_f64() * 1e3;
+        }
+        rep.offline_ms = t_off.elapsed().as_secs_f64() * 1e3;
+        let c_on = ch.counters();
+        rep.traffic.offline = c_on - c_off;
+        let t_on = Instant::now();
+        let mut shares: Vec<Option<Vec<u64>>> = vec![None; prog.tensors.len()];
+        shares[prog.input] = Some(x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect());
+        let get = |shares: &[Option<Vec<u64>>], id: usize| -> Result<Vec<u64>> {
+            shares[id].clone().ok_or(ProtocolError::Plan)
+        };
+        for (i, step) in prog.steps.iter().enumerate() {
+            progress(i, prog.steps.len());
+            let t = Instant::now();
+            let c = ch.counters();
+            let mut budget = None;
+            let y = match step {
+                Step::Linear { input, .. } | Step::Conv { input, .. } => {
+                    let x = get(&shares, *input)?;
+                    match &plans[i] {
+                        Some(Plan::Matvec(pl)) => {
+                            rep.steps[i].method = pl.method().name().into();
+                            ask(ch, pl, &b, i, &x, &mut budget)?
+                        }
+                        Some(Plan::Conv(pl)) => {
+                            rep.steps[i].method = pl.method().name().into();
+                            ask(ch, pl.as_ref(), &b, i, &x, &mut budget)?
+                        }
+                        None => return Err(ProtocolError::Plan),
+                    }
+                }
+                Step::Square { input, .. } => {
+                    let x = get(&shares, *input)?;
+                    let sq = SquarePlan::new(x.len(), slots(params))?;
+                    rep.steps[i].method = "square".into();
+                    let c = ask(ch, &sq, &b, i, &x, &mut budget)?;
+                    sq.client_output(&x, &c)?
+                }
+                Step::Nonlinear { input, op, .. } => {
+                    let x = get(&shares, *input)?;
+                    let x = match op {
+                        NonlinearOp::MaxPool { k, stride } => {
+                            gather_windows(&prog.tensors[*input].shape, *k, *stride, &x)?
+                        }
+                        _ => x,
+                    };
+                    let pre = pres[i].take().ok_or(ProtocolError::Plan)?;
+                    gc::client_online(ch, pre, &x).map_err(gc_err)?
+                }
+                Step::SumPool {
+                    input,
+                    k_h,
+                    k_w,
+                    stride,
+                    ..
+                } => {
+                    rep.steps[i].method = "local".into();
+                    let x = get(&shares, *input)?;
+                    sum_pool(&prog.tensors[*input].shape, *k_h, *k_w, *stride, &x, p)?
+                }
+                Step::Add {
+                    a,
+                    b: bb,
+                    shift_a,
+                    shift_b,
+                    ..
+                } => {
+                    rep.steps[i].method = "local".into();
+                    shift_add(
+                        &get(&shares, *a)?,
+                        *shift_a,
+                        &get(&shares, *bb)?,
+                        *shift_b,
+                        p,
+                    )
+                }
+            };
+            shares[step.output()] = Some(y);
+            let d = ch.counters() - c;
+            let r = &mut rep.steps[i];
+            r.ms = t.elapsed().as_secs_f64() * 1e3;
+            r.bytes_sent += d.bytes_sent;
+            r.bytes_received += d.bytes_received;
+            r.online_bytes = d.bytes_sent + d.bytes_received;
+            r.rounds = d.flights;
+            r.noise_budget = budget;
+        }
+        let mine = get(&shares, prog.output)?;
+        let theirs = match recv(ch)? {
+            Msg::Share(mut s) if s.len() == 1 && s[0].len() == mine.len() => s.remove(0),
+            m => return Err(unexpected("the server's share of the output", &m)),
+        };
+        let y: Vec<i64> = mine
+            .iter()
+            .zip(&theirs)
+            .map(|(a, b)| {
+                let v = (a + b % p) % p;
+                if v > p / 2 {
+                    v as i64 - p as i64
+                } else {
+                    v as i64
+                }
+            })
+            .collect();
+        rep.online_ms = t_on.elapsed().as_secs_f64() * 1e3;
+        rep.traffic.online = ch.counters() - c_on;
+        out.outputs.push((y, rep));
+    }
+    send(ch, &Msg::Close)?;
+    Ok(out)
+}

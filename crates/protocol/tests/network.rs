@@ -1,0 +1,101 @@
+//! Whole networks privately, client and server in two threads over an in-memory
+//! channel: the client's reconstructed output equals the plaintext fixed-point
+//! reference bit for bit (nn::run_fixed, integer arithmetic), for an MLP with ReLU, a
+//! square-activation network (interactive Square + truncation), a CNN with MaxPool
+//! and a residual block with GlobalAveragePool; and a wrong parameter set is refused.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use he::Params;
+use net::{Link, MemChannel};
+use protocol::network::{infer_client, serve_network};
+use protocol::ProtocolError;
+use rand::{Rng, SeedableRng};
+
+fn check(net_name: &str, inputs: usize) {
+    let bytes = nn::zoo::onnx(net_name, 1).unwrap();
+    let network = nn::import_bytes(&bytes).unwrap();
+    let len: usize = network.input_shape().iter().product();
+    let mut r = rand::rngs::StdRng::seed_from_u64(9);
+    let xs: Vec<Vec<f32>> = (0..inputs)
+        .map(|_| (0..len).map(|_| r.random_range(0.0f32..1.0)).collect())
+        .collect();
+    let prog = nn::plan_fixed_point(&network, &xs, nn::CANDIDATE_MODULI, 6, 12).unwrap();
+    let params = Params::preset(&prog.preset).unwrap();
+    let xq: Vec<Vec<i64>> = xs.iter().map(|x| nn::quantise_input(&prog, x)).collect();
+    let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(300), Link::NONE);
+    let (sp, sprog) = (params.clone(), prog.clone());
+    let server = std::thread::spawn(move || {
+        serve_network(
+            &mut s,
+            &sp,
+            &sprog,
+            &|_| None,
+            &Link::NONE,
+            gc::Garbler::Server,
+        )
+    });
+    let out = infer_client(&mut c, &params, &xq, gc::Garbler::Server, &mut |_, _| {}).unwrap();
+    let srv = server.join().unwrap().unwrap();
+    assert_eq!(out.outputs.len(), inputs);
+    assert_eq!(srv.inferences.len(), inputs);
+    for (x, (y, rep)) in xq.iter().zip(&out.outputs) {
+        assert_eq!(y, &nn::run_fixed(&prog, x).unwrap(), "{net_name}");
+        assert_eq!(rep.steps.len(), prog.steps.len());
+        assert!(rep.traffic.online.bytes_received > 0);
+        assert!(rep.traffic.offline.bytes_received > 0);
+    }
+}
+
+#[test]
+fn mlp_with_relu_equals_the_fixed_point_reference() {
+    check("mlp", 2);
+}
+
+#[test]
+fn square_network_equals_the_fixed_point_reference() {
+    check("mnist-a", 1);
+}
+
+#[test]
+fn residual_block_equals_the_fixed_point_reference() {
+    check("tiny-resnet", 1);
+}
+
+#[test]
+#[ignore = "a few seconds in release; run with --ignored"]
+fn minionn_cnn_equals_the_fixed_point_reference() {
+    check("mnist-d", 1);
+}
+
+#[test]
+fn a_client_with_other_parameters_is_refused() {
+    let bytes = nn::zoo::onnx("mlp", 1).unwrap();
+    let network = nn::import_bytes(&bytes).unwrap();
+    let xs = vec![vec![0.5f32; 784]];
+    let prog = nn::plan_fixed_point(&network, &xs, nn::CANDIDATE_MODULI, 6, 12).unwrap();
+    let params = Params::preset(&prog.preset).unwrap();
+    let other = Params::preset("n8192-q164").unwrap();
+    let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(30), Link::NONE);
+    let server = std::thread::spawn(move || {
+        serve_network(
+            &mut s,
+            &params,
+            &prog,
+            &|_| None,
+            &Link::NONE,
+            gc::Garbler::Server,
+        )
+    });
+    let xq = vec![vec![0i64; 784]];
+    let e = infer_client(&mut c, &other, &xq, gc::Garbler::Server, &mut |_, _| {});
+    assert_eq!(
+        e.unwrap_err(),
+        ProtocolError::PeerAborted(protocol::AbortReason::Params)
+    );
+    assert!(matches!(
+        server.join().unwrap(),
+        Err(ProtocolError::Params { .. })
+    ));
+}
