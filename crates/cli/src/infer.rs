@@ -59,8 +59,8 @@ pub struct InferArgs {
     link: LinkArgs,
 }
 
-/// Reads an .npy of floats with the batch dimension first; returns the samples.
-pub fn read_batch(path: &str, sample: &[usize]) -> Res<Vec<Vec<f32>>> {
+/// Reads an .npy of floats; returns its shape and data.
+fn read_floats(path: &str) -> Res<(Vec<usize>, Vec<f32>)> {
     let open = || -> Res<npyz::NpyFile<std::io::BufReader<std::fs::File>>> {
         Ok(npyz::NpyFile::new(std::io::BufReader::new(
             std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?,
@@ -77,6 +77,16 @@ pub fn read_batch(path: &str, sample: &[usize]) -> Res<Vec<Vec<f32>>> {
             .map(|v| v as f32)
             .collect(),
     };
+    if let Some(bad) = data.iter().find(|v| !v.is_finite()) {
+        return Err(format!("{path}: value {bad} is not finite").into());
+    }
+    Ok((shape, data))
+}
+
+/// Reads an .npy of floats with the batch dimension first (or a single sample);
+/// returns the samples, checked against the model's input shape.
+pub fn read_batch(path: &str, sample: &[usize]) -> Res<Vec<Vec<f32>>> {
+    let (shape, data) = read_floats(path)?;
     let len: usize = sample.iter().product();
     let batched = shape.len() == sample.len() + 1 && shape[1..] == *sample;
     let single = shape == sample;
@@ -91,8 +101,16 @@ pub fn read_batch(path: &str, sample: &[usize]) -> Res<Vec<Vec<f32>>> {
         )
         .into());
     }
-    if let Some(bad) = data.iter().find(|v| !v.is_finite()) {
-        return Err(format!("{path}: value {bad} is not finite").into());
+    Ok(data.chunks(len).map(<[f32]>::to_vec).collect())
+}
+
+/// Reads an .npy batch whose sample shape is not known yet (the client of a remote
+/// network: the server announces the shape): the first dimension is the batch.
+pub fn read_batch_any(path: &str) -> Res<Vec<Vec<f32>>> {
+    let (shape, data) = read_floats(path)?;
+    let len: usize = shape.iter().skip(1).product();
+    if shape.len() < 2 || len == 0 {
+        return Err(format!("{path}: shape {shape:?}; expected [batch, ...input shape]").into());
     }
     Ok(data.chunks(len).map(<[f32]>::to_vec).collect())
 }
@@ -266,9 +284,13 @@ pub fn run(a: &InferArgs) -> Res<()> {
         .map(|x| nn::quantise_input(&prog, x))
         .collect();
     let pb = crate::timing::progress(prog.steps.len() as u64, "private inference");
-    let client = infer_client(&mut ch, &params, &xq, garbler, &mut |i, _| {
-        pb.set_position(i as u64)
-    });
+    let client = infer_client(
+        &mut ch,
+        &params,
+        protocol::network::Inputs::Quantised(&xq),
+        garbler,
+        &mut |i, _| pb.set_position(i as u64),
+    );
     pb.finish_and_clear();
     let srv = server.join().map_err(|_| "the server thread panicked")?;
     let client = client?;

@@ -57,14 +57,23 @@ pub struct ServerArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7000")]
     listen: String,
-    /// Weights (safetensors, `layer0.weight`); without it, the demo's sample layers.
+    /// Weights: one layer (`.safetensors`, `layer0.weight`) or a whole network
+    /// (`.onnx`); without it, the demo's sample layers.
     #[arg(long)]
     model: Option<String>,
+    /// Calibration inputs for a network (.npy, batch first) that fix the fixed-point
+    /// scale; default: 16 uniform random inputs in [0, 1).
+    #[arg(long)]
+    calibration: Option<String>,
+    /// Who garbles a network's nonlinear layers: server or client.
+    #[arg(long, default_value = "server")]
+    garbler: String,
     /// Method for the layer, or `auto` (the client's wish, else the cheapest predicted).
     #[arg(long, default_value = "auto")]
     method: String,
-    /// Parameter preset.
-    #[arg(long, default_value = "n8192")]
+    /// Parameter preset (auto: n8192 for one layer; for a network the smallest
+    /// plaintext modulus it fits).
+    #[arg(long, default_value = "auto")]
     params: String,
     /// Stop after this many connections (default: serve forever).
     #[arg(long)]
@@ -101,6 +110,13 @@ pub struct ClientArgs {
     /// Print a JSON summary.
     #[arg(long)]
     json: bool,
+    /// Private inference of the server's whole network (`helina server --model
+    /// m.onnx`) on `--input` (float .npy, batch first) instead of one layer.
+    #[arg(long)]
+    network: bool,
+    /// Who garbles the nonlinear layers (must match the server's).
+    #[arg(long, default_value = "server")]
+    garbler: String,
     #[command(flatten)]
     link: LinkArgs,
 }
@@ -267,7 +283,14 @@ pub fn load_model(path: &str) -> Res<(LayerShape, Vec<i64>)> {
 }
 
 pub fn server(a: &ServerArgs) -> Res<()> {
-    let params = Params::preset(&a.params)?;
+    if let Some(path) = a.model.as_deref().filter(|p| p.ends_with(".onnx")) {
+        return network_server(a, path);
+    }
+    let params = Params::preset(if a.params == "auto" {
+        "n8192"
+    } else {
+        &a.params
+    })?;
     let layers = match &a.model {
         Some(path) => {
             let (shape, weights) = load_model(path)?;
@@ -418,6 +441,9 @@ pub fn spinner() -> ProgressBar {
 }
 
 pub fn client(a: &ClientArgs) -> Res<()> {
+    if a.network {
+        return network_client(a);
+    }
     let params = Params::preset(&a.params)?;
     let shape = parse_layer(&a.layer)?;
     let method = parse_method(&shape, &a.method)?;
@@ -539,6 +565,172 @@ pub fn client(a: &ClientArgs) -> Res<()> {
     }
     if report.matches_reference == Some(false) {
         return Err("the reconstructed result differs from the plaintext reference".into());
+    }
+    Ok(())
+}
+
+/// `helina server --model m.onnx`: serves private inference of the whole network, one
+/// thread per connection.
+fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    let network = nn::import_bytes(&bytes)?;
+    let calibration = match &a.calibration {
+        Some(c) => crate::infer::read_batch(c, network.input_shape())?,
+        None => {
+            use rand::{Rng, SeedableRng};
+            let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(11);
+            let len: usize = network.input_shape().iter().product();
+            (0..16)
+                .map(|_| (0..len).map(|_| r.random_range(0.0f32..1.0)).collect())
+                .collect()
+        }
+    };
+    let candidates: Vec<(u64, &str)> = match a.params.as_str() {
+        "auto" => nn::CANDIDATE_MODULI.to_vec(),
+        preset => vec![(Params::preset(preset)?.p(), preset)],
+    };
+    let prog = nn::plan_fixed_point(
+        &network,
+        &calibration,
+        &candidates,
+        nn::DEFAULT_MIN_FRAC_BITS,
+        nn::DEFAULT_MAX_FRAC_BITS,
+    )?;
+    let preset = if prog.preset.is_empty() {
+        "n8192".to_string()
+    } else {
+        prog.preset.clone()
+    };
+    let params = Params::preset(&preset)?;
+    let method = a.method.clone();
+    let fixed = move |s: &LayerShape| -> Option<LayerMethod> {
+        (method != "auto")
+            .then(|| LayerMethod::parse(s, &method))
+            .flatten()
+    };
+    let garbler: gc::Garbler = a.garbler.parse()?;
+    let link = a.link.link()?;
+    let listener = TcpListener::bind(&a.listen)?;
+    eprintln!(
+        "helina server: listening on {} (network {path}: {} steps, {} fractional bits, p = {}; clients use --network --params {preset})",
+        listener.local_addr()?,
+        prog.steps.len(),
+        prog.frac_bits,
+        prog.p
+    );
+    let shared = Arc::new((params, prog, fixed));
+    let mut handles = Vec::new();
+    for (i, conn) in listener.incoming().enumerate() {
+        let stream = match conn {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("helina server: accept failed: {e}");
+                continue;
+            }
+        };
+        let peer = stream
+            .peer_addr()
+            .map(|p| p.to_string())
+            .unwrap_or_default();
+        let shared = shared.clone();
+        let timeout = Duration::from_secs(a.link.timeout);
+        handles.push(std::thread::spawn(move || {
+            let (params, prog, fixed) = &*shared;
+            let t = Instant::now();
+            let r = TcpChannel::new(stream, DEFAULT_MAX_FRAME, timeout, link)
+                .map_err(protocol::ProtocolError::from)
+                .and_then(|mut ch| {
+                    protocol::network::serve_network(&mut ch, params, prog, fixed, &link, garbler)
+                });
+            match r {
+                Ok(o) => eprintln!(
+                    "helina server: {peer}: {} inference(s) in {:.1} ms",
+                    o.inferences.len(),
+                    t.elapsed().as_secs_f64() * 1e3
+                ),
+                Err(e) => eprintln!("helina server: {peer}: session failed: {e}"),
+            }
+        }));
+        handles.retain(|h| !h.is_finished());
+        if a.sessions.is_some_and(|n| i + 1 >= n) {
+            break;
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    Ok(())
+}
+
+/// `helina client --network`: private inference on a remote network.
+fn network_client(a: &ClientArgs) -> Res<()> {
+    let params = Params::preset(&a.params)?;
+    let path = a
+        .input
+        .as_deref()
+        .ok_or("--network needs --input x.npy (float, batch first)")?;
+    let xs = crate::infer::read_batch_any(path)?;
+    let garbler: gc::Garbler = a.garbler.parse()?;
+    let mut ch = TcpChannel::connect(
+        &a.connect,
+        DEFAULT_MAX_FRAME,
+        Duration::from_secs(a.link.timeout),
+        a.link.link()?,
+    )
+    .map_err(|e| format!("connecting to {}: {e}", a.connect))?;
+    let pb = spinner();
+    let out = protocol::network::infer_client(
+        &mut ch,
+        &params,
+        protocol::network::Inputs::Float(&xs),
+        garbler,
+        &mut |i, n| pb.set_message(format!("step {}/{n}", i + 1)),
+    );
+    pb.finish_and_clear();
+    let out = out?;
+    let prog = out.program.as_ref().ok_or("no plan from the server")?;
+    let b = |c: Counters| c.bytes_sent + c.bytes_received;
+    let outputs: Vec<serde_json::Value> = out
+        .outputs
+        .iter()
+        .map(|(y, rep)| {
+            let logits = nn::dequantise(prog, y);
+            let argmax = logits
+                .iter()
+                .enumerate()
+                .fold(0, |best, (i, &v)| if v > logits[best] { i } else { best });
+            serde_json::json!({
+                "logits": logits,
+                "argmax": argmax,
+                "total_ms": rep.offline_ms + rep.online_ms,
+                "total_bytes": b(rep.traffic.offline) + b(rep.traffic.online),
+                "online_ms": rep.online_ms,
+                "online_bytes": b(rep.traffic.online),
+            })
+        })
+        .collect();
+    let report = serde_json::json!({
+        "params": params.name(),
+        "frac_bits": prog.frac_bits,
+        "setup_ms": out.setup_ms,
+        "setup_bytes": b(out.setup),
+        "outputs": outputs,
+        "layers": out.outputs.first().map(|(_, r)| r.steps.clone()).unwrap_or_default(),
+    });
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for (i, o) in outputs.iter().enumerate() {
+            println!(
+                "input {i}: argmax {} logits {}; {:.1} ms, {} B ({:.1} ms, {} B online)",
+                o["argmax"],
+                o["logits"],
+                o["total_ms"].as_f64().unwrap_or(0.0),
+                o["total_bytes"],
+                o["online_ms"].as_f64().unwrap_or(0.0),
+                o["online_bytes"]
+            );
+        }
     }
     Ok(())
 }

@@ -80,3 +80,66 @@ fn infer_an_onnx_model_on_an_npy_batch() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("the model takes [batch, 784]"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_network_between_two_processes() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    let dir = std::env::temp_dir().join(format!("helina-net-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = dir.join("mnist-a.onnx");
+    std::fs::write(&model, nn::zoo::onnx("mnist-a", 2).unwrap()).unwrap();
+    let input = dir.join("x.npy");
+    let data: Vec<f32> = (0..784).map(|i| ((i * 13) % 97) as f32 / 97.0).collect();
+    write_npy(&input, &[1, 784], &data);
+    let mut server = Command::new(BIN)
+        .args([
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--sessions",
+            "1",
+            "--model",
+        ])
+        .arg(&model)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(server.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    let addr = first.split_whitespace().nth(4).unwrap().to_string();
+    let preset = first
+        .rsplit("--params ")
+        .next()
+        .unwrap()
+        .trim_end_matches([')', '\n'])
+        .to_string();
+    let out = Command::new(BIN)
+        .args([
+            "client",
+            "--network",
+            "--connect",
+            &addr,
+            "--params",
+            &preset,
+            "--json",
+            "--input",
+        ])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["outputs"][0]["logits"].as_array().unwrap().len(), 10);
+    assert!(j["outputs"][0]["online_bytes"].as_u64().unwrap() > 0);
+    assert!(server.wait().unwrap().success());
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(rest.contains("1 inference(s)"), "{rest}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -79,9 +79,30 @@ pub struct InferenceReport {
     pub online_ms: f64,
 }
 
+/// The client's inputs: already quantised, or floats quantised at the scale the
+/// server's plan announces (the two-machine case, where the client has no model file).
+#[derive(Clone, Copy, Debug)]
+pub enum Inputs<'a> {
+    /// Fixed-point inputs at the program's scale.
+    Quantised(&'a [Vec<i64>]),
+    /// Float inputs.
+    Float(&'a [Vec<f32>]),
+}
+
+impl Inputs<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Inputs::Quantised(v) => v.len(),
+            Inputs::Float(v) => v.len(),
+        }
+    }
+}
+
 /// The client's result.
 #[derive(Clone, Debug, Default)]
 pub struct ClientNetOutcome {
+    /// The architecture the server announced (no weights): scales, shapes, steps.
+    pub program: Option<Program>,
     /// Per input: the output in fixed point (centred), and the report.
     pub outputs: Vec<(Vec<i64>, InferenceReport)>,
     /// The session's setup traffic (handshake, plan, keys).
@@ -712,7 +733,7 @@ fn ask<L: LinearLayer, C: Channel>(
 pub fn infer_client<C: Channel>(
     ch: &mut C,
     params: &Params,
-    inputs: &[Vec<i64>],
+    inputs: Inputs<'_>,
     garbler: Garbler,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<ClientNetOutcome> {
@@ -752,6 +773,10 @@ pub fn infer_client<C: Channel>(
         .iter()
         .flatten()
         .fold(he::GaloisSpec::none(), |g, p| g.union(&p.galois()));
+    let inputs: Vec<Vec<i64>> = match inputs {
+        Inputs::Quantised(v) => v.to_vec(),
+        Inputs::Float(v) => v.iter().map(|x| nn::quantise_input(&prog, x)).collect(),
+    };
     let b = Bfv::keygen(params, galois)?;
     send(ch, &Msg::Setup(b.public_keys().clone()))?;
     let p = prog.p;
@@ -759,7 +784,7 @@ pub fn infer_client<C: Channel>(
         methods,
         ..Default::default()
     };
-    for x in inputs {
+    for x in &inputs {
         if x.len() != prog.tensors[prog.input].len() {
             return Err(ProtocolError::InputLength {
                 layer: 0,
@@ -916,5 +941,6 @@ pub fn infer_client<C: Channel>(
         out.outputs.push((y, rep));
     }
     send(ch, &Msg::Close)?;
+    out.program = Some(prog);
     Ok(out)
 }

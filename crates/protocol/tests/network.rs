@@ -36,7 +36,14 @@ fn check(net_name: &str, inputs: usize) {
             gc::Garbler::Server,
         )
     });
-    let out = infer_client(&mut c, &params, &xq, gc::Garbler::Server, &mut |_, _| {}).unwrap();
+    let out = infer_client(
+        &mut c,
+        &params,
+        protocol::network::Inputs::Quantised(&xq),
+        gc::Garbler::Server,
+        &mut |_, _| {},
+    )
+    .unwrap();
     let srv = server.join().unwrap().unwrap();
     assert_eq!(out.outputs.len(), inputs);
     assert_eq!(srv.inferences.len(), inputs);
@@ -89,7 +96,13 @@ fn a_client_with_other_parameters_is_refused() {
         )
     });
     let xq = vec![vec![0i64; 784]];
-    let e = infer_client(&mut c, &other, &xq, gc::Garbler::Server, &mut |_, _| {});
+    let e = infer_client(
+        &mut c,
+        &other,
+        protocol::network::Inputs::Quantised(&xq),
+        gc::Garbler::Server,
+        &mut |_, _| {},
+    );
     assert_eq!(
         e.unwrap_err(),
         ProtocolError::PeerAborted(protocol::AbortReason::Params)
