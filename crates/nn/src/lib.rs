@@ -25,4 +25,4 @@ pub use quant::{
     calibrate, lower, plan_fixed_point, LayerBound, NonlinearOp, Program, Step, TensorInfo,
     CANDIDATE_MODULI, DEFAULT_MAX_FRAC_BITS, DEFAULT_MIN_FRAC_BITS,
 };
-pub use reference::{dequantise, quantise_input, run_fixed, run_float};
+pub use reference::{dequantise, quantise_input, run_fixed, run_float, window_indices};

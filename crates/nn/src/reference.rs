@@ -37,6 +37,29 @@ pub fn run_fixed(prog: &Program, x_q: &[i64]) -> Result<Vec<i64>, NnError> {
     Ok(vals[prog.output].iter().map(|&v| v as i64).collect())
 }
 
+/// The input positions of every pooling window of a `C×H×W` tensor (no padding):
+/// output `(c, oy, ox)` in row-major order, each followed by its `k_h·k_w` window
+/// elements `(c, oy·stride+dy, ox·stride+dx)` in row-major `(dy, dx)` order. The one
+/// definition of the window order: the plaintext reference and the private executor
+/// (which gathers shares with it) both use it.
+pub fn window_indices(shape: &[usize], k_h: usize, k_w: usize, stride: usize) -> Vec<usize> {
+    let (c, h, w) = (shape[0], shape[1], shape[2]);
+    let (ho, wo) = ((h - k_h) / stride + 1, (w - k_w) / stride + 1);
+    let mut out = Vec::with_capacity(c * ho * wo * k_h * k_w);
+    for ch in 0..c {
+        for oy in 0..ho {
+            for ox in 0..wo {
+                for dy in 0..k_h {
+                    for dx in 0..k_w {
+                        out.push(ch * h * w + (oy * stride + dy) * w + ox * stride + dx);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 fn window_pool(
     x: &[i128],
     shape: &[usize],
@@ -45,21 +68,10 @@ fn window_pool(
     stride: usize,
     f: impl Fn(&mut dyn Iterator<Item = i128>) -> i128,
 ) -> Vec<i128> {
-    let (c, h, w) = (shape[0], shape[1], shape[2]);
-    let (ho, wo) = ((h - k_h) / stride + 1, (w - k_w) / stride + 1);
-    let mut out = Vec::with_capacity(c * ho * wo);
-    for ch in 0..c {
-        for oy in 0..ho {
-            for ox in 0..wo {
-                let mut it = (0..k_h).flat_map(|dy| {
-                    (0..k_w)
-                        .map(move |dx| x[ch * h * w + (oy * stride + dy) * w + ox * stride + dx])
-                });
-                out.push(f(&mut it));
-            }
-        }
-    }
-    out
+    window_indices(shape, k_h, k_w, stride)
+        .chunks(k_h * k_w)
+        .map(|win| f(&mut win.iter().map(|&i| x[i])))
+        .collect()
 }
 
 /// Executes all steps; returns every tensor's values. `check`: enforce `(−p/2, p/2)`;

@@ -33,7 +33,7 @@ use crate::msg::{
     recv, send, unexpected, LayerShape, LayerSpec, Msg, ProtocolError, Result, PROTOCOL_VERSION,
 };
 use crate::plan::{choose, Plan};
-use crate::server::PhaseCounters;
+use crate::server::{answer, PhaseCounters};
 
 /// Cost of one step of one inference, from one party's point of view.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -219,23 +219,13 @@ fn chw(shape: &[usize]) -> Result<(usize, usize, usize)> {
     }
 }
 
-/// Gathers the k×k windows (row-major within a window) of a C×H×W share vector.
+/// Gathers the k×k windows of a C×H×W share vector, in `nn::window_indices` order.
 fn gather_windows(shape: &[usize], k: usize, stride: usize, v: &[u64]) -> Result<Vec<u64>> {
-    let (c, h, w) = chw(shape)?;
-    let (oh, ow) = ((h - k) / stride + 1, (w - k) / stride + 1);
-    let mut out = Vec::with_capacity(c * oh * ow * k * k);
-    for ch in 0..c {
-        for oy in 0..oh {
-            for ox in 0..ow {
-                for dy in 0..k {
-                    for dx in 0..k {
-                        out.push(v[(ch * h + oy * stride + dy) * w + ox * stride + dx]);
-                    }
-                }
-            }
-        }
-    }
-    Ok(out)
+    check_pool(shape, k, k, stride, v.len())?;
+    Ok(nn::window_indices(shape, k, k, stride)
+        .into_iter()
+        .map(|i| v[i])
+        .collect())
 }
 
 /// Window sums (k_h×k_w, stride) of a C×H×W share vector mod p.
@@ -247,23 +237,21 @@ fn sum_pool(
     v: &[u64],
     p: u64,
 ) -> Result<Vec<u64>> {
+    check_pool(shape, k_h, k_w, stride, v.len())?;
+    Ok(nn::window_indices(shape, k_h, k_w, stride)
+        .chunks(k_h * k_w)
+        .map(|win| (win.iter().map(|&i| v[i] as u128).sum::<u128>() % p as u128) as u64)
+        .collect())
+}
+
+fn check_pool(shape: &[usize], k_h: usize, k_w: usize, stride: usize, len: usize) -> Result<()> {
     let (c, h, w) = chw(shape)?;
-    let (oh, ow) = ((h - k_h) / stride + 1, (w - k_w) / stride + 1);
-    let mut out = Vec::with_capacity(c * oh * ow);
-    for ch in 0..c {
-        for oy in 0..oh {
-            for ox in 0..ow {
-                let mut s: u128 = 0;
-                for dy in 0..k_h {
-                    for dx in 0..k_w {
-                        s += v[(ch * h + oy * stride + dy) * w + ox * stride + dx] as u128;
-                    }
-                }
-                out.push((s % p as u128) as u64);
-            }
-        }
+    if k_h == 0 || k_w == 0 || k_h > h || k_w > w || stride == 0 || c * h * w != len {
+        return Err(ProtocolError::Malformed {
+            detail: format!("pooling {k_h}x{k_w}/{stride} on shape {shape:?} with {len} values"),
+        });
     }
-    Ok(out)
+    Ok(())
 }
 
 fn shift_add(a: &[u64], sa: u32, b: &[u64], sb: u32, p: u64) -> Vec<u64> {
@@ -662,34 +650,6 @@ fn query_cts<C: Channel>(ch: &mut C, i: usize) -> Result<Vec<Vec<u8>>> {
         Msg::Query { layer, cts } if layer as usize == i => Ok(cts),
         m => Err(unexpected("Query for the next step", &m)),
     }
-}
-
-fn answer<L: LinearLayer>(
-    plan: &L,
-    b: &Srv,
-    m: &L::Encoded<Srv>,
-    pool: &mut FloodPool<Srv>,
-    cts: &[Vec<u8>],
-) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
-    if cts.len() != plan.query_cts() {
-        return Err(ProtocolError::Malformed {
-            detail: format!(
-                "query of {} ciphertexts, the step takes {}",
-                cts.len(),
-                plan.query_cts()
-            ),
-        });
-    }
-    let q = cts
-        .iter()
-        .map(|c| b.deserialize(c))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let (resp, share) = plan.respond(b, m, &q, pool)?;
-    let out = resp
-        .iter()
-        .map(|c| b.serialize(c))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok((out, share))
 }
 
 fn ask<L: LinearLayer, C: Channel>(

@@ -191,7 +191,9 @@ fn prepare<L: LinearLayer>(
     Ok((m, pool))
 }
 
-fn answer<L: LinearLayer>(
+/// One query answered: validate and read the ciphertexts, run the kernel and
+/// `share_output`, serialise the response; returns it and the server's share.
+pub(crate) fn answer<L: LinearLayer>(
     plan: &L,
     b: &Server,
     m: &L::Encoded<Server>,
