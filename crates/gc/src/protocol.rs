@@ -62,6 +62,11 @@ pub enum Nonlinear {
     },
     /// No nonlinearity: only truncation (if `trunc_bits > 0`) and re-sharing.
     Identity,
+    /// `max(window)` of the signed values, no ReLU (a MaxPool that no ReLU touches).
+    Max {
+        /// Inputs per output (≥ 1).
+        window: usize,
+    },
 }
 
 /// A nonlinear layer: `count` outputs of `op` over Z_p, truncated by `2^trunc_bits`.
@@ -117,7 +122,7 @@ impl NonlinSpec {
     /// Inputs per output.
     pub fn window(&self) -> usize {
         match self.op {
-            Nonlinear::MaxPool { window } => window,
+            Nonlinear::MaxPool { window } | Nonlinear::Max { window } => window,
             _ => 1,
         }
     }
@@ -185,6 +190,9 @@ impl NonlinSpec {
         let op = match self.op {
             Nonlinear::Relu => 2 * l - 1,
             Nonlinear::MaxPool { .. } => k * l + (k - 1) * (2 * l + 2) + l - 1,
+            Nonlinear::Max { .. } => {
+                k * l + (k - 1) * (2 * l + 2) + if self.trunc_bits > 0 { 2 * l - 1 } else { 0 }
+            }
             Nonlinear::Identity => {
                 if self.trunc_bits == 0 {
                     0
@@ -209,6 +217,7 @@ impl NonlinSpec {
                 Nonlinear::Relu => 0,
                 Nonlinear::MaxPool { .. } => 1,
                 Nonlinear::Identity => 2,
+                Nonlinear::Max { .. } => 3,
             },
             window: self.window() as u64,
             trunc_bits: self.trunc_bits,
@@ -234,7 +243,7 @@ fn build(spec: &NonlinSpec) -> Circuit {
             let s = b.sign(&ys[0], p);
             shift(b.relu(&ys[0], s))
         }
-        Nonlinear::MaxPool { .. } => {
+        Nonlinear::MaxPool { .. } | Nonlinear::Max { .. } => {
             let signs: Vec<Bit> = ys.iter().map(|y| b.sign(y, p)).collect();
             let mut m = ys[0].clone();
             let mut sm = signs[0];
@@ -243,7 +252,11 @@ fn build(spec: &NonlinSpec) -> Circuit {
                 m = m2;
                 sm = s2;
             }
-            shift(b.relu(&m, sm))
+            match spec.op {
+                Nonlinear::MaxPool { .. } => shift(b.relu(&m, sm)),
+                _ if f == 0 => m,
+                _ => b.trunc_signed(&m, sm, p, f),
+            }
         }
         Nonlinear::Identity => {
             if f == 0 {
@@ -276,6 +289,7 @@ pub fn reference(spec: &NonlinSpec, y: &[u64]) -> Vec<u64> {
             let v = match spec.op {
                 Nonlinear::Relu => centre(w[0]).max(0),
                 Nonlinear::MaxPool { .. } => w.iter().map(|&x| centre(x)).max().unwrap_or(0).max(0),
+                Nonlinear::Max { .. } => w.iter().map(|&x| centre(x)).max().unwrap_or(0),
                 Nonlinear::Identity => centre(w[0]),
             };
             let t = v.div_euclid(1i128 << spec.trunc_bits);

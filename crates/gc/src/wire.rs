@@ -31,7 +31,7 @@ pub struct Hello {
     pub version: u32,
     /// Plaintext modulus.
     pub p: u64,
-    /// 0 = ReLU, 1 = MaxPool, 2 = Identity.
+    /// 0 = ReLU, 1 = MaxPool (ReLU of the max), 2 = Identity, 3 = Max (no ReLU).
     pub op: u8,
     /// Window (1 unless MaxPool).
     pub window: u64,

@@ -301,14 +301,19 @@ proptest! {
     #[test]
     fn random_inputs_match_reference(
         big in any::<bool>(),
-        opi in 0usize..3,
+        opi in 0usize..4,
         f in prop::sample::select(vec![0u32, 8, 12]),
         client_garbles in any::<bool>(),
         count in 1usize..20,
         seed in any::<u64>(),
     ) {
         let p = if big { P32 } else { P20 };
-        let op = [Nonlinear::Relu, Nonlinear::Identity, Nonlinear::MaxPool { window: 3 }][opi];
+        let op = [
+            Nonlinear::Relu,
+            Nonlinear::Identity,
+            Nonlinear::MaxPool { window: 3 },
+            Nonlinear::Max { window: 2 },
+        ][opi];
         let spec = NonlinSpec { p, op, trunc_bits: f, count };
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
         let y: Vec<u64> = (0..spec.inputs()).map(|_| rng.random_range(0..p)).collect();
@@ -334,6 +339,9 @@ fn circuits_exhaustive_small_p() {
             (Nonlinear::MaxPool { window: 2 }, 0),
             (Nonlinear::MaxPool { window: 2 }, 1),
             (Nonlinear::MaxPool { window: 3 }, 2),
+            (Nonlinear::Max { window: 2 }, 0),
+            (Nonlinear::Max { window: 2 }, 1),
+            (Nonlinear::Max { window: 3 }, 2),
         ] {
             let spec = NonlinSpec {
                 p,

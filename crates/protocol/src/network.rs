@@ -199,7 +199,7 @@ fn gc_spec(prog: &Program, input: usize, op: NonlinearOp, trunc_bits: u32) -> Re
         NonlinearOp::MaxPool { k, stride } => {
             let (c, h, w) = chw(&t.shape)?;
             let (oh, ow) = ((h - k) / stride + 1, (w - k) / stride + 1);
-            (Nonlinear::MaxPool { window: k * k }, c * oh * ow)
+            (Nonlinear::Max { window: k * k }, c * oh * ow)
         }
     };
     Ok(NonlinSpec {

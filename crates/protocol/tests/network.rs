@@ -14,12 +14,16 @@ use protocol::ProtocolError;
 use rand::{Rng, SeedableRng};
 
 fn check(net_name: &str, inputs: usize) {
-    let bytes = nn::zoo::onnx(net_name, 1).unwrap();
-    let network = nn::import_bytes(&bytes).unwrap();
+    check_bytes(net_name, &nn::zoo::onnx(net_name, 1).unwrap(), inputs, 0.0);
+}
+
+/// Inputs uniform in [lo, 1).
+fn check_bytes(net_name: &str, bytes: &[u8], inputs: usize, lo: f32) {
+    let network = nn::import_bytes(bytes).unwrap();
     let len: usize = network.input_shape().iter().product();
     let mut r = rand::rngs::StdRng::seed_from_u64(9);
     let xs: Vec<Vec<f32>> = (0..inputs)
-        .map(|_| (0..len).map(|_| r.random_range(0.0f32..1.0)).collect())
+        .map(|_| (0..len).map(|_| r.random_range(lo..1.0)).collect())
         .collect();
     let prog = nn::plan_fixed_point(&network, &xs, nn::CANDIDATE_MODULI, 6, 12).unwrap();
     let params = Params::preset(&prog.preset).unwrap();
@@ -58,6 +62,43 @@ fn check(net_name: &str, inputs: usize) {
 #[test]
 fn mlp_with_relu_equals_the_fixed_point_reference() {
     check("mlp", 2);
+}
+
+/// Conv → MaxPool with no ReLU: the pooled values are often negative (the GC's plain
+/// signed max, not ReLU of the max; 1x1 windows keep every negative conv output, 2x2
+/// windows then pool), then Flatten → Gemm.
+#[test]
+fn maxpool_of_negative_values_equals_the_fixed_point_reference() {
+    use nn::export::{a_int, a_ints, Mb};
+    let mut m = Mb::new(4);
+    m.conv("conv", "input", "c", 1, 2, 3, 1, 1, true);
+    m.node(
+        "MaxPool",
+        "/pool0/MaxPool",
+        &["c"],
+        &["c1"],
+        vec![
+            a_ints("kernel_shape", &[1, 1]),
+            a_ints("pads", &[0, 0, 0, 0]),
+            a_ints("strides", &[1, 1]),
+        ],
+    );
+    m.node(
+        "MaxPool",
+        "/pool/MaxPool",
+        &["c1"],
+        &["p"],
+        vec![
+            a_ints("kernel_shape", &[2, 2]),
+            a_ints("pads", &[0, 0, 0, 0]),
+            a_ints("strides", &[2, 2]),
+        ],
+    );
+    m.node("Flatten", "/Flatten", &["p"], &["f"], vec![a_int("axis", 1)]);
+    m.gemm("fc", "f", "output", 32, 4);
+    // (the first pool is 1x1: its output is the conv output itself, half negative)
+    let bytes = m.finish("input", &[1, 8, 8], "output", &[4], 13);
+    check_bytes("conv-maxpool", &bytes, 2, -1.0);
 }
 
 #[test]
