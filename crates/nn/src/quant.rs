@@ -78,6 +78,15 @@ pub enum NonlinearOp {
     },
     /// Truncation only.
     Identity,
+    /// `relu(max(window))`: a ReLU and a MaxPool that follow each other, fused into one
+    /// garbled circuit (max, ReLU and floor are monotone, so they commute: the result
+    /// equals the two steps in either order). Window order as [`NonlinearOp::MaxPool`].
+    ReluMaxPool {
+        /// Window side.
+        k: usize,
+        /// Stride.
+        stride: usize,
+    },
 }
 
 /// One integer step. All values are centered representatives mod `p`.
@@ -485,12 +494,80 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
         frac_bits: s,
         p,
         preset: String::new(),
-        steps: l.steps,
+        steps: fuse_relu_maxpool(l.steps, out.id),
         tensors: l.tensors,
         input: 0,
         output: out.id,
         bounds: Vec::new(),
     })
+}
+
+/// Fuses a ReLU step and a MaxPool step that directly follow each other (in either
+/// order) into one [`NonlinearOp::ReluMaxPool`] step, when the tensor between them has
+/// no other reader and is not the output: one garbled circuit instead of two, and the
+/// ReLU on the pooled (smaller) tensor. At most one of the two truncates (the first),
+/// and floor commutes with max and ReLU, so the result is unchanged.
+fn fuse_relu_maxpool(steps: Vec<Step>, output: TensorId) -> Vec<Step> {
+    let readers = |t: TensorId, steps: &[Step]| -> usize {
+        steps
+            .iter()
+            .map(|s| match s {
+                Step::Linear { input, .. }
+                | Step::Conv { input, .. }
+                | Step::Nonlinear { input, .. }
+                | Step::Square { input, .. }
+                | Step::SumPool { input, .. } => usize::from(*input == t),
+                Step::Add { a, b, .. } => usize::from(*a == t) + usize::from(*b == t),
+            })
+            .sum()
+    };
+    let mut out: Vec<Step> = Vec::with_capacity(steps.len());
+    let mut i = 0;
+    while i < steps.len() {
+        if let (
+            Step::Nonlinear {
+                name,
+                input,
+                output: mid,
+                op: op1,
+                trunc_bits: t1,
+            },
+            Some(Step::Nonlinear {
+                input: mid2,
+                output: end,
+                op: op2,
+                trunc_bits: t2,
+                ..
+            }),
+        ) = (&steps[i], steps.get(i + 1))
+        {
+            let pool = match (op1, op2) {
+                (NonlinearOp::Relu, NonlinearOp::MaxPool { k, stride })
+                | (NonlinearOp::MaxPool { k, stride }, NonlinearOp::Relu) => Some((*k, *stride)),
+                _ => None,
+            };
+            if let Some((k, stride)) = pool {
+                if mid == mid2
+                    && *mid != output
+                    && readers(*mid, &steps) == 1
+                    && (*t1 == 0 || *t2 == 0)
+                {
+                    out.push(Step::Nonlinear {
+                        name: name.clone(),
+                        input: *input,
+                        output: *end,
+                        op: NonlinearOp::ReluMaxPool { k, stride },
+                        trunc_bits: t1 + t2,
+                    });
+                    i += 2;
+                    continue;
+                }
+            }
+        }
+        out.push(steps[i].clone());
+        i += 1;
+    }
+    out
 }
 
 fn bits(v: u128) -> u32 {

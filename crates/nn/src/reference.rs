@@ -154,18 +154,26 @@ pub(crate) fn execute(prog: &Program, x_q: &[i64], check: bool) -> Result<Vec<Ve
                 let y: Vec<i128> = match op {
                     NonlinearOp::Relu => x.iter().map(|&v| v.max(0)).collect(),
                     NonlinearOp::Identity => x.clone(),
-                    NonlinearOp::MaxPool { k, stride } => {
+                    NonlinearOp::MaxPool { k, stride } | NonlinearOp::ReluMaxPool { k, stride } => {
                         let sh = &prog.tensors[*input].shape;
                         if sh.len() != 3 || sh[1] < *k || sh[2] < *k || *stride == 0 {
                             return Err(shape_err("C×H×W input", 3, sh.len()));
                         }
+                        let relu = matches!(op, NonlinearOp::ReluMaxPool { .. });
                         window_pool(
                             x,
                             sh,
                             *k,
                             *k,
                             *stride,
-                            |it: &mut dyn Iterator<Item = i128>| it.max().unwrap_or(0),
+                            |it: &mut dyn Iterator<Item = i128>| {
+                                let m = it.max().unwrap_or(0);
+                                if relu {
+                                    m.max(0)
+                                } else {
+                                    m
+                                }
+                            },
                         )
                     }
                 };

@@ -286,12 +286,13 @@ fn small_cnn_with_bn() {
             _ => None,
         })
         .collect();
+    // ReLU then MaxPool: fused into one garbled circuit that truncates by s.
     assert_eq!(
         nl,
-        [
-            (nn::NonlinearOp::Relu, prog.frac_bits),
-            (nn::NonlinearOp::MaxPool { k: 2, stride: 2 }, 0)
-        ]
+        [(
+            nn::NonlinearOp::ReluMaxPool { k: 2, stride: 2 },
+            prog.frac_bits
+        )]
     );
     check_model(&cnn(13), &[1, 28, 28], 0.01);
 }

@@ -196,10 +196,17 @@ fn gc_spec(prog: &Program, input: usize, op: NonlinearOp, trunc_bits: u32) -> Re
     let (op, count) = match op {
         NonlinearOp::Relu => (Nonlinear::Relu, t.len()),
         NonlinearOp::Identity => (Nonlinear::Identity, t.len()),
-        NonlinearOp::MaxPool { k, stride } => {
+        NonlinearOp::MaxPool { k, stride } | NonlinearOp::ReluMaxPool { k, stride } => {
+            check_pool(&t.shape, k, k, stride, t.len())?;
             let (c, h, w) = chw(&t.shape)?;
             let (oh, ow) = ((h - k) / stride + 1, (w - k) / stride + 1);
-            (Nonlinear::Max { window: k * k }, c * oh * ow)
+            let window = k * k;
+            let op = if matches!(op, NonlinearOp::ReluMaxPool { .. }) {
+                Nonlinear::MaxPool { window }
+            } else {
+                Nonlinear::Max { window }
+            };
+            (op, c * oh * ow)
         }
     };
     Ok(NonlinSpec {
@@ -289,6 +296,10 @@ fn kind(step: &Step) -> &'static str {
             op: NonlinearOp::Identity,
             ..
         } => "truncate",
+        Step::Nonlinear {
+            op: NonlinearOp::ReluMaxPool { .. },
+            ..
+        } => "relu+maxpool",
         Step::Square { .. } => "square",
         Step::SumPool { .. } => "sumpool",
         Step::Add { .. } => "add",
@@ -569,7 +580,8 @@ fn serve_network_inner<C: Channel>(
                 Step::Nonlinear { input, op, .. } => {
                     let x = get(&shares, *input)?;
                     let x = match op {
-                        NonlinearOp::MaxPool { k, stride } => {
+                        NonlinearOp::MaxPool { k, stride }
+                        | NonlinearOp::ReluMaxPool { k, stride } => {
                             gather_windows(&prog.tensors[*input].shape, *k, *stride, &x)?
                         }
                         _ => x,
@@ -833,7 +845,8 @@ pub fn infer_client<C: Channel>(
                 Step::Nonlinear { input, op, .. } => {
                     let x = get(&shares, *input)?;
                     let x = match op {
-                        NonlinearOp::MaxPool { k, stride } => {
+                        NonlinearOp::MaxPool { k, stride }
+                        | NonlinearOp::ReluMaxPool { k, stride } => {
                             gather_windows(&prog.tensors[*input].shape, *k, *stride, &x)?
                         }
                         _ => x,

@@ -94,11 +94,55 @@ fn maxpool_of_negative_values_equals_the_fixed_point_reference() {
             a_ints("strides", &[2, 2]),
         ],
     );
-    m.node("Flatten", "/Flatten", &["p"], &["f"], vec![a_int("axis", 1)]);
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &["p"],
+        &["f"],
+        vec![a_int("axis", 1)],
+    );
     m.gemm("fc", "f", "output", 32, 4);
     // (the first pool is 1x1: its output is the conv output itself, half negative)
     let bytes = m.finish("input", &[1, 8, 8], "output", &[4], 13);
     check_bytes("conv-maxpool", &bytes, 2, -1.0);
+}
+
+/// Conv → ReLU → MaxPool: one fused garbled circuit (ReLU of the max).
+#[test]
+fn fused_relu_maxpool_equals_the_fixed_point_reference() {
+    use nn::export::{a_int, a_ints, Mb};
+    let mut m = Mb::new(6);
+    m.conv("conv", "input", "c", 1, 2, 3, 1, 1, true);
+    m.relu("relu", "c", "r");
+    m.node(
+        "MaxPool",
+        "/pool/MaxPool",
+        &["r"],
+        &["p"],
+        vec![
+            a_ints("kernel_shape", &[2, 2]),
+            a_ints("pads", &[0, 0, 0, 0]),
+            a_ints("strides", &[2, 2]),
+        ],
+    );
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &["p"],
+        &["f"],
+        vec![a_int("axis", 1)],
+    );
+    m.gemm("fc", "f", "output", 32, 4);
+    let bytes = m.finish("input", &[1, 8, 8], "output", &[4], 13);
+    let prog = nn::lower(&nn::import_bytes(&bytes).unwrap(), 8, 1032193).unwrap();
+    assert!(prog.steps.iter().any(|s| matches!(
+        s,
+        nn::Step::Nonlinear {
+            op: nn::NonlinearOp::ReluMaxPool { .. },
+            ..
+        }
+    )));
+    check_bytes("conv-relu-maxpool", &bytes, 2, -1.0);
 }
 
 #[test]
