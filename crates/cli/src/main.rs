@@ -11,6 +11,7 @@ mod bench_nonlinear;
 mod bench_ops;
 mod demo;
 mod infer;
+mod plan;
 mod samples;
 mod timing;
 mod twoparty;
@@ -43,6 +44,9 @@ enum Cmd {
     /// Private inference of a whole network (ONNX, or a built-in one), client and
     /// server over loopback TCP, checked against the plaintext fixed-point reference.
     Infer(infer::InferArgs),
+    /// Per linear layer of a network: every method's predicted time and bytes, and the
+    /// pick.
+    Plan(plan::PlanArgs),
     /// Serve linear layers to clients over TCP (concurrent sessions).
     Server(twoparty::ServerArgs),
     /// Query a `helina server` with a private input.
@@ -92,6 +96,7 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Demo(a) => demo::run(&a),
         Cmd::Infer(a) => infer::run(&a),
+        Cmd::Plan(a) => plan::run(&a),
         Cmd::Server(a) => twoparty::server(&a),
         Cmd::Client(a) => twoparty::client(&a),
         Cmd::Bench { what } => match what {
