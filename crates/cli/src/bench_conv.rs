@@ -245,8 +245,8 @@ pub fn run(a: &ConvArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     pb.finish_and_clear();
     let title = format!(
-        "bench conv {}x{}x{} -> {} {}x{} stride {} {:?}, params {}, median of {} queries, single thread",
-        sh.h, sh.w, sh.c_i, sh.c_o, sh.k_h, sh.k_w, sh.stride, sh.padding, a.params, a.reps
+        "bench conv {}x{}x{} -> {} {}x{} stride {} {:?}, params {}, median of {} queries, {} thread(s)",
+        sh.h, sh.w, sh.c_i, sh.c_o, sh.k_h, sh.k_w, sh.stride, sh.padding, a.params, a.reps, rayon::current_num_threads()
     );
     report(&title, "gazelle-out", rows, a.json)
 }

@@ -115,8 +115,8 @@ pub fn run(a: &MatvecArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     pb.finish_and_clear();
     let title = format!(
-        "bench matvec {}x{} (n_o x n_i), params {}, key budget {}, median of {} queries, single thread",
-        a.rows, a.cols, a.params, a.key_budget, a.reps
+        "bench matvec {}x{} (n_o x n_i), params {}, key budget {}, median of {} queries, {} thread(s)",
+        a.rows, a.cols, a.params, a.key_budget, a.reps, rayon::current_num_threads()
     );
     report(&title, "hybrid", rows, a.json)
 }

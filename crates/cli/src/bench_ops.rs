@@ -114,7 +114,7 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     println!(
-        "bench ops: {} (n = {}, log2 q = {}, p = {}), single thread, median of {} reps, µs",
+        "bench ops: {} (n = {}, log2 q = {}, p = {}), ops single-threaded, median of {} reps, µs",
         params.name(),
         n,
         params.log_q(),
