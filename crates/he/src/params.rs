@@ -96,7 +96,14 @@ impl PartialEq for Params {
 impl Eq for Params {}
 
 /// The names of the presets, in the order `helina` lists them.
-pub const PRESETS: &[&str] = &["n4096", "n8192", "n8192-p32", "n8192-q164", "n8192-q109"];
+pub const PRESETS: &[&str] = &[
+    "n4096",
+    "n8192",
+    "n8192-p32",
+    "n8192-p40",
+    "n8192-q164",
+    "n8192-q109",
+];
 
 /// The 32-bit batching prime HELiKs uses: 2^32 − 2^20 + 1.
 pub const P32: u64 = 4_293_918_721;
@@ -106,6 +113,9 @@ impl Params {
     /// - `n4096`: n = 4096, q = 37+36+36 = 109 bits, 20-bit p. Logic tests and rotation-free kernels.
     /// - `n8192`: n = 8192, q = 44+58+58+58 = 218 bits, 20-bit p. The secure default.
     /// - `n8192-p32`: as `n8192` with p = 4293918721 (32 bits) and q = 50+56+56+56.
+    /// - `n8192-p40`: n = 8192, a 40-bit batching p, q = 58+53+53+54 = 218 bits (models
+    ///   whose accumulators need more than 32 bits; rotation-heavy methods may not afford
+    ///   the flooding and are skipped by the planner).
     /// - `n8192-q164`: n = 8192, q = 44+60+60 = 164 bits, 20-bit p (smaller, faster, less budget).
     /// - `n8192-q109`: n = 8192, q = 49+60 = 109 bits, 20-bit p (rotation-free kernels).
     pub fn preset(name: &str) -> Result<Self> {
@@ -113,6 +123,7 @@ impl Params {
             "n4096" => (4096, 20, None, &[37, 36, 36]),
             "n8192" => (8192, 20, None, &[44, 58, 58, 58]),
             "n8192-p32" => (8192, 32, Some(P32), &[50, 56, 56, 56]),
+            "n8192-p40" => (8192, 40, None, &[58, 53, 53, 54]),
             "n8192-q164" => (8192, 20, None, &[44, 60, 60]),
             "n8192-q109" => (8192, 20, None, &[49, 60]),
             _ => {

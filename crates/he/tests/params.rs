@@ -128,3 +128,17 @@ fn error_messages_name_the_limit() {
         "insecure parameters: log2 q = 219 bits exceeds the 128-bit security bound of 218 bits for n = 8192"
     );
 }
+
+#[test]
+fn the_network_moduli_are_the_presets_plaintext_moduli() {
+    // nn::CANDIDATE_MODULI names these (p, preset) pairs; nn does not depend on he.
+    for (p, name) in [
+        (1_032_193u64, "n8192"),
+        (4_293_918_721, "n8192-p32"),
+        (1_099_511_480_321, "n8192-p40"),
+    ] {
+        let params = he::Params::preset(name).unwrap();
+        assert_eq!(params.p(), p, "{name}");
+        assert!(params.log_q_at(0) <= 218.0);
+    }
+}

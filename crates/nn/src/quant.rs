@@ -34,7 +34,11 @@ use crate::error::NnError;
 use crate::ir::{Network, Op, TensorId};
 
 /// The plaintext moduli of this project: n = 8192 batching primes (≡ 1 mod 16384).
-pub const CANDIDATE_MODULI: &[(u64, &str)] = &[(1_032_193, "n8192"), (4_293_918_721, "n8192-p32")];
+pub const CANDIDATE_MODULI: &[(u64, &str)] = &[
+    (1_032_193, "n8192"),
+    (4_293_918_721, "n8192-p32"),
+    (1_099_511_480_321, "n8192-p40"),
+];
 /// Default smallest acceptable number of fractional bits.
 pub const DEFAULT_MIN_FRAC_BITS: u32 = 6;
 /// Default largest number of fractional bits tried.
