@@ -8,6 +8,10 @@
 //! - `mnist-d`: GAZELLE's MNIST network D, MiniONN's MNIST CNN (Liu et al., CCS 2017,
 //!   Figure 11): Conv 1→16 5x5 (valid) + ReLU + MaxPool 2x2, Conv 16→16 5x5 + ReLU +
 //!   MaxPool 2x2, FC 256→100 + ReLU, FC 100→10.
+//! - `minionn-cifar`: MiniONN's CIFAR-10 network (Liu et al., CCS 2017, Figure 13; the
+//!   one GAZELLE and ENSEI Table 5 use): 3x32x32 → Conv 3x3x64 ×2 (ReLU) → MeanPool 2x2 →
+//!   Conv 3x3x64 ×2 (ReLU) → MeanPool 2x2 → Conv 3x3x64 (ReLU) → Conv 1x1x64 (ReLU) →
+//!   Conv 1x1x16 (ReLU) → FC 1024→10; 3x3 convolutions padded to keep the size.
 
 use crate::export::Mb;
 
@@ -79,6 +83,49 @@ pub fn onnx(name: &str, seed: u64) -> Option<Vec<u8>> {
             m.finish("input", &[1, 28, 28], "output", &[10], 17)
         }
         "tiny-resnet" => return Some(tiny_resnet(seed, 17)),
+        "minionn-cifar" => {
+            use crate::export::{a_int, a_ints};
+            let layers: [(usize, usize, usize); 7] = [
+                (3, 64, 3),
+                (64, 64, 3),
+                (64, 64, 3),
+                (64, 64, 3),
+                (64, 64, 3),
+                (64, 64, 1),
+                (64, 16, 1),
+            ];
+            let mut x = "input".to_string();
+            for (i, &(c_i, c_o, k)) in layers.iter().enumerate() {
+                let (c, r) = (format!("c{i}"), format!("r{i}"));
+                m.conv(&format!("conv{i}"), &x, &c, c_i, c_o, k, 1, k / 2, true);
+                m.relu(&format!("relu{i}"), &c, &r);
+                x = r;
+                if i == 1 || i == 3 {
+                    let pooled = format!("pool{i}");
+                    m.node(
+                        "AveragePool",
+                        &format!("/pool{i}/AveragePool"),
+                        &[&x],
+                        &[&pooled],
+                        vec![
+                            a_ints("kernel_shape", &[2, 2]),
+                            a_ints("pads", &[0, 0, 0, 0]),
+                            a_ints("strides", &[2, 2]),
+                        ],
+                    );
+                    x = pooled;
+                }
+            }
+            m.node(
+                "Flatten",
+                "/flatten/Flatten",
+                &[&x],
+                &["f"],
+                vec![a_int("axis", 1)],
+            );
+            m.gemm("fc", "f", "output", 1024, 10);
+            m.finish("input", &[3, 32, 32], "output", &[10], 17)
+        }
         _ => return None,
     })
 }
