@@ -306,8 +306,10 @@ fn kind(step: &Step) -> &'static str {
     }
 }
 
-/// W·x + b in cleartext mod p for the server's own share (x in [0, p)).
+/// W·x + b in cleartext mod p for the server's own share (x in [0, p)). A zero share
+/// (the network input, which the client holds whole) costs no product: W·0 = 0.
 fn clear_linear(step: &Step, x: &[u64], p: u64) -> Vec<u64> {
+    let zero = x.iter().all(|&v| v == 0);
     let xi: Vec<i64> = x.iter().map(|&v| v as i64).collect();
     let (acc, bias, per) = match step {
         Step::Linear {
@@ -317,7 +319,11 @@ fn clear_linear(step: &Step, x: &[u64], p: u64) -> Vec<u64> {
             bias,
             ..
         } => (
-            kernels::reference::matvec(weight, &xi, *rows, *cols),
+            if zero {
+                vec![0; *rows]
+            } else {
+                kernels::reference::matvec(weight, &xi, *rows, *cols)
+            },
             bias,
             1,
         ),
@@ -328,7 +334,12 @@ fn clear_linear(step: &Step, x: &[u64], p: u64) -> Vec<u64> {
             ..
         } => {
             let (oh, ow, _, _) = kernels::reference::conv_output(shape);
-            (kernels::reference::conv(shape, &xi, weight), bias, oh * ow)
+            let acc = if zero {
+                vec![0; shape.c_o * oh * ow]
+            } else {
+                kernels::reference::conv(shape, &xi, weight)
+            };
+            (acc, bias, oh * ow)
         }
         _ => return Vec::new(),
     };
@@ -553,12 +564,7 @@ fn serve_network_inner<C: Channel>(
                             cts: resp,
                         },
                     )?;
-                    let clear = if *input == prog.input {
-                        clear_linear(step, &vec![0; x.len()], p)
-                    } else {
-                        clear_linear(step, &x, p)
-                    };
-                    add_mod(&mine, &clear, p)
+                    add_mod(&mine, &clear_linear(step, &x, p), p)
                 }
                 Step::Square { input, .. } => {
                     let x = get(&shares, *input)?;
