@@ -306,6 +306,25 @@ fn kind(step: &Step) -> &'static str {
     }
 }
 
+/// Whether every tensor a step (or the program) names exists: the client checks the
+/// server's plan before indexing with it.
+fn ids_in_range(prog: &Program) -> bool {
+    let n = prog.tensors.len();
+    prog.input < n
+        && prog.output < n
+        && prog.steps.iter().all(|s| {
+            let inputs: Vec<usize> = match s {
+                Step::Linear { input, .. }
+                | Step::Conv { input, .. }
+                | Step::Nonlinear { input, .. }
+                | Step::Square { input, .. }
+                | Step::SumPool { input, .. } => vec![*input],
+                Step::Add { a, b, .. } => vec![*a, *b],
+            };
+            s.output() < n && inputs.iter().all(|&t| t < n)
+        })
+}
+
 /// W·x + b in cleartext mod p for the server's own share (x in [0, p)). A zero share
 /// (the network input, which the client holds whole) costs no product: W·0 = 0.
 fn clear_linear(step: &Step, x: &[u64], p: u64) -> Vec<u64> {
@@ -734,7 +753,7 @@ pub fn infer_client<C: Channel>(
             })
         }
     };
-    if methods.len() != prog.steps.len() || prog.p != params.p() {
+    if methods.len() != prog.steps.len() || prog.p != params.p() || !ids_in_range(&prog) {
         return Err(ProtocolError::Plan);
     }
     let plans = prog

@@ -197,3 +197,55 @@ fn a_client_with_other_parameters_is_refused() {
         Err(ProtocolError::Params { .. })
     ));
 }
+
+/// A server whose plan names a tensor that does not exist is refused (no indexing
+/// with peer data).
+#[test]
+fn a_plan_with_unknown_tensors_is_refused() {
+    use bincode::Options;
+    use net::Channel;
+    use protocol::network::NetMsg;
+    let bytes = nn::zoo::onnx("mlp", 1).unwrap();
+    let network = nn::import_bytes(&bytes).unwrap();
+    let mut prog = nn::lower(&network, 8, 1032193).unwrap();
+    let methods: Vec<Option<protocol::LayerSpec>> = prog
+        .steps
+        .iter()
+        .map(|s| match s {
+            nn::Step::Linear { rows, cols, .. } => Some(protocol::LayerSpec::Matvec {
+                method: kernels::Method::Gala,
+                rows: *rows,
+                cols: *cols,
+            }),
+            _ => None,
+        })
+        .collect();
+    let bad = prog.tensors.len() + 5;
+    if let nn::Step::Linear { output, .. } = &mut prog.steps[0] {
+        *output = bad;
+    }
+    let params = Params::preset("n8192").unwrap();
+    let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(30), Link::NONE);
+    let server = std::thread::spawn(move || {
+        s.recv().unwrap();
+        let m = NetMsg::Plan {
+            program: prog,
+            methods,
+        };
+        let frame = bincode::DefaultOptions::new()
+            .with_fixint_encoding()
+            .serialize(&m)
+            .unwrap();
+        s.send(&frame).unwrap();
+    });
+    let xq = vec![vec![0i64; 784]];
+    let e = infer_client(
+        &mut c,
+        &params,
+        protocol::network::Inputs::Quantised(&xq),
+        gc::Garbler::Server,
+        &mut |_, _| {},
+    );
+    assert_eq!(e.unwrap_err(), ProtocolError::Plan);
+    server.join().unwrap();
+}
