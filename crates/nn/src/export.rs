@@ -159,9 +159,8 @@ impl Mb {
         });
     }
 
-    /// torch Conv2d export: `{m}.weight`, `{m}.bias`, node `/{m}/Conv`.
+    /// torch Conv2d export: `{m}.weight`, `{m}.bias`, node `/{m}/Conv`, symmetric `pad`.
     #[allow(clippy::too_many_arguments)]
-    /// See the module doc.
     pub fn conv(
         &mut self,
         m: &str,
@@ -174,6 +173,23 @@ impl Mb {
         pad: usize,
         bias: bool,
     ) {
+        self.conv_pads(m, x, out, c_i, c_o, k, stride, [pad; 4], bias);
+    }
+
+    /// [`Mb::conv`] with explicit ONNX `pads = [top, left, bottom, right]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv_pads(
+        &mut self,
+        m: &str,
+        x: &str,
+        out: &str,
+        c_i: usize,
+        c_o: usize,
+        k: usize,
+        stride: usize,
+        pads: [usize; 4],
+        bias: bool,
+    ) {
         let w = self.param(&format!("{m}.weight"), &[c_o, c_i, k, k], c_i * k * k);
         let mut ins = vec![x.to_string(), w];
         if bias {
@@ -181,7 +197,8 @@ impl Mb {
         }
         let ins: Vec<&str> = ins.iter().map(String::as_str).collect();
         let k = k as i64;
-        let (s, p) = (stride as i64, pad as i64);
+        let s = stride as i64;
+        let p: Vec<i64> = pads.iter().map(|&p| p as i64).collect();
         self.node(
             "Conv",
             &format!("/{m}/Conv"),
@@ -191,9 +208,44 @@ impl Mb {
                 a_ints("dilations", &[1, 1]),
                 a_int("group", 1),
                 a_ints("kernel_shape", &[k, k]),
+                a_ints("pads", &p),
+                a_ints("strides", &[s, s]),
+            ],
+        );
+    }
+
+    /// torch MaxPool2d export (`ceil_mode = 0`), node `/{m}/MaxPool`, symmetric `pad`
+    /// (padded positions take no part in the max).
+    pub fn max_pool(&mut self, m: &str, x: &str, out: &str, k: usize, stride: usize, pad: usize) {
+        let (k, s, p) = (k as i64, stride as i64, pad as i64);
+        self.node(
+            "MaxPool",
+            &format!("/{m}/MaxPool"),
+            &[x],
+            &[out],
+            vec![
+                a_int("ceil_mode", 0),
+                a_ints("dilations", &[1, 1]),
+                a_ints("kernel_shape", &[k, k]),
                 a_ints("pads", &[p, p, p, p]),
                 a_ints("strides", &[s, s]),
             ],
+        );
+    }
+
+    /// torch ZeroPad2d export: `Pad` (mode `constant`, value 0) node `/{m}/Pad` with an
+    /// int64 `pads` initializer `[0, 0, top, left, 0, 0, bottom, right]`.
+    pub fn zero_pad(&mut self, m: &str, x: &str, out: &str, pads: [usize; 4]) {
+        let [t, l, b, r] = pads.map(|p| p as i64);
+        let name = format!("onnx::Pad_{}", self.inits.len());
+        self.inits
+            .push(i64_tensor(&name, &[8], &[0, 0, t, l, 0, 0, b, r]));
+        self.node(
+            "Pad",
+            &format!("/{m}/Pad"),
+            &[x, &name],
+            &[out],
+            vec![a_str("mode", "constant")],
         );
     }
 

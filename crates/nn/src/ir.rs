@@ -9,7 +9,11 @@
 //! (`y = W·x + b`, `W` rows×cols row-major), `Relu`, `MaxPool`/`AvgPool` (square `k×k`
 //! windows, stride `s`, no padding: output `floor((h−k)/s)+1`), `GlobalAvgPool`
 //! (`C×H×W → C×1×1`), `Add` (two activations of the same shape), `Flatten`
-//! (`C×H×W → C·H·W`, identity on the row-major data) and `Square`.
+//! (`C×H×W → C·H·W`, identity on the row-major data), `Square` and `Pad` (explicit
+//! spatial padding of a `C×H×W` tensor, [`PadMode`]: zeros, or the nearest edge value).
+//! The importer turns a convolution whose ONNX pads are not TF-SAME into `Pad` (zeros) +
+//! a VALID `Conv`, and a padded `MaxPool` into `Pad` (edge) + `MaxPool` (see
+//! [`crate::onnx`]).
 //! BatchNormalization is folded into the preceding Conv/Linear at import; Identity and
 //! Dropout are removed.
 
@@ -28,6 +32,19 @@ pub struct TensorDesc {
     pub name: String,
     /// Shape (no batch dimension).
     pub shape: Vec<usize>,
+}
+
+/// What [`Op::Pad`] (and `quant::Step::Pad`) writes into the padded border.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PadMode {
+    /// Zeros (ONNX `Pad` mode `constant` with value 0; the implicit padding of `Conv`).
+    Zero,
+    /// The nearest element of the same channel (ONNX `Pad` mode `edge`): output
+    /// `(c, y, x)` = input `(c, clamp(y − top, 0, h−1), clamp(x − left, 0, w−1))`. A max
+    /// pool whose every window holds at least one real element (each pad `< k`) gives on
+    /// an edge-padded tensor exactly the max over the real elements only, as ONNX/PyTorch
+    /// define a padded `MaxPool` (the replicated value lies in the same window).
+    Edge,
 }
 
 /// A float operation.
@@ -77,6 +94,13 @@ pub enum Op {
     Flatten,
     /// `x²`.
     Square,
+    /// Spatial padding of a `C×H×W` tensor to `C×(top+H+bottom)×(left+W+right)`.
+    Pad {
+        /// `[top, left, bottom, right]` (ONNX's 2-D `pads` order).
+        pads: [usize; 4],
+        /// What the border holds.
+        mode: PadMode,
+    },
 }
 
 impl Op {
@@ -92,6 +116,7 @@ impl Op {
             Op::Add => "Add",
             Op::Flatten => "Flatten",
             Op::Square => "Square",
+            Op::Pad { .. } => "Pad",
         }
     }
 }
@@ -336,6 +361,13 @@ impl Network {
                 x.clone()
             }
             Op::Flatten => vec![x.iter().product()],
+            Op::Pad { pads, .. } => {
+                let (c, h, w) = chw(x)?;
+                if h == 0 || w == 0 {
+                    return Err(shape_err("input (non-empty C×H×W)", vec![c, 1, 1]));
+                }
+                vec![c, pads[0] + h + pads[2], pads[1] + w + pads[3]]
+            }
         })
     }
 }

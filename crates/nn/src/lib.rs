@@ -6,7 +6,7 @@
 //! * [`quant::plan_fixed_point`] picks the fractional bits `s` and plaintext modulus `p` from
 //!   calibration inputs and lowers the network to a [`quant::Program`] of integer steps
 //!   (Linear/Conv on shares, garbled-circuit Nonlinear steps that fuse truncation, local
-//!   SumPool/Add, Square);
+//!   SumPool/Add/Pad, Square);
 //! * [`reference::run_fixed`] executes a program exactly as the private protocol must;
 //!   [`reference::run_float`] is the float reference.
 
@@ -19,10 +19,12 @@ pub mod reference;
 pub mod zoo;
 
 pub use error::{NnError, Unsupported};
-pub use ir::{Network, Node, Op, TensorDesc, TensorId};
+pub use ir::{Network, Node, Op, PadMode, TensorDesc, TensorId};
 pub use onnx::{import, import_bytes, import_model};
 pub use quant::{
     calibrate, lower, plan_fixed_point, LayerBound, NonlinearOp, Program, Step, TensorInfo,
     CANDIDATE_MODULI, DEFAULT_MAX_FRAC_BITS, DEFAULT_MIN_FRAC_BITS,
 };
-pub use reference::{dequantise, quantise_input, run_fixed, run_float, window_indices};
+pub use reference::{
+    dequantise, pad_indices, quantise_input, run_fixed, run_float, window_indices,
+};

@@ -9,19 +9,29 @@
 //! * `Conv` (2-D, `group = 1`, `dilations = 1`, `auto_pad` NOTSET, equal strides): explicit
 //!   `pads = [top, left, bottom, right]` map to [`Padding::Valid`] when all zero, and to
 //!   [`Padding::Same`] (TensorFlow SAME: output `ceil(h/s)`, total pad `(h_out−1)·s + k − h`,
-//!   `floor(total/2)` top/left) only when that gives exactly the same output size and offsets
+//!   `floor(total/2)` top/left) when that gives exactly the same output size and offsets
 //!   as ONNX's explicit pads (`(h + pt + pb − k)/s + 1 == ceil(h/s)` and
-//!   `pt == floor(total/2)`, per axis; e.g. symmetric `(k−1)/2` with stride 1 and odd `k`).
-//!   Anything else is an error naming the node and attribute `pads`.
+//!   `pt == floor(total/2)`, per axis; e.g. symmetric `(k−1)/2` with stride 1 and odd `k`),
+//!   see [`conv_padding`]. Any other pads (torch's `padding=1` with stride 2 on an even
+//!   size, `padding=3` of a 7×7 stride-2 stem, asymmetric pads) become an explicit
+//!   [`Op::Pad`] with zeros (node `{conv}/pad`) followed by a VALID `Conv`: the same
+//!   function, the convolution then runs on the padded tensor.
 //! * `Gemm` (`transA = 0`, any `transB`, `alpha`, `beta`), `MatMul` with a constant right
 //!   operand (+ a following `Add` of a constant = bias) → `Linear`.
 //! * `BatchNormalization` (inference mode) folded into the preceding Conv/Linear:
 //!   `w' = w·γ/√(var+ε)`, `b' = (b−mean)·γ/√(var+ε) + β`; a BN whose input is not a Conv/Linear
 //!   output consumed only by it → [`NnError::BatchNormNotFoldable`].
-//! * `Relu`; `MaxPool`/`AveragePool` (square kernel, equal strides, zero pads, `ceil_mode = 0`,
-//!   no `Indices` output); `GlobalAveragePool`; `Flatten` (`axis = 1`); `Reshape` to
+//! * `Relu`; `MaxPool`/`AveragePool` (square kernel, equal strides, `ceil_mode = 0`, no
+//!   `Indices` output; `AveragePool` with zero pads only). A `MaxPool` with pads (each
+//!   `< k`, so that every window holds a real element) becomes [`Op::Pad`] with
+//!   [`PadMode::Edge`] (node `{pool}/pad`) + an unpadded `MaxPool`: padded positions take
+//!   no part in the max, as in ONNX and PyTorch. `GlobalAveragePool`; `Flatten` (`axis = 1`); `Reshape` to
 //!   `[batch, N]` (`-1`, `0`, `1` or the batch size in front) → `Flatten`; `Add` of two
 //!   activations; `Mul(x, x)` and `Pow(x, 2)` → `Square`; `Identity`/`Dropout` removed.
+//! * `Pad` (torch's `ZeroPad2d`/`F.pad`) of a `[batch, C, H, W]` activation: mode `constant`
+//!   with value 0 (or no value) or `edge`; `pads` (input from opset 11, attribute before)
+//!   a constant with zeros on the batch and channel axes and non-negative spatial pads;
+//!   no `axes` input → [`Op::Pad`].
 //! * Shape arithmetic on constants as torch emits it for `x.view(x.size(0), -1)`: `Constant`,
 //!   `Shape`, `Gather`, `Unsqueeze`, `Concat` (the batch is taken as 1).
 //!
@@ -36,7 +46,7 @@ use prost::Message;
 use tract_onnx::pb::{self, tensor_proto::DataType, AttributeProto, ModelProto, NodeProto};
 
 use crate::error::{NnError, Unsupported};
-use crate::ir::{Network, Op, TensorId};
+use crate::ir::{Network, Op, PadMode, TensorId};
 
 /// Reads and imports an ONNX file.
 pub fn import(path: &Path) -> Result<Network, NnError> {
@@ -67,7 +77,8 @@ pub fn import_model(model: &ModelProto) -> Result<Network, NnError> {
 }
 
 /// Maps a 2-D convolution's explicit ONNX `pads = [top, left, bottom, right]` to a
-/// [`Padding`] (see the module docs); `Err` says why it cannot be represented.
+/// [`Padding`] (see the module docs); `Err` says why it is neither VALID nor TF-SAME (the
+/// importer then pads explicitly with [`Op::Pad`] and convolves VALID).
 pub fn conv_padding(
     h: usize,
     w: usize,
@@ -148,6 +159,7 @@ const SUPPORTED: &[&str] = &[
     "Gather",
     "Unsqueeze",
     "Concat",
+    "Pad",
 ];
 
 /// Pass 1: every unsupported op / attribute of the graph.
@@ -226,19 +238,31 @@ fn check_supported(graph: &pb::GraphProto) -> Vec<Unsupported> {
                 }
             }
             "MaxPool" | "AveragePool" => {
-                match attr_ints(n, "kernel_shape") {
-                    Some(k) if k.len() == 2 && k[0] == k[1] && k[0] >= 1 => {}
-                    k => bad(
-                        Some("kernel_shape"),
-                        format!("{k:?}: only square 2-D windows are supported"),
-                    ),
-                }
+                let k = match attr_ints(n, "kernel_shape") {
+                    Some(k) if k.len() == 2 && k[0] == k[1] && k[0] >= 1 => k[0],
+                    k => {
+                        bad(
+                            Some("kernel_shape"),
+                            format!("{k:?}: only square 2-D windows are supported"),
+                        );
+                        1
+                    }
+                };
                 equal_2d("strides", &mut bad);
                 if let Some(p) = attr_ints(n, "pads") {
-                    if p.iter().any(|&v| v != 0) {
+                    if op == "AveragePool" {
+                        if p.iter().any(|&v| v != 0) {
+                            bad(
+                                Some("pads"),
+                                format!("{p:?}: only zero padding is supported"),
+                            );
+                        }
+                    } else if p.len() != 4 || p.iter().any(|&v| v < 0 || v >= k) {
                         bad(
                             Some("pads"),
-                            format!("{p:?}: only zero padding is supported"),
+                            format!(
+                                "{p:?}: expected 4 values in 0..{k} (a window must hold a real element)"
+                            ),
                         );
                     }
                 }
@@ -256,6 +280,21 @@ fn check_supported(graph: &pb::GraphProto) -> Vec<Unsupported> {
                 auto_pad(&mut bad);
                 if op == "MaxPool" && n.output.len() > 1 && !n.output[1].is_empty() {
                     bad(None, "the Indices output is not supported".into());
+                }
+            }
+            "Pad" => {
+                let mode = attr_s(n, "mode").unwrap_or_else(|| "constant".into());
+                if mode != "constant" && mode != "edge" {
+                    bad(
+                        Some("mode"),
+                        format!("{mode:?}: only \"constant\" (zero) and \"edge\" are supported"),
+                    );
+                }
+                if n.input.get(3).is_some_and(|s| !s.is_empty()) {
+                    bad(
+                        Some("axes"),
+                        "the axes input is not supported (pad all four axes)".into(),
+                    );
                 }
             }
             "Gemm" => {
@@ -763,7 +802,15 @@ impl<'g> Builder<'g> {
                 self.bind(output, o);
             }
             "MaxPool" | "AveragePool" => {
-                let t = act(self, 0)?;
+                let mut t = act(self, 0)?;
+                let pads = attr_ints(n, "pads").unwrap_or_default();
+                if op == "MaxPool" && pads.iter().any(|&p| p != 0) {
+                    let [pt, pl, pb, pr] = pads[..] else {
+                        return Err(gerr(format!("pads {pads:?}: 4 values expected")));
+                    };
+                    let pads = [pt as usize, pl as usize, pb as usize, pr as usize];
+                    t = self.pad(&name, t, pads, PadMode::Edge)?;
+                }
                 let k = attr_ints(n, "kernel_shape")
                     .and_then(|k| k.first().copied())
                     .unwrap_or(1) as usize;
@@ -776,6 +823,63 @@ impl<'g> Builder<'g> {
                     Op::AvgPool { k, stride: s }
                 };
                 let o = self.net.push(&name, output, o, vec![t])?;
+                self.bind(output, o);
+            }
+            "Pad" => {
+                let t = act(self, 0)?;
+                let pads = if n.input.get(1).is_some_and(|s| !s.is_empty()) {
+                    ints(self, 1)?
+                } else {
+                    attr_ints(n, "pads").ok_or_else(|| gerr("no pads".into()))?
+                };
+                let bad_attr = |attribute: &str, reason: String| NnError::BadAttribute {
+                    node: name.clone(),
+                    op: op.into(),
+                    attribute: attribute.into(),
+                    reason,
+                };
+                let zero_value = match n.input.get(2).filter(|s| !s.is_empty()) {
+                    None => attr_f(n, "value", 0.0) == 0.0,
+                    Some(nm) => match self.constant(nm)? {
+                        Some(Const::F32 { data, .. }) => data.iter().all(|&v| v == 0.0),
+                        Some(Const::I64(v)) => v.iter().all(|&v| v == 0),
+                        None => false,
+                    },
+                };
+                let mode = match attr_s(n, "mode").as_deref() {
+                    None | Some("constant") => PadMode::Zero,
+                    Some("edge") => PadMode::Edge,
+                    Some(m) => return Err(bad_attr("mode", format!("{m:?} is not supported"))),
+                };
+                if mode == PadMode::Zero && !zero_value {
+                    return Err(bad_attr(
+                        "constant_value",
+                        "only zero padding is supported".into(),
+                    ));
+                }
+                let [0, 0, pt, pl, 0, 0, pb, pr] = pads[..] else {
+                    return Err(bad_attr(
+                        "pads",
+                        format!(
+                            "{pads:?}: expected [0, 0, top, left, 0, 0, bottom, right] on a [batch, C, H, W] input"
+                        ),
+                    ));
+                };
+                if [pt, pl, pb, pr].iter().any(|&p| p < 0) {
+                    return Err(bad_attr(
+                        "pads",
+                        format!("{pads:?}: negative pads (cropping) are not supported"),
+                    ));
+                }
+                let o = self.net.push(
+                    &name,
+                    output,
+                    Op::Pad {
+                        pads: [pt as usize, pl as usize, pb as usize, pr as usize],
+                        mode,
+                    },
+                    vec![t],
+                )?;
                 self.bind(output, o);
             }
             "Mul" | "Pow" => {
@@ -853,15 +957,23 @@ impl<'g> Builder<'g> {
                     .iter()
                     .map(|&p| p as usize)
                     .collect();
-                let pads = [pads[0], pads[1], pads[2], pads[3]];
-                let padding = conv_padding(h, w, k_h, k_w, stride, pads).map_err(|reason| {
-                    NnError::BadAttribute {
+                let [pt, pl, pb, pr] = pads[..] else {
+                    return Err(NnError::BadAttribute {
                         node: name.clone(),
                         op: op.into(),
                         attribute: "pads".into(),
-                        reason,
+                        reason: format!("{pads:?}: 4 values expected"),
+                    });
+                };
+                let pads = [pt, pl, pb, pr];
+                // TF-SAME where it is the same function, else explicit zeros + VALID
+                let (t, h, w, padding) = match conv_padding(h, w, k_h, k_w, stride, pads) {
+                    Ok(padding) => (t, h, w, padding),
+                    Err(_) => {
+                        let p = self.pad(&name, t, pads, PadMode::Zero)?;
+                        (p, pt + h + pb, pl + w + pr, Padding::Valid)
                     }
-                })?;
+                };
                 let shape = ConvShape {
                     c_i,
                     h,
@@ -1009,6 +1121,23 @@ impl<'g> Builder<'g> {
             _ => return Err(gerr("unsupported op".into())),
         }
         Ok(())
+    }
+
+    /// An explicit [`Op::Pad`] (node `{name}/pad`) in front of the node `name`.
+    fn pad(
+        &mut self,
+        name: &str,
+        t: TensorId,
+        pads: [usize; 4],
+        mode: PadMode,
+    ) -> Result<TensorId, NnError> {
+        let out = format!("{}/padded", self.net.tensors[t].name);
+        self.net.push(
+            &format!("{name}/pad"),
+            &out,
+            Op::Pad { pads, mode },
+            vec![t],
+        )
     }
 
     /// The index of the Conv/Linear node producing `t`, when `t` has exactly one consumer.

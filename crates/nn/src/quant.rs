@@ -21,6 +21,12 @@
 //!   which needs a power-of-two area, else [`NnError::PoolDivisor`];
 //! * [`Step::Add`]: `a·2^shift_a + b·2^shift_b`, aligning both operands to the larger scale
 //!   (local on shares);
+//! * [`Step::Pad`]: spatial padding (zeros, or the nearest edge element) at the input's
+//!   scale, local on shares (each party pads its own share; a zero border is a sharing of
+//!   zero); element order [`crate::reference::pad_indices`]. It carries a pending pooling
+//!   factor through unchanged. A ReLU directly before a Pad that feeds a MaxPool is moved
+//!   behind the Pad and fused with the pool (both kinds of border commute with ReLU and
+//!   truncation), see [`NonlinearOp::ReluMaxPool`];
 //! * Flatten is no step: the Linear that reads a `C×H×W` tensor reads it in row-major (NCHW)
 //!   order, which is exactly what Flatten produces (the tensor keeps its `C×H×W` shape);
 //! * the output is [`Program::output`] at its `scale_bits`; dequantise by `2^−scale`.
@@ -31,7 +37,7 @@ use kernels::ConvShape;
 use serde::{Deserialize, Serialize};
 
 use crate::error::NnError;
-use crate::ir::{Network, Op, TensorId};
+use crate::ir::{Network, Op, PadMode, TensorId};
 
 /// The plaintext moduli of this project: n = 8192 batching primes (≡ 1 mod 16384).
 pub const CANDIDATE_MODULI: &[(u64, &str)] = &[
@@ -182,6 +188,21 @@ pub enum Step {
         /// Left shift of `b`.
         shift_b: u32,
     },
+    /// Spatial padding of a `C×H×W` tensor (local; scale unchanged): output
+    /// `C×(top+H+bottom)×(left+W+right)`, element `j` is input element
+    /// `pad_indices(..)[j]` or zero ([`crate::reference::pad_indices`]).
+    Pad {
+        /// Layer name.
+        name: String,
+        /// Input tensor (`C×H×W`).
+        input: TensorId,
+        /// Output tensor.
+        output: TensorId,
+        /// `[top, left, bottom, right]`.
+        pads: [usize; 4],
+        /// Border contents.
+        mode: PadMode,
+    },
 }
 
 impl Step {
@@ -193,7 +214,20 @@ impl Step {
             | Step::Nonlinear { name, .. }
             | Step::Square { name, .. }
             | Step::SumPool { name, .. }
+            | Step::Pad { name, .. }
             | Step::Add { name, .. } => name,
+        }
+    }
+    /// The tensors the step reads (two for [`Step::Add`], one otherwise).
+    pub fn inputs(&self) -> Vec<TensorId> {
+        match self {
+            Step::Linear { input, .. }
+            | Step::Conv { input, .. }
+            | Step::Nonlinear { input, .. }
+            | Step::Square { input, .. }
+            | Step::SumPool { input, .. }
+            | Step::Pad { input, .. } => vec![*input],
+            Step::Add { a, b, .. } => vec![*a, *b],
         }
     }
     /// The output tensor.
@@ -204,6 +238,7 @@ impl Step {
             | Step::Nonlinear { output, .. }
             | Step::Square { output, .. }
             | Step::SumPool { output, .. }
+            | Step::Pad { output, .. }
             | Step::Add { output, .. } => *output,
         }
     }
@@ -446,6 +481,19 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
                 }
             }
             Op::Flatten => get(0)?,
+            Op::Pad { pads, mode } => {
+                let x = get(0)?;
+                let scale = l.tensors[x.id].scale_bits;
+                let out = l.tensor(out_desc.shape.clone(), scale, out_desc.name.clone());
+                l.steps.push(Step::Pad {
+                    name,
+                    input: x.id,
+                    output: out,
+                    pads: *pads,
+                    mode: *mode,
+                });
+                Val { id: out, ..x }
+            }
             Op::Square => {
                 let x = l.at_s(&get(0)?, false)?;
                 let out = l.tensor(out_desc.shape.clone(), 2 * s, out_desc.name.clone());
@@ -493,13 +541,15 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
         // divide the pooling factor out; the result is at scale s
         l.at_s(&out, false)?
     };
+    let mut tensors = l.tensors;
+    let steps = fuse_relu_maxpool(l.steps, out.id, &mut tensors);
     Ok(Program {
         input_shape: net.input_shape().to_vec(),
         frac_bits: s,
         p,
         preset: String::new(),
-        steps: fuse_relu_maxpool(l.steps, out.id),
-        tensors: l.tensors,
+        steps,
+        tensors,
         input: 0,
         output: out.id,
         bounds: Vec::new(),
@@ -510,24 +560,28 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
 /// order) into one [`NonlinearOp::ReluMaxPool`] step, when the tensor between them has
 /// no other reader and is not the output: one garbled circuit instead of two, and the
 /// ReLU on the pooled (smaller) tensor. At most one of the two truncates (the first),
-/// and floor commutes with max and ReLU, so the result is unchanged.
-fn fuse_relu_maxpool(steps: Vec<Step>, output: TensorId) -> Vec<Step> {
-    let readers = |t: TensorId, steps: &[Step]| -> usize {
-        steps
-            .iter()
-            .map(|s| match s {
-                Step::Linear { input, .. }
-                | Step::Conv { input, .. }
-                | Step::Nonlinear { input, .. }
-                | Step::Square { input, .. }
-                | Step::SumPool { input, .. } => usize::from(*input == t),
-                Step::Add { a, b, .. } => usize::from(*a == t) + usize::from(*b == t),
-            })
-            .sum()
+/// and floor commutes with max and ReLU, so the result is unchanged. A [`Step::Pad`]
+/// between a ReLU and the MaxPool (a padded pool, torchvision's stem) is handled too: the
+/// Pad moves in front and reads the ReLU's input (its border is zero or a copy, both
+/// commute with ReLU and floor), and its output takes that input's scale.
+fn fuse_relu_maxpool(steps: Vec<Step>, output: TensorId, tensors: &mut [TensorInfo]) -> Vec<Step> {
+    let mut readers = vec![0usize; tensors.len()];
+    for st in &steps {
+        for t in st.inputs() {
+            if let Some(r) = readers.get_mut(t) {
+                *r += 1;
+            }
+        }
+    }
+    let single = |t: TensorId| t != output && readers.get(t) == Some(&1);
+    let pool_of = |op: &NonlinearOp| match op {
+        NonlinearOp::MaxPool { k, stride } => Some((*k, *stride)),
+        _ => None,
     };
     let mut out: Vec<Step> = Vec::with_capacity(steps.len());
     let mut i = 0;
     while i < steps.len() {
+        // ReLU → MaxPool or MaxPool → ReLU
         if let (
             Step::Nonlinear {
                 name,
@@ -546,16 +600,11 @@ fn fuse_relu_maxpool(steps: Vec<Step>, output: TensorId) -> Vec<Step> {
         ) = (&steps[i], steps.get(i + 1))
         {
             let pool = match (op1, op2) {
-                (NonlinearOp::Relu, NonlinearOp::MaxPool { k, stride })
-                | (NonlinearOp::MaxPool { k, stride }, NonlinearOp::Relu) => Some((*k, *stride)),
+                (NonlinearOp::Relu, p) | (p, NonlinearOp::Relu) => pool_of(p),
                 _ => None,
             };
             if let Some((k, stride)) = pool {
-                if mid == mid2
-                    && *mid != output
-                    && readers(*mid, &steps) == 1
-                    && (*t1 == 0 || *t2 == 0)
-                {
+                if mid == mid2 && single(*mid) && (*t1 == 0 || *t2 == 0) {
                     out.push(Step::Nonlinear {
                         name: name.clone(),
                         input: *input,
@@ -564,6 +613,58 @@ fn fuse_relu_maxpool(steps: Vec<Step>, output: TensorId) -> Vec<Step> {
                         trunc_bits: t1 + t2,
                     });
                     i += 2;
+                    continue;
+                }
+            }
+        }
+        // ReLU → Pad → MaxPool  ⇒  Pad → ReluMaxPool
+        if let (
+            Step::Nonlinear {
+                name,
+                input,
+                output: mid,
+                op: NonlinearOp::Relu,
+                trunc_bits: t1,
+            },
+            Some(Step::Pad {
+                name: pad_name,
+                input: mid2,
+                output: padded,
+                pads,
+                mode,
+            }),
+            Some(Step::Nonlinear {
+                input: padded2,
+                output: end,
+                op: op3,
+                trunc_bits: t3,
+                ..
+            }),
+        ) = (&steps[i], steps.get(i + 1), steps.get(i + 2))
+        {
+            if let Some((k, stride)) = pool_of(op3) {
+                if mid == mid2
+                    && padded == padded2
+                    && single(*mid)
+                    && single(*padded)
+                    && (*t1 == 0 || *t3 == 0)
+                {
+                    tensors[*padded].scale_bits = tensors[*input].scale_bits;
+                    out.push(Step::Pad {
+                        name: pad_name.clone(),
+                        input: *input,
+                        output: *padded,
+                        pads: *pads,
+                        mode: *mode,
+                    });
+                    out.push(Step::Nonlinear {
+                        name: name.clone(),
+                        input: *padded,
+                        output: *end,
+                        op: NonlinearOp::ReluMaxPool { k, stride },
+                        trunc_bits: t1 + t3,
+                    });
+                    i += 3;
                     continue;
                 }
             }

@@ -6,13 +6,14 @@
 //! input) must lie in `(−p/2, p/2)`, else [`NnError::RangeExceeded`]. Truncation is
 //! `floor(v / 2^f)` of the centered value (arithmetic shift), applied after the
 //! nonlinear op. MaxPool output `(c, oy, ox)` takes the window elements
-//! `(c, oy·s+dy, ox·s+dx)` in row-major `(dy, dx)` order.
+//! `(c, oy·s+dy, ox·s+dx)` in row-major `(dy, dx)` order ([`window_indices`]); padding is
+//! a separate [`Step::Pad`] whose element order is [`pad_indices`].
 
 use kernels::reference::{conv_output, matvec};
 use kernels::ConvShape;
 
 use crate::error::NnError;
-use crate::ir::{Network, Op};
+use crate::ir::{Network, Op, PadMode};
 use crate::quant::{NonlinearOp, Program, Step};
 
 /// `round(x · 2^s)` for each input value.
@@ -58,6 +59,51 @@ pub fn window_indices(shape: &[usize], k_h: usize, k_w: usize, stride: usize) ->
         }
     }
     out
+}
+
+/// The source of every element of a padded `C×H×W` tensor (`pads = [top, left, bottom,
+/// right]`), in row-major order of the padded `C×(top+H+bottom)×(left+W+right)` output:
+/// `Some(i)` copies input element `i`, `None` is a zero ([`PadMode::Zero`] border).
+/// [`PadMode::Edge`] never gives `None` (the border repeats the nearest element of the same
+/// channel). The one definition of padding: the plaintext references and the private
+/// executor (which pads each party's share with it: zero shares for a zero border, copied
+/// shares otherwise) both use it. Panics on an empty `H` or `W` (checked by
+/// [`Network::validate`]).
+pub fn pad_indices(shape: &[usize], pads: [usize; 4], mode: PadMode) -> Vec<Option<usize>> {
+    let (c, h, w) = (shape[0], shape[1], shape[2]);
+    let [top, left, bottom, right] = pads;
+    let (hp, wp) = (top + h + bottom, left + w + right);
+    let mut out = Vec::with_capacity(c * hp * wp);
+    for ch in 0..c {
+        for y in 0..hp {
+            for x in 0..wp {
+                let (iy, ix) = (y as isize - top as isize, x as isize - left as isize);
+                let inside = (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix);
+                out.push(match mode {
+                    _ if inside => Some(ch * h * w + iy as usize * w + ix as usize),
+                    PadMode::Zero => None,
+                    PadMode::Edge => {
+                        let cy = iy.clamp(0, h as isize - 1) as usize;
+                        let cx = ix.clamp(0, w as isize - 1) as usize;
+                        Some(ch * h * w + cy * w + cx)
+                    }
+                });
+            }
+        }
+    }
+    out
+}
+
+fn pad_values<T: Copy + Default>(
+    x: &[T],
+    shape: &[usize],
+    pads: [usize; 4],
+    mode: PadMode,
+) -> Vec<T> {
+    pad_indices(shape, pads, mode)
+        .into_iter()
+        .map(|i| i.map_or_else(T::default, |i| x[i]))
+        .collect()
 }
 
 fn window_pool(
@@ -180,6 +226,19 @@ pub(crate) fn execute(prog: &Program, x_q: &[i64], check: bool) -> Result<Vec<Ve
                 y.into_iter().map(|v| v >> trunc_bits).collect()
             }
             Step::Square { input, .. } => vals[*input].iter().map(|&v| v * v).collect(),
+            Step::Pad {
+                input, pads, mode, ..
+            } => {
+                let sh = &prog.tensors[*input].shape;
+                let x = &vals[*input];
+                if sh.len() != 3 || sh[1] == 0 || sh[2] == 0 {
+                    return Err(shape_err("C×H×W input", 3, sh.len()));
+                }
+                if x.len() != sh.iter().product::<usize>() {
+                    return Err(shape_err("input", sh.iter().product(), x.len()));
+                }
+                pad_values(x, sh, *pads, *mode)
+            }
             Step::SumPool {
                 input,
                 k_h,
@@ -332,6 +391,7 @@ pub fn run_float(net: &Network, x: &[f32]) -> Vec<f32> {
                 .map(|(u, v)| u + v)
                 .collect(),
             Op::Flatten => a.clone(),
+            Op::Pad { pads, mode } => pad_values(a, sh, *pads, *mode),
         };
         vals[n.output] = y;
     }

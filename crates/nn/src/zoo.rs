@@ -1,10 +1,30 @@
 //! Built-in networks with their published shapes, as torch-export-like ONNX models with
-//! seeded random weights (public: for demonstrations and benchmarks only).
+//! seeded random weights (public: for demonstrations and benchmarks only). Every shape
+//! below names its source; "assumed" marks what the sources leave open.
 //!
 //! - `mlp`: 784-128-128-10 with ReLU, the MNIST MLP of SecureML, MiniONN, GAZELLE and
 //!   GALA (gala.txt footnote 11).
 //! - `mnist-a`: GAZELLE's MNIST network A (SecureML's 3-FC network with the square
 //!   activation; gazelle-excerpt.txt §8, Table 11): 784-128-128-10, x² between layers.
+//! - `mnist-b`: GAZELLE's MNIST network B, "1-Conv and 2-FC with square activation from
+//!   \[18\]" (gazelle-excerpt.txt §8, Table 11), \[18\] = CryptoNets (Gilad-Bachrach et al.,
+//!   ICML 2016). Shapes from CryptoNets Table 1 (the 5-layer network it evaluates, after
+//!   collapsing the trained network's adjacent linear layers): convolution with "windows
+//!   of size 5×5, stride size of 2 … 5 different maps … a padding is added to the upper
+//!   side and left side of each image" — one zero row on top and one zero column on the
+//!   left, 1×29×29 → 5×13×13 = 845 (exported as torch `ZeroPad2d((1, 0, 1, 0))`, an ONNX
+//!   `Pad`, then an unpadded `Conv` 1→5 5×5 stride 2); square; "pool layer" = weighted
+//!   sum 845 → 100 (Table 1 prints "835 outputs", a misprint of 5·13·13 = 845); square;
+//!   output layer 100 → 10. Assumed: every layer has a bias (torch's default; the table
+//!   only says "weighted sum").
+//! - `mnist-c`: GAZELLE's MNIST network C, "1-Conv and 2-FC with ReLU activation from
+//!   \[36\]" (gazelle-excerpt.txt §8, Table 11), \[36\] = DeepSecure (Rouhani, Riazi,
+//!   Koushanfar, DAC 2018), the MNIST benchmark GAZELLE compares against (DeepSecure's
+//!   9.67 s, Table 11). DeepSecure's text was not available here; its benchmark is quoted
+//!   as 5 convolution maps with stride 2, FC 100, FC 10, ReLU activations, i.e.
+//!   CryptoNets' network with ReLU instead of x². Assumed from CryptoNets Table 1: the
+//!   5×5 kernel and the top/left zero padding (1×29×29 → 5×13×13 = 845). So: Pad → Conv
+//!   1→5 5×5 stride 2 → ReLU → FC 845→100 → ReLU → FC 100→10.
 //! - `mnist-d`: GAZELLE's MNIST network D, MiniONN's MNIST CNN (Liu et al., CCS 2017,
 //!   Figure 11): Conv 1→16 5x5 (valid) + ReLU + MaxPool 2x2, Conv 16→16 5x5 + ReLU +
 //!   MaxPool 2x2, FC 256→100 + ReLU, FC 100→10.
@@ -12,6 +32,38 @@
 //!   one GAZELLE and ENSEI Table 5 use): 3x32x32 → Conv 3x3x64 ×2 (ReLU) → MeanPool 2x2 →
 //!   Conv 3x3x64 ×2 (ReLU) → MeanPool 2x2 → Conv 3x3x64 (ReLU) → Conv 1x1x64 (ReLU) →
 //!   Conv 1x1x16 (ReLU) → FC 1024→10; 3x3 convolutions padded to keep the size.
+//! - `tiny-resnet`: one ResNet basic block on 3×8×8, for tests only.
+//! - `resnet18-cifar`, `resnet50-cifar`: GALA's ResNet-18/50 on CIFAR-10 (gala.txt §IV-B
+//!   runs He et al.'s \[32\] networks on CIFAR-10 and gives no layer shapes; papers.md §8).
+//!   The blocks are He et al.'s (CVPR 2016, §3.3 and Figure 5: the basic
+//!   block of two 3×3 convolutions; the bottleneck 1×1, 3×3, 1×1 with expansion 4;
+//!   projection shortcuts, option B, where the shape changes) with the stage widths 64,
+//!   128, 256, 512 and depths `[2, 2, 2, 2]` / `[3, 4, 6, 3]` of He et al. Table 1. The CIFAR-10
+//!   adaptation is assumed to be the common one, kuangliu/pytorch-cifar
+//!   `models/resnet.py`: stem Conv 3→64 3×3 stride 1 pad 1 (no bias) + BN + ReLU and no
+//!   max pool; stages of stride 1, 2, 2, 2 (the stride on the first block's first 3×3 /
+//!   on the bottleneck's 3×3, pad 1); shortcut Conv 1×1 with the block's stride (no
+//!   bias) and BN whenever the stride is not 1 or the channels change (3 in ResNet-18, 4 in
+//!   ResNet-50); ReLU after the residual Add; `F.avg_pool2d(out, 4)` on the final
+//!   4×4 map (an `AveragePool` 4×4); FC 512·expansion → 10. Every conv is followed by
+//!   an unfused `BatchNormalization` (folded at import). A 3×3 stride-2 pad-1 conv on an
+//!   even size is not TF-SAME: the importer gives it an explicit zero `Pad` + VALID conv.
+//! - `resnet18-imagenet`, `resnet50-imagenet`: He et al. Table 1 at 3×224×224 with
+//!   torchvision's definition (`torchvision/models/resnet.py`, the "ResNet v1.5" variant
+//!   whose bottleneck strides its 3×3 conv2, not conv1): Conv 3→64 7×7 stride 2 pad 3 (no
+//!   bias) + BN + ReLU → MaxPool 3×3 stride 2 pad 1 (112 → 56) → the four stages as above at
+//!   56, 28, 14, 7 → global average pool (`AdaptiveAvgPool2d((1, 1))`, exported as
+//!   `GlobalAveragePool`) → FC 512·expansion → 1000. Check values from torchvision's model
+//!   documentation: 11,689,512 / 25,557,032 parameters (BN scale and shift included),
+//!   1.81 / 4.09 G multiply-accumulates (listed there as "GFLOPS"); the tests recompute
+//!   both exactly from the stage configuration (1,814,073,344 and 4,089,184,256 MACs).
+//!   The stem's padding becomes an explicit zero `Pad`, the max pool's an edge `Pad`
+//!   (exactly PyTorch's "padding takes no part in the max"), see [`crate::onnx`].
+//!
+//! Precision note: with these seeded weights a ResNet's logits follow the float network
+//! to ~2.5% of their range at s = 12 and ~0.3% at s = 16 (40-bit modulus), while at s = 8
+//! the error is of the order of the logits: plan ResNets with `min_frac_bits ≥ 12` and a
+//! 32/40-bit preset (test `resnet18_cifar_fixed_point_follows_float`).
 
 use crate::export::Mb;
 
@@ -28,14 +80,49 @@ pub const NETS: &[(&str, &[usize], &str)] = &[
         "GAZELLE MNIST A: 784-128-128-10 with x² (SecureML)",
     ),
     (
+        "mnist-b",
+        &[1, 28, 28],
+        "GAZELLE MNIST B: CryptoNets' Conv 5x5/2 (5 maps) + FC 845-100-10, x²",
+    ),
+    (
+        "mnist-c",
+        &[1, 28, 28],
+        "GAZELLE MNIST C: DeepSecure's Conv 5x5/2 (5 maps) + FC 845-100-10, ReLU",
+    ),
+    (
         "mnist-d",
         &[1, 28, 28],
         "GAZELLE MNIST D: MiniONN's 2-Conv 2-FC, ReLU + MaxPool",
     ),
     (
+        "minionn-cifar",
+        &[3, 32, 32],
+        "MiniONN CIFAR-10: 7 Conv, 2 mean pools, FC, ReLU (GAZELLE, ENSEI)",
+    ),
+    (
         "tiny-resnet",
         &[3, 8, 8],
         "a ResNet basic block (conv-bn-relu, residual Add), GAP, FC: for tests",
+    ),
+    (
+        "resnet18-cifar",
+        &[3, 32, 32],
+        "ResNet-18, CIFAR-10 variant (GALA): 3x3 stem, [2,2,2,2] basic blocks, 10 classes",
+    ),
+    (
+        "resnet50-cifar",
+        &[3, 32, 32],
+        "ResNet-50, CIFAR-10 variant (GALA): 3x3 stem, [3,4,6,3] bottlenecks, 10 classes",
+    ),
+    (
+        "resnet18-imagenet",
+        &[3, 224, 224],
+        "ResNet-18, torchvision ImageNet: 7x7/2 stem + max pool, 1000 classes (11.7M params)",
+    ),
+    (
+        "resnet50-imagenet",
+        &[3, 224, 224],
+        "ResNet-50 v1.5, torchvision ImageNet: 1000 classes (25.6M params, 4.1 G MACs)",
     ),
 ];
 
@@ -82,6 +169,34 @@ pub fn onnx(name: &str, seed: u64) -> Option<Vec<u8>> {
             m.gemm("fc2", "r3", "output", 100, 10);
             m.finish("input", &[1, 28, 28], "output", &[10], 17)
         }
+        "mnist-b" | "mnist-c" => {
+            use crate::export::a_int;
+            let act = |m: &mut Mb, i: usize, x: &str, out: &str| {
+                if name == "mnist-b" {
+                    m.node("Mul", &format!("/act{i}/Mul"), &[x, x], &[out], vec![]);
+                } else {
+                    m.relu(&format!("act{i}"), x, out);
+                }
+            };
+            m.zero_pad("pad", "input", "padded", [1, 1, 0, 0]);
+            m.conv("conv1", "padded", "c1", 1, 5, 5, 2, 0, true);
+            act(&mut m, 1, "c1", "a1");
+            m.node(
+                "Flatten",
+                "/flatten/Flatten",
+                &["a1"],
+                &["f"],
+                vec![a_int("axis", 1)],
+            );
+            m.gemm("fc1", "f", "h1", 845, 100);
+            act(&mut m, 2, "h1", "a2");
+            m.gemm("fc2", "a2", "output", 100, 10);
+            m.finish("input", &[1, 28, 28], "output", &[10], 17)
+        }
+        "resnet18-cifar" => return Some(resnet(seed, ResNet::R18, false)),
+        "resnet50-cifar" => return Some(resnet(seed, ResNet::R50, false)),
+        "resnet18-imagenet" => return Some(resnet(seed, ResNet::R18, true)),
+        "resnet50-imagenet" => return Some(resnet(seed, ResNet::R50, true)),
         "tiny-resnet" => return Some(tiny_resnet(seed, 17)),
         "minionn-cifar" => {
             use crate::export::{a_int, a_ints};
@@ -128,6 +243,131 @@ pub fn onnx(name: &str, seed: u64) -> Option<Vec<u8>> {
         }
         _ => return None,
     })
+}
+
+/// The two ResNet depths built here (He et al., CVPR 2016, Table 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ResNet {
+    /// Basic blocks, [2, 2, 2, 2].
+    R18,
+    /// Bottlenecks (expansion 4), [3, 4, 6, 3].
+    R50,
+}
+
+/// A ResNet as torch exports it (see the module doc): `imagenet` selects torchvision's
+/// 3×224×224 definition with 1000 classes, else the CIFAR-10 variant (3×32×32, 10 classes,
+/// kuangliu/pytorch-cifar's module names).
+fn resnet(seed: u64, depth: ResNet, imagenet: bool) -> Vec<u8> {
+    use crate::export::a_int;
+    let mut m = Mb::new(seed);
+    let (blocks, expansion) = match depth {
+        ResNet::R18 => ([2, 2, 2, 2], 1),
+        ResNet::R50 => ([3, 4, 6, 3], 4),
+    };
+    let (side, classes) = if imagenet { (224, 1000) } else { (32, 10) };
+    // stem
+    if imagenet {
+        m.conv("conv1", "input", "conv1", 3, 64, 7, 2, 3, false);
+    } else {
+        m.conv("conv1", "input", "conv1", 3, 64, 3, 1, 1, false);
+    }
+    m.bn("bn1", "conv1", "bn1", 64);
+    m.relu("relu", "bn1", "relu");
+    let mut x = "relu".to_string();
+    if imagenet {
+        m.max_pool("maxpool", &x, "maxpool", 3, 2, 1);
+        x = "maxpool".into();
+    }
+    let shortcut = if imagenet { "downsample" } else { "shortcut" };
+    let mut c = 64;
+    for (stage, (&planes, &n)) in [64, 128, 256, 512].iter().zip(&blocks).enumerate() {
+        for j in 0..n {
+            let stride = if stage > 0 && j == 0 { 2 } else { 1 };
+            let b = format!("layer{}.{j}", stage + 1);
+            let out_c = planes * expansion;
+            // residual branch: (conv, bn, relu)*, conv, bn
+            let convs: Vec<(usize, usize, usize, usize)> = match depth {
+                // (c_in, c_out, k, stride)
+                ResNet::R18 => vec![(c, planes, 3, stride), (planes, planes, 3, 1)],
+                ResNet::R50 => vec![
+                    (c, planes, 1, 1),
+                    (planes, planes, 3, stride),
+                    (planes, out_c, 1, 1),
+                ],
+            };
+            let mut y = x.clone();
+            for (i, &(ci, co, k, s)) in convs.iter().enumerate() {
+                let conv = format!("{b}.conv{}", i + 1);
+                let bn = format!("{b}.bn{}", i + 1);
+                m.conv(&conv, &y, &conv, ci, co, k, s, k / 2, false);
+                m.bn(&bn, &conv, &bn, co);
+                y = bn;
+                if i + 1 < convs.len() {
+                    let relu = if i == 0 {
+                        format!("{b}.relu")
+                    } else {
+                        format!("{b}.relu_{i}")
+                    };
+                    m.relu(&relu, &y, &relu);
+                    y = relu;
+                }
+            }
+            let identity = if stride != 1 || c != out_c {
+                let conv = format!("{b}.{shortcut}.0");
+                let bn = format!("{b}.{shortcut}.1");
+                m.conv(&conv, &x, &conv, c, out_c, 1, stride, 0, false);
+                m.bn(&bn, &conv, &bn, out_c);
+                bn
+            } else {
+                x.clone()
+            };
+            let sum = format!("{b}.add");
+            m.node(
+                "Add",
+                &format!("/{b}/Add"),
+                &[&y, &identity],
+                &[&sum],
+                vec![],
+            );
+            let relu = format!("{b}.relu_{}", convs.len() - 1);
+            m.relu(&relu, &sum, &relu);
+            x = relu;
+            c = out_c;
+        }
+    }
+    if imagenet {
+        m.node(
+            "GlobalAveragePool",
+            "/avgpool/GlobalAveragePool",
+            &[&x],
+            &["avgpool"],
+            vec![],
+        );
+    } else {
+        use crate::export::a_ints;
+        m.node(
+            "AveragePool",
+            "/AveragePool",
+            &[&x],
+            &["avgpool"],
+            vec![
+                a_int("ceil_mode", 0),
+                a_ints("kernel_shape", &[4, 4]),
+                a_ints("pads", &[0, 0, 0, 0]),
+                a_ints("strides", &[4, 4]),
+            ],
+        );
+    }
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &["avgpool"],
+        &["flat"],
+        vec![a_int("axis", 1)],
+    );
+    let fc = if imagenet { "fc" } else { "linear" };
+    m.gemm(fc, "flat", "output", c, classes);
+    m.finish("input", &[3, side, side], "output", &[classes], 17)
 }
 
 /// A stem conv and one ResNet basic block (unfused BatchNormalization, identity

@@ -181,23 +181,129 @@ fn pads_mapping_rules() {
     // k = 1 with stride 1: SAME pads nothing — a zero axis is fine if the other matches
     assert_eq!(conv_padding(8, 8, 1, 3, 1, [0, 1, 0, 1]), Ok(Padding::Same));
 
+    // pads that are not SAME: an explicit zero Pad, then a VALID conv (same function)
     let mut m = Mb::new(3);
     m.conv("conv1", "input", "c", 1, 4, 5, 2, 2, true);
     let bytes = m.finish("input", &[1, 28, 28], "c", &[4, 14, 14], 17);
-    match import_bytes(&bytes) {
-        Err(NnError::BadAttribute {
-            node,
-            op,
-            attribute,
-            ..
-        }) => {
-            assert_eq!(
-                (node.as_str(), op.as_str(), attribute.as_str()),
-                ("/conv1/Conv", "Conv", "pads")
-            );
+    let net = import_bytes(&bytes).unwrap();
+    assert_eq!(net.nodes.len(), 2);
+    assert_eq!(net.nodes[0].name, "/conv1/Conv/pad");
+    assert_eq!(
+        net.nodes[0].op,
+        nn::Op::Pad {
+            pads: [2; 4],
+            mode: nn::PadMode::Zero
         }
-        other => panic!("expected BadAttribute pads, got {other:?}"),
+    );
+    assert_eq!(net.shape(net.nodes[0].output), [1, 32, 32]);
+    assert!(
+        matches!(&net.nodes[1].op, nn::Op::Conv { shape, .. } if shape.padding == Padding::Valid && shape.h == 32)
+    );
+    assert_eq!(net.shape(net.output), [4, 14, 14]);
+    let x = &random_inputs(3, 1, 784)[0];
+    let (a, b) = (nn::run_float(&net, x), tract_run(&bytes, &[1, 28, 28], x));
+    for (u, v) in a.iter().zip(&b) {
+        assert!((u - v).abs() < 1e-4, "{u} vs {v}");
     }
+}
+
+#[test]
+fn pad_rules() {
+    // ONNX Pad: mode reflect/wrap and the axes input are reported in pass 1
+    type Edit = Box<dyn Fn(&mut Mb)>;
+    let cases: Vec<(&str, Edit, &str, &str)> = vec![
+        (
+            "reflect",
+            Box::new(|m: &mut Mb| m.nodes[0].attribute = vec![a_str("mode", "reflect")]),
+            "Pad",
+            "mode",
+        ),
+        (
+            "axes",
+            Box::new(|m: &mut Mb| {
+                m.nodes[0]
+                    .input
+                    .extend(["".to_string(), "axes".to_string()]);
+                m.inits.push(i64_tensor("axes", &[2], &[2, 3]));
+            }),
+            "Pad",
+            "axes",
+        ),
+        (
+            "maxpool pad ≥ k",
+            Box::new(|m: &mut Mb| m.max_pool("mp", "p", "out", 2, 2, 2)),
+            "MaxPool",
+            "pads",
+        ),
+    ];
+    for (what, edit, op, attr) in cases {
+        let mut m = Mb::new(5);
+        m.zero_pad("pad", "input", "p", [1, 1, 1, 1]);
+        edit(&mut m);
+        let bytes = m.finish("input", &[1, 6, 6], "p", &[1, 8, 8], 17);
+        match import_bytes(&bytes) {
+            Err(NnError::Unsupported(list)) => {
+                assert_eq!(list.len(), 1, "{what}: {list:?}");
+                assert_eq!(
+                    (list[0].op.as_str(), list[0].attribute.as_deref()),
+                    (op, Some(attr)),
+                    "{what}"
+                );
+            }
+            other => panic!("{what}: expected Unsupported, got {other:?}"),
+        }
+    }
+    // a non-zero constant, padding the channel axis, cropping: BadAttribute at import
+    let cases: Vec<(&str, Vec<i64>, Option<f32>, &str)> = vec![
+        (
+            "value",
+            vec![0, 0, 1, 1, 0, 0, 1, 1],
+            Some(1.0),
+            "constant_value",
+        ),
+        ("channel", vec![0, 1, 1, 1, 0, 0, 1, 1], None, "pads"),
+        ("crop", vec![0, 0, -1, 0, 0, 0, 0, 0], None, "pads"),
+        ("rank", vec![1, 1, 1, 1], None, "pads"),
+    ];
+    for (what, pads, value, attr) in cases {
+        let mut m = Mb::new(6);
+        let mut ins = vec!["input".to_string(), "pads".to_string()];
+        m.inits.push(i64_tensor("pads", &[pads.len()], &pads));
+        if let Some(v) = value {
+            m.inits.push(f32_tensor("value", &[], &[v]));
+            ins.push("value".into());
+        }
+        let ins: Vec<&str> = ins.iter().map(String::as_str).collect();
+        m.node("Pad", "/pad/Pad", &ins, &["p"], vec![]);
+        let bytes = m.finish("input", &[1, 6, 6], "p", &[1, 8, 8], 17);
+        match import_bytes(&bytes) {
+            Err(NnError::BadAttribute {
+                node,
+                op,
+                attribute,
+                ..
+            }) => assert_eq!(
+                (node.as_str(), op.as_str(), attribute.as_str()),
+                ("/pad/Pad", "Pad", attr),
+                "{what}"
+            ),
+            other => panic!("{what}: expected BadAttribute, got {other:?}"),
+        }
+    }
+    // an explicit zero constant is fine
+    let mut m = Mb::new(7);
+    m.inits
+        .push(i64_tensor("pads", &[8], &[0, 0, 1, 0, 0, 0, 0, 2]));
+    m.inits.push(f32_tensor("value", &[], &[0.0]));
+    m.node(
+        "Pad",
+        "/pad/Pad",
+        &["input", "pads", "value"],
+        &["p"],
+        vec![],
+    );
+    let net = import_bytes(&m.finish("input", &[1, 6, 6], "p", &[1, 7, 8], 17)).unwrap();
+    assert_eq!(net.shape(net.output), [1, 7, 8]);
 }
 
 #[test]

@@ -91,3 +91,83 @@ fn add_shifts_and_sumpool() {
     );
     assert_eq!(run_fixed(&p, &[1, 2, 3, -10]).unwrap(), [-4 + (-4 << 3)]);
 }
+
+#[test]
+fn pad_zero_and_edge() {
+    use nn::{pad_indices, PadMode};
+    // 1×2×2 → pads top 1, left 0, bottom 0, right 1 → 1×3×3
+    assert_eq!(
+        pad_indices(&[1, 2, 2], [1, 0, 0, 1], PadMode::Zero),
+        [
+            None,
+            None,
+            None,
+            Some(0),
+            Some(1),
+            None,
+            Some(2),
+            Some(3),
+            None
+        ]
+    );
+    assert_eq!(
+        pad_indices(&[1, 2, 2], [1, 0, 0, 1], PadMode::Edge),
+        [
+            Some(0),
+            Some(1),
+            Some(1),
+            Some(0),
+            Some(1),
+            Some(1),
+            Some(2),
+            Some(3),
+            Some(3)
+        ]
+    );
+    // second channel offsets by h·w
+    assert_eq!(
+        pad_indices(&[2, 1, 1], [0, 1, 0, 0], PadMode::Edge),
+        [Some(0), Some(0), Some(1), Some(1)]
+    );
+    let p = prog(
+        &[1, 2, 2],
+        vec![
+            Step::Pad {
+                name: "pad".into(),
+                input: 0,
+                output: 1,
+                pads: [1, 1, 1, 1],
+                mode: PadMode::Zero,
+            },
+            Step::Pad {
+                name: "edge".into(),
+                input: 0,
+                output: 2,
+                pads: [1, 1, 1, 1],
+                mode: PadMode::Edge,
+            },
+            Step::Nonlinear {
+                name: "mp".into(),
+                input: 2,
+                output: 3,
+                op: NonlinearOp::MaxPool { k: 3, stride: 1 },
+                trunc_bits: 0,
+            },
+        ],
+        vec![
+            t(&[1, 2, 2], 2),
+            t(&[1, 4, 4], 2),
+            t(&[1, 4, 4], 2),
+            t(&[1, 2, 2], 2),
+        ],
+    );
+    let x = [-5, -3, -8, -9];
+    // every 3×3 window of the edge-padded 4×4 covers all four real elements: max −3
+    assert_eq!(run_fixed(&p, &x).unwrap(), [-3, -3, -3, -3]);
+    let mut zero = p.clone();
+    zero.output = 1;
+    assert_eq!(
+        run_fixed(&zero, &x).unwrap(),
+        [0, 0, 0, 0, 0, -5, -3, 0, 0, -8, -9, 0, 0, 0, 0, 0]
+    );
+}

@@ -490,3 +490,186 @@ fn ir_network_structure() {
     assert_eq!(net.nodes[0].name, "/conv1/Conv");
     assert_eq!(net.shape(net.output), [10]);
 }
+
+/// torch padding the kernels cannot express as TF-SAME, checked against tract: a 7×7
+/// stride-2 pad-3 stem with BN, ReLU and a 3×3 stride-2 pad-1 max pool (torchvision), a
+/// 3×3 stride-2 pad-1 conv on an even size, a padded max pool on signed values (padding
+/// must take no part in the max), an asymmetric `ZeroPad2d`, an edge `Pad` and a
+/// 1×1 stride-2 conv.
+fn torch_padding_net(opset: i64) -> Vec<u8> {
+    let mut m = Mb::new(31);
+    m.conv("conv1", "input", "c1", 3, 4, 7, 2, 3, false); // 18 (even) → 9: explicit pad
+    m.bn("bn1", "c1", "b1", 4);
+    m.relu("relu", "b1", "r1");
+    m.max_pool("maxpool", "r1", "p1", 3, 2, 1); // 9 → 5
+    m.conv("conv2", "p1", "c2", 4, 6, 3, 2, 1, true); // 5 → 3 (odd: SAME-equivalent)
+    m.conv("conv3", "c2", "c3", 6, 6, 3, 1, 1, true); // signed values
+    m.max_pool("pool_signed", "c3", "p2", 2, 1, 1); // 3 → 4, pads 1 < k = 2
+    m.conv("conv4", "p2", "c4", 6, 5, 3, 2, 1, true); // 4 (even) → 2: explicit pad
+    m.zero_pad("zpad", "c4", "z", [1, 0, 2, 1]); // 5×5×3
+    m.node(
+        "Pad",
+        "/epad/Pad",
+        &["z", "edge_pads"],
+        &["e"],
+        vec![a_str("mode", "edge")],
+    );
+    m.inits
+        .push(i64_tensor("edge_pads", &[8], &[0, 0, 0, 2, 0, 0, 1, 0])); // 5×6×5
+    m.conv("conv5", "e", "c5", 5, 4, 1, 2, 0, true); // 1×1 stride 2: 6×5 → 3×3
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &["c5"],
+        &["f"],
+        vec![a_int("axis", 1)],
+    );
+    m.gemm("fc", "f", "output", 36, 10);
+    m.finish("input", &[3, 18, 18], "output", &[10], opset)
+}
+
+#[test]
+fn torch_padding_matches_tract() {
+    let bytes = torch_padding_net(17);
+    let net = import_bytes(&bytes).unwrap();
+    let desc: Vec<String> = net
+        .nodes
+        .iter()
+        .map(|n| match &n.op {
+            Op::Pad { pads, mode } => format!("Pad{pads:?}{mode:?}"),
+            Op::Conv { shape, .. } => format!("Conv{}/{:?}", shape.k_h, shape.padding),
+            Op::MaxPool { k, stride } => format!("MaxPool{k}/{stride}"),
+            o => o.kind().to_string(),
+        })
+        .collect();
+    assert_eq!(
+        desc,
+        [
+            "Pad[3, 3, 3, 3]Zero",
+            "Conv7/Valid",
+            "Relu",
+            "Pad[1, 1, 1, 1]Edge",
+            "MaxPool3/2",
+            "Conv3/Same",
+            "Conv3/Same",
+            "Pad[1, 1, 1, 1]Edge",
+            "MaxPool2/1",
+            "Pad[1, 1, 1, 1]Zero",
+            "Conv3/Valid",
+            "Pad[1, 0, 2, 1]Zero",
+            "Pad[0, 2, 1, 0]Edge",
+            "Conv1/Valid",
+            "Flatten",
+            "Linear"
+        ]
+    );
+    assert_eq!(net.nodes[0].name, "/conv1/Conv/pad");
+    assert_eq!(net.nodes[3].name, "/maxpool/MaxPool/pad");
+    // float IR vs tract, fixed point vs float (check_model)
+    let prog = check_model(&bytes, &[3, 18, 18], 0.01);
+    // ReLU → edge Pad → MaxPool became edge Pad → ReluMaxPool; the signed pool stays a
+    // plain MaxPool
+    let nl: Vec<nn::NonlinearOp> = prog
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Nonlinear { op, .. } => Some(*op),
+            _ => None,
+        })
+        .collect();
+    assert!(nl.contains(&nn::NonlinearOp::ReluMaxPool { k: 3, stride: 2 }));
+    assert!(nl.contains(&nn::NonlinearOp::MaxPool { k: 2, stride: 1 }));
+    assert!(!nl.contains(&nn::NonlinearOp::Relu));
+    check_model(&torch_padding_net(13), &[3, 18, 18], 0.01);
+}
+
+/// The fused `Pad → ReluMaxPool` of a torchvision-like stem computes exactly what the
+/// unfused `ReLU (truncating) → Pad → MaxPool` does, bit for bit.
+#[test]
+fn relu_pad_maxpool_fusion_is_exact() {
+    let mut m = Mb::new(32);
+    m.conv("conv1", "input", "c1", 2, 3, 3, 1, 1, true);
+    m.relu("relu", "c1", "r1");
+    m.max_pool("maxpool", "r1", "output", 3, 2, 1);
+    let bytes = m.finish("input", &[2, 10, 10], "output", &[3, 5, 5], 17);
+    let net = import_bytes(&bytes).unwrap();
+    let fused = nn::lower(&net, 8, 1_032_193).unwrap();
+    let [Step::Conv { .. }, Step::Pad {
+        name: pad_name,
+        input: conv_out,
+        output: padded,
+        pads,
+        mode,
+    }, Step::Nonlinear {
+        name,
+        input: pool_in,
+        output: end,
+        op: nn::NonlinearOp::ReluMaxPool { k: 3, stride: 2 },
+        trunc_bits: 8,
+    }] = &fused.steps[..]
+    else {
+        panic!("{:#?}", fused.steps);
+    };
+    assert_eq!((pool_in, pads, *mode), (padded, &[1; 4], nn::PadMode::Edge));
+    // undo the fusion by hand
+    let mut unfused = fused.clone();
+    let mut relu_out = fused.tensors[*conv_out].clone();
+    relu_out.scale_bits = 8;
+    unfused.tensors.push(relu_out);
+    let r = unfused.tensors.len() - 1;
+    unfused.tensors[*padded].scale_bits = 8;
+    unfused.steps.truncate(1);
+    unfused.steps.extend([
+        Step::Nonlinear {
+            name: name.clone(),
+            input: *conv_out,
+            output: r,
+            op: nn::NonlinearOp::Relu,
+            trunc_bits: 8,
+        },
+        Step::Pad {
+            name: pad_name.clone(),
+            input: r,
+            output: *padded,
+            pads: *pads,
+            mode: *mode,
+        },
+        Step::Nonlinear {
+            name: "pool".into(),
+            input: *padded,
+            output: *end,
+            op: nn::NonlinearOp::MaxPool { k: 3, stride: 2 },
+            trunc_bits: 0,
+        },
+    ]);
+    for x in random_inputs(3, 8, 200) {
+        // signed inputs: the conv output has negative values for the ReLU to clear
+        let x: Vec<f32> = x.iter().map(|v| 2.0 * v - 1.0).collect();
+        let xq = quantise_input(&fused, &x);
+        let a = run_fixed(&fused, &xq).unwrap();
+        assert_eq!(a, run_fixed(&unfused, &xq).unwrap());
+        assert!(a.iter().all(|&v| v >= 0));
+    }
+}
+
+/// A padded max pool over negative values: zero padding would give 0 at the border; the
+/// ONNX/PyTorch result (padding takes no part) is the max of the real elements.
+#[test]
+fn padded_maxpool_ignores_padding() {
+    let mut m = Mb::new(33);
+    m.max_pool("pool", "input", "output", 3, 2, 1);
+    let bytes = m.finish("input", &[1, 4, 4], "output", &[1, 2, 2], 17);
+    let net = import_bytes(&bytes).unwrap();
+    // x[y][x] = −(1 + 4y + x): the largest element of a window is its top-left real one
+    let x: Vec<f32> = (0..16).map(|i| -1.0 - i as f32).collect();
+    // windows (rows/cols −1..1 and 1..3): top-left real elements (0,0), (0,1), (1,0), (1,1)
+    let want = [-1.0, -2.0, -5.0, -6.0];
+    assert_eq!(run_float(&net, &x), want);
+    assert_eq!(tract_run(&bytes, &[1, 4, 4], &x), want);
+    let prog = nn::lower(&net, 4, 1_032_193).unwrap();
+    let y = dequantise(
+        &prog,
+        &run_fixed(&prog, &quantise_input(&prog, &x)).unwrap(),
+    );
+    assert_eq!(y, want);
+}

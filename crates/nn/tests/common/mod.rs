@@ -1,5 +1,5 @@
 //! Builds torch-export-like ONNX models with the prost types, and runs them with tract.
-#![allow(clippy::unwrap_used, dead_code)]
+#![allow(clippy::unwrap_used, dead_code, unused_imports)]
 
 pub use nn::export::*;
 use rand::{Rng, SeedableRng};
