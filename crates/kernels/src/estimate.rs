@@ -11,14 +11,18 @@
 //! addition 40 µs, switch to the last level 2.7 ms; other ring degrees scale linearly
 //! in n·L (the number of RNS coefficients).
 
-use he::{Backend, Count, OpCounts, Params};
+use he::{random_slots, Backend, Bfv, Count, GaloisSpec, OpCounts, Params};
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
 
 use crate::error::Result;
 use crate::layer::LinearLayer;
 use crate::share::FloodPool;
 
-/// Per-operation costs in microseconds at one parameter set.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Per-operation costs in microseconds at one parameter set, and the size of a Galois
+/// key. [`CostModel::reference`] holds this machine kind's figures;
+/// [`CostModel::measure`] re-measures them here (`helina bench ops --save` caches them).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CostModel {
     /// A plain rotation (Perm).
     pub perm_us: f64,
@@ -32,6 +36,11 @@ pub struct CostModel {
     pub add_us: f64,
     /// `share_output` per response ciphertext (mask, flood, switch to the last level).
     pub share_us: f64,
+    /// Encoding one weight plaintext into NTT + Shoup form (paid online when the
+    /// weights are encoded on the fly).
+    pub prepare_us: f64,
+    /// Bytes of one Galois key on the wire (uploaded once per session).
+    pub galois_key_bytes: u64,
 }
 
 impl CostModel {
@@ -45,7 +54,74 @@ impl CostModel {
             sc_mult_us: 58.0 * s,
             add_us: 40.0 * s,
             share_us: 2800.0 * s,
+            prepare_us: 300.0 * s,
+            // 1.1 MB at n = 8192 with 4 moduli; keys grow with n·L² (L digits of L moduli).
+            galois_key_bytes: (1.1e6 * s * params.levels() as f64 / 4.0) as u64,
         }
+    }
+
+    /// Measures every per-op cost on this machine with real BFV at `params`
+    /// (single-threaded, median of `reps`), with the same operations the kernels use.
+    pub fn measure(params: &Params, reps: usize) -> Result<Self> {
+        fn median_us<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
+            std::hint::black_box(f());
+            let mut t: Vec<f64> = (0..reps.max(1))
+                .map(|_| {
+                    let s = Instant::now();
+                    std::hint::black_box(f());
+                    s.elapsed().as_secs_f64() * 1e6
+                })
+                .collect();
+            t.sort_by(|a, b| a.total_cmp(b));
+            t[t.len() / 2]
+        }
+        const TERMS: usize = 8;
+        let b = Bfv::keygen(params, GaloisSpec::new(vec![1, 2, 3, 4]))?;
+        let mut rng = rand::rng();
+        let (n, p) = (params.n(), params.p());
+        let v = random_slots(n, p, &mut rng);
+        let ct = b.encrypt_pk(&b.encode(&v)?)?;
+        let ct2 = b.encrypt_pk(&b.encode(&v)?)?;
+        let pt = b.prepare(&v)?;
+        let terms: Vec<&he::BfvCt> = vec![&ct; TERMS];
+        let pts: Vec<&he::BfvPrepared> = vec![&pt; TERMS];
+        let h = b.hoist(&ct)?;
+        let keys = b.public_keys().galois_bytes() as u64 / 4;
+        let mut pool = FloodPool::new(40);
+        let share_us = median_us(reps, || -> Result<_> {
+            pool.fill(&b, 1)?;
+            let shared = crate::share::share_output(&b, vec![ct.clone()], &mut pool)?;
+            Ok(shared.response.len())
+        });
+        // share_output's figure above includes refilling its flooding zero (offline).
+        let flood_us = median_us(reps, || b.encrypt_zero_flood(40));
+        Ok(Self {
+            perm_us: median_us(reps, || b.rotate_rows(&ct, 1)),
+            dec_perm_us: median_us(reps, || b.hoist(&ct)),
+            hst_perm_us: median_us(reps, || b.rotate_hoisted(&h, 3)),
+            sc_mult_us: median_us(reps, || b.dot(&terms, &pts)) / TERMS as f64,
+            add_us: median_us(reps, || b.add(&ct, &ct2)),
+            share_us: (share_us - flood_us).max(0.0),
+            prepare_us: median_us(reps, || b.prepare(&v)),
+            galois_key_bytes: keys,
+        })
+    }
+
+    /// Reads a model saved by [`CostModel::save`].
+    pub fn load(path: &std::path::Path) -> std::io::Result<Self> {
+        let text = std::fs::read_to_string(path)?;
+        serde_json::from_str(&text)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }
+
+    /// Saves the model as JSON (creating the folder).
+    pub fn save(&self, path: &std::path::Path) -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        std::fs::write(path, text)
     }
 
     /// Predicted server time (ms) of a layer with these counts and response size.
@@ -73,6 +149,12 @@ pub struct Estimate {
     pub bytes_down: u64,
     /// Galois keys the client uploads in setup.
     pub galois_keys: usize,
+    /// Weight plaintexts the server encodes (NTT + Shoup form).
+    pub plaintexts: u64,
+    /// Memory those plaintexts take when held: n·L coefficients of 2 words each.
+    pub encoded_bytes: u64,
+    /// Predicted time (ms) to encode them, online when encoded on the fly.
+    pub encode_ms: f64,
 }
 
 impl Estimate {
@@ -94,9 +176,11 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
     let galois = plan.galois();
     let galois_keys = galois.key_count(params.n() / 2);
     let b = Count::real(params, galois);
-    let m = plan.encode_weights(&b, &vec![0; plan.weight_len()])?;
-    let x = vec![0; plan.input_len()];
     b.take();
+    let m = plan.encode_weights(&b, &vec![0; plan.weight_len()])?;
+    // Every encode or prepare counts one NTT on the counting backend.
+    let plaintexts = b.take().ntt;
+    let x = vec![0; plan.input_len()];
     let q = plan.query(&b, &x)?;
     let bytes_up = q.iter().map(|c| b.wire_size(c) as u64).sum();
     let mut pool = FloodPool::new(plan.flood_bits(params)?);
@@ -111,5 +195,13 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
         bytes_up,
         bytes_down,
         galois_keys,
+        plaintexts,
+        encoded_bytes: plaintexts * prepared_bytes(params),
+        encode_ms: plaintexts as f64 * model.prepare_us / 1e3,
     })
+}
+
+/// Bytes of one prepared (NTT + Shoup form) plaintext held in memory.
+pub fn prepared_bytes(params: &Params) -> u64 {
+    (params.n() * params.levels() * 16) as u64
 }

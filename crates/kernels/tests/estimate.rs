@@ -32,3 +32,42 @@ fn estimates_price_counts_and_bytes() {
     let bytes = (g.bytes_up + g.bytes_down) as f64;
     assert!((wan - g.server_ms - 13.0 - bytes / 25e6 * 1e3).abs() < 1e-9);
 }
+
+/// The weights a method encodes: the diagonal method holds one plaintext per diagonal of
+/// the (padded) square block (128 for 128x128), GALA's 10x128 one packed plaintext; the
+/// memory is n·L coefficients of two words (NTT + Shoup form) each.
+#[test]
+fn encoded_plaintexts_and_their_memory() {
+    let params = Params::preset("n8192").unwrap();
+    let slots = SlotInfo {
+        n: params.n(),
+        p: params.p(),
+        layout: Layout::TwoRows,
+    };
+    let model = CostModel::reference(&params);
+    let per = (8192 * params.levels() * 16) as u64;
+    let d = MatvecPlan::new(Method::Diagonal, 128, 128, slots).unwrap();
+    let e = estimate(&d, &params, &model).unwrap();
+    assert_eq!(e.plaintexts, 128);
+    assert_eq!(e.encoded_bytes, 128 * per);
+    assert!((e.encode_ms - 128.0 * model.prepare_us / 1e3).abs() < 1e-9);
+    let g = MatvecPlan::new(Method::Gala, 10, 128, slots).unwrap();
+    assert_eq!(estimate(&g, &params, &model).unwrap().plaintexts, 1);
+}
+
+#[test]
+fn a_cost_model_round_trips_through_its_file() {
+    let params = Params::preset("n4096").unwrap();
+    let mut m = CostModel::reference(&params);
+    m.perm_us = 1234.5;
+    let dir = std::env::temp_dir().join(format!("helina-costs-{}", std::process::id()));
+    let path = dir.join("nested").join("costs.json");
+    m.save(&path).unwrap();
+    assert_eq!(CostModel::load(&path).unwrap(), m);
+    std::fs::write(&path, b"{ not json").unwrap();
+    assert_eq!(
+        CostModel::load(&path).unwrap_err().kind(),
+        std::io::ErrorKind::InvalidData
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
