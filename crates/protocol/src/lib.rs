@@ -26,7 +26,7 @@ pub use msg::{
     decode, encode, recv, send, AbortReason, LayerMethod, LayerRequest, LayerShape, LayerSpec, Msg,
     ProtocolError, Result, PROTOCOL_VERSION,
 };
-pub use plan::{choose, Candidate, Plan};
+pub use plan::{choose, Candidate, Objective, Plan, Planner};
 pub use server::{
     serve, serve_tcp, Model, PhaseCounters, PhaseTimes, ServeOptions, ServedLayer, ServerOutcome,
     SessionReport,

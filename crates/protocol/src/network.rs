@@ -64,6 +64,9 @@ pub struct StepReport {
     pub and_gates: u64,
     /// Smallest noise budget left in a response (client side).
     pub noise_budget: Option<u32>,
+    /// The weights were encoded during the step (beyond the server's memory budget);
+    /// the encoding is part of `ms`.
+    pub on_the_fly: bool,
 }
 
 /// One inference as one party saw it.
@@ -122,6 +125,20 @@ pub struct ServerNetOutcome {
     pub setup: Counters,
     /// Setup time (weight encoding), ms.
     pub setup_ms: f64,
+    /// Encoded weights held in memory for the session, bytes.
+    pub encoded_bytes: u64,
+    /// Layers whose weights are encoded on the fly per query (beyond the budget).
+    pub on_the_fly_layers: usize,
+    /// Peak resident memory of the server process after the session, bytes (Linux).
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Peak resident memory of this process so far (Linux `VmHWM`), bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 /// What the session messages carry.
@@ -191,7 +208,13 @@ pub fn architecture(prog: &Program) -> Program {
     a
 }
 
-fn gc_spec(prog: &Program, input: usize, op: NonlinearOp, trunc_bits: u32) -> Result<NonlinSpec> {
+/// The garbled-circuit spec of a nonlinear step reading tensor `input`.
+pub fn gc_spec(
+    prog: &Program,
+    input: usize,
+    op: NonlinearOp,
+    trunc_bits: u32,
+) -> Result<NonlinSpec> {
     let t = &prog.tensors[input];
     let (op, count) = match op {
         NonlinearOp::Relu => (Nonlinear::Relu, t.len()),
@@ -251,6 +274,24 @@ fn sum_pool(
         .collect())
 }
 
+/// Pads a share like [`nn::pad_indices`] (zero shares for a zero border, copied shares
+/// otherwise), after checking the shape the peer's plan gave against the share.
+fn pad_share(shape: &[usize], pads: [usize; 4], mode: nn::PadMode, v: &[u64]) -> Result<Vec<u64>> {
+    let (c, h, w) = chw(shape)?;
+    if h == 0 || w == 0 || c * h * w != v.len() || pads.iter().any(|&p| p > 1 << 16) {
+        return Err(ProtocolError::Malformed {
+            detail: format!(
+                "padding {pads:?} on shape {shape:?} with {} values",
+                v.len()
+            ),
+        });
+    }
+    Ok(nn::pad_indices(shape, pads, mode)
+        .into_iter()
+        .map(|i| i.map_or(0, |i| v[i]))
+        .collect())
+}
+
 fn check_pool(shape: &[usize], k_h: usize, k_w: usize, stride: usize, len: usize) -> Result<()> {
     let (c, h, w) = chw(shape)?;
     if k_h == 0 || k_w == 0 || k_h > h || k_w > w || stride == 0 || c * h * w != len {
@@ -269,7 +310,8 @@ fn shift_add(a: &[u64], sa: u32, b: &[u64], sb: u32, p: u64) -> Vec<u64> {
         .collect()
 }
 
-fn layer_shape(step: &Step) -> Option<LayerShape> {
+/// The HE layer shape of a Linear or Conv step (`None` for other steps).
+pub fn layer_shape(step: &Step) -> Option<LayerShape> {
     match step {
         Step::Linear { rows, cols, .. } => Some(LayerShape::Matvec {
             rows: *rows,
@@ -302,6 +344,7 @@ fn kind(step: &Step) -> &'static str {
         } => "relu+maxpool",
         Step::Square { .. } => "square",
         Step::SumPool { .. } => "sumpool",
+        Step::Pad { .. } => "pad",
         Step::Add { .. } => "add",
     }
 }
@@ -318,7 +361,8 @@ fn ids_in_range(prog: &Program) -> bool {
                 | Step::Conv { input, .. }
                 | Step::Nonlinear { input, .. }
                 | Step::Square { input, .. }
-                | Step::SumPool { input, .. } => vec![*input],
+                | Step::SumPool { input, .. }
+                | Step::Pad { input, .. } => vec![*input],
                 Step::Add { a, b, .. } => vec![*a, *b],
             };
             s.output() < n && inputs.iter().all(|&t| t < n)
@@ -381,6 +425,21 @@ type Srv = Counting<Bfv>;
 enum Encoded {
     Matvec(kernels::MatvecPlan, kernels::EncodedMatrix<Srv>),
     Conv(Box<kernels::ConvPlan>, kernels::EncodedFilters<Srv>),
+    /// Beyond the memory budget: encoded when the query arrives, dropped after.
+    OnTheFly(Plan),
+}
+
+fn encode(plan: Plan, b: &Srv, weight: &[i64]) -> Result<Encoded> {
+    Ok(match plan {
+        Plan::Matvec(p) => {
+            let m = p.encode_weights(b, weight)?;
+            Encoded::Matvec(p, m)
+        }
+        Plan::Conv(p) => {
+            let m = p.encode_weights(b, weight)?;
+            Encoded::Conv(p, m)
+        }
+    })
 }
 
 /// Serves one network session: `prog` holds the weights; `fixed` may fix the method of
@@ -394,7 +453,22 @@ pub fn serve_network<C: Channel>(
     link: &Link,
     garbler: Garbler,
 ) -> Result<ServerNetOutcome> {
-    let r = serve_network_inner(ch, params, prog, fixed, link, garbler);
+    serve_network_with(ch, params, prog, fixed, link, garbler, None)
+}
+
+/// [`serve_network`] with a memory budget for the encoded weights (bytes): layers are
+/// encoded in order while they fit; the rest are encoded on the fly when their query
+/// arrives (the encoding then counts in that step's online time) and dropped after.
+pub fn serve_network_with<C: Channel>(
+    ch: &mut C,
+    params: &Params,
+    prog: &Program,
+    fixed: &dyn Fn(&LayerShape) -> Option<crate::msg::LayerMethod>,
+    link: &Link,
+    garbler: Garbler,
+    mem_limit: Option<u64>,
+) -> Result<ServerNetOutcome> {
+    let r = serve_network_inner(ch, params, prog, fixed, link, garbler, mem_limit);
     if let Err(e) = &r {
         crate::server::abort(ch, e);
     }
@@ -408,6 +482,7 @@ fn serve_network_inner<C: Channel>(
     fixed: &dyn Fn(&LayerShape) -> Option<crate::msg::LayerMethod>,
     link: &Link,
     garbler: Garbler,
+    mem_limit: Option<u64>,
 ) -> Result<ServerNetOutcome> {
     let t0 = Instant::now();
     let c0 = ch.counters();
@@ -465,21 +540,27 @@ fn serve_network_inner<C: Channel>(
         m => return Err(unexpected("Setup", &m)),
     };
     let b: Srv = Counting::new(Bfv::server(params, &keys)?);
-    // Setup: encode every linear layer's weights once per session.
+    // Setup: encode every linear layer's weights once per session, while they fit the
+    // memory budget.
     let mut encoded: Vec<Option<Encoded>> = Vec::with_capacity(prog.steps.len());
+    let mut held = 0u64;
+    let mut on_the_fly_layers = 0;
+    let model = kernels::CostModel::reference(params);
     for (step, spec) in prog.steps.iter().zip(&methods) {
         encoded.push(match (step, spec) {
             (Step::Linear { weight, .. } | Step::Conv { weight, .. }, Some(spec)) => {
-                Some(match Plan::new(spec, params)? {
-                    Plan::Matvec(p) => {
-                        let m = p.encode_weights(&b, weight)?;
-                        Encoded::Matvec(p, m)
-                    }
-                    Plan::Conv(p) => {
-                        let m = p.encode_weights(&b, weight)?;
-                        Encoded::Conv(p, m)
-                    }
-                })
+                let plan = Plan::new(spec, params)?;
+                let size = match mem_limit {
+                    Some(_) => plan.estimate(params, &model)?.encoded_bytes,
+                    None => 0,
+                };
+                if mem_limit.is_some_and(|limit| held + size > limit) {
+                    on_the_fly_layers += 1;
+                    Some(Encoded::OnTheFly(plan))
+                } else {
+                    held += size;
+                    Some(encode(plan, &b, weight)?)
+                }
             }
             _ => None,
         });
@@ -488,6 +569,8 @@ fn serve_network_inner<C: Channel>(
     let mut out = ServerNetOutcome {
         setup: ch.counters() - c0,
         setup_ms: t0.elapsed().as_secs_f64() * 1e3,
+        encoded_bytes: held,
+        on_the_fly_layers,
         ..Default::default()
     };
     let p = prog.p;
@@ -515,6 +598,19 @@ fn serve_network_inner<C: Channel>(
                 (_, Some(Encoded::Conv(pl, _))) => {
                     r.method = pl.method().name().into();
                     (Some(fill(pl.as_ref(), &b, params)?), None)
+                }
+                (_, Some(Encoded::OnTheFly(plan))) => {
+                    r.on_the_fly = true;
+                    match plan {
+                        Plan::Matvec(pl) => {
+                            r.method = pl.method().name().into();
+                            (Some(fill(pl, &b, params)?), None)
+                        }
+                        Plan::Conv(pl) => {
+                            r.method = pl.method().name().into();
+                            (Some(fill(pl.as_ref(), &b, params)?), None)
+                        }
+                    }
                 }
                 (Step::Square { input, .. }, _) => {
                     r.method = "square".into();
@@ -574,6 +670,17 @@ fn serve_network_inner<C: Channel>(
                     let (resp, mine) = match &encoded[i] {
                         Some(Encoded::Matvec(pl, m)) => answer(pl, &b, m, pool, &cts)?,
                         Some(Encoded::Conv(pl, m)) => answer(pl.as_ref(), &b, m, pool, &cts)?,
+                        Some(Encoded::OnTheFly(plan)) => {
+                            let w = match step {
+                                Step::Linear { weight, .. } | Step::Conv { weight, .. } => weight,
+                                _ => return Err(ProtocolError::Plan),
+                            };
+                            match encode(plan.clone(), &b, w)? {
+                                Encoded::Matvec(pl, m) => answer(&pl, &b, &m, pool, &cts)?,
+                                Encoded::Conv(pl, m) => answer(pl.as_ref(), &b, &m, pool, &cts)?,
+                                Encoded::OnTheFly(_) => return Err(ProtocolError::Plan),
+                            }
+                        }
                         None => return Err(ProtocolError::Plan),
                     };
                     send(
@@ -624,6 +731,12 @@ fn serve_network_inner<C: Channel>(
                     let x = get(&shares, *input)?;
                     sum_pool(&prog.tensors[*input].shape, *k_h, *k_w, *stride, &x, p)?
                 }
+                Step::Pad {
+                    input, pads, mode, ..
+                } => {
+                    let x = get(&shares, *input)?;
+                    pad_share(&prog.tensors[*input].shape, *pads, *mode, &x)?
+                }
                 Step::Add {
                     a,
                     b: bb,
@@ -653,6 +766,7 @@ fn serve_network_inner<C: Channel>(
         rep.traffic.online = ch.counters() - c_on;
         out.inferences.push(rep);
     }
+    out.peak_rss_bytes = peak_rss_bytes();
     match recv(ch)? {
         Msg::Close => Ok(out),
         m => Err(unexpected("Close", &m)),
@@ -889,6 +1003,13 @@ pub fn infer_client<C: Channel>(
                     rep.steps[i].method = "local".into();
                     let x = get(&shares, *input)?;
                     sum_pool(&prog.tensors[*input].shape, *k_h, *k_w, *stride, &x, p)?
+                }
+                Step::Pad {
+                    input, pads, mode, ..
+                } => {
+                    rep.steps[i].method = "local".into();
+                    let x = get(&shares, *input)?;
+                    pad_share(&prog.tensors[*input].shape, *pads, *mode, &x)?
                 }
                 Step::Add {
                     a,

@@ -50,6 +50,13 @@ impl Plan {
             Plan::Conv(p) => p.input_len(),
         }
     }
+    /// Independent units of the server's work (threads it can use).
+    pub fn parallel(&self) -> usize {
+        match self {
+            Plan::Matvec(p) => p.output_cts().max(p.query_cts()),
+            Plan::Conv(p) => p.output_cts().max(p.query_cts()),
+        }
+    }
     /// Predicted cost (fails if the parameters cannot afford the flooding).
     pub fn estimate(&self, params: &Params, model: &CostModel) -> Result<Estimate> {
         Ok(match self {
@@ -70,39 +77,138 @@ pub struct Candidate {
     pub predicted_ms: f64,
 }
 
-/// Picks the method with the lowest predicted time for a layer; returns the pick and
-/// every candidate.
+/// What the planner minimises.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Objective {
+    /// Predicted time: server compute (+ encoding on the fly) + transfer + round trip +
+    /// the layer's Galois-key upload.
+    #[default]
+    Time,
+    /// Bytes on the wire: query + response + Galois keys.
+    Bytes,
+    /// Time and bytes, each relative to the layer's best candidate, summed.
+    Balanced,
+}
+
+impl std::str::FromStr for Objective {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "time" => Ok(Objective::Time),
+            "bytes" => Ok(Objective::Bytes),
+            "balanced" => Ok(Objective::Balanced),
+            _ => Err(format!("unknown objective `{s}` (time, bytes, balanced)")),
+        }
+    }
+}
+
+/// Costs every applicable method of a layer and picks one.
+///
+/// Predicted time = server compute (op counts × per-op costs of `model`, divided by the
+/// threads the layer can use: its response ciphertexts are independent, so up to
+/// `max(output_cts, query_cts)` threads) + encoding the weights when they are encoded on
+/// the fly + bytes / bandwidth + one round trip + the layer's Galois keys over the link.
+#[derive(Clone, Debug)]
+pub struct Planner {
+    /// Per-op costs (reference or measured here).
+    pub model: CostModel,
+    /// The link the prediction assumes.
+    pub link: Link,
+    /// What to minimise.
+    pub objective: Objective,
+    /// Server threads.
+    pub threads: usize,
+}
+
+impl Planner {
+    /// The reference cost model, time objective, one thread.
+    pub fn new(params: &Params, link: &Link) -> Self {
+        Self {
+            model: CostModel::reference(params),
+            link: *link,
+            objective: Objective::Time,
+            threads: 1,
+        }
+    }
+
+    /// Predicted time (ms) of one candidate; `on_the_fly` adds encoding the weights.
+    pub fn predicted_ms(&self, e: &Estimate, parallel: usize, on_the_fly: bool) -> f64 {
+        let bytes_per_s = self.link.bandwidth_bps.map(|b| b / 8.0).unwrap_or(0.0);
+        let rtt_ms = self.link.rtt.as_secs_f64() * 1e3;
+        let speedup = self.threads.clamp(1, parallel.max(1)) as f64;
+        let encode = if on_the_fly { e.encode_ms } else { 0.0 };
+        let keys = if bytes_per_s > 0.0 {
+            (e.galois_keys as u64 * self.model.galois_key_bytes) as f64 / bytes_per_s * 1e3
+        } else {
+            0.0
+        };
+        (e.server_ms + encode) / speedup + e.total_ms(bytes_per_s, rtt_ms) - e.server_ms + keys
+    }
+
+    /// Every candidate of a layer, and the pick by the objective. With `on_the_fly`
+    /// the weights are encoded online and their encoding is part of the time.
+    pub fn choose(
+        &self,
+        shape: &LayerShape,
+        params: &Params,
+        on_the_fly: bool,
+    ) -> Result<(LayerSpec, Vec<Candidate>)> {
+        let candidates: Vec<Candidate> = shape
+            .methods()
+            .into_iter()
+            .map(|method| {
+                let planned = shape.with(method).and_then(|s| Plan::new(&s, params));
+                let (estimate, parallel) = match planned {
+                    Ok(p) => (p.estimate(params, &self.model), p.parallel()),
+                    Err(e) => (Err(e), 1),
+                };
+                let predicted_ms = estimate
+                    .as_ref()
+                    .map(|e| self.predicted_ms(e, parallel, on_the_fly))
+                    .unwrap_or(f64::INFINITY);
+                Candidate {
+                    method,
+                    estimate,
+                    predicted_ms,
+                }
+            })
+            .collect();
+        let bytes = |c: &Candidate| {
+            c.estimate
+                .as_ref()
+                .map(|e| {
+                    (e.bytes_up + e.bytes_down + e.galois_keys as u64 * self.model.galois_key_bytes)
+                        as f64
+                })
+                .unwrap_or(f64::INFINITY)
+        };
+        let ok: Vec<&Candidate> = candidates.iter().filter(|c| c.estimate.is_ok()).collect();
+        let min_ms = ok
+            .iter()
+            .map(|c| c.predicted_ms)
+            .fold(f64::INFINITY, f64::min);
+        let min_bytes = ok.iter().map(|c| bytes(c)).fold(f64::INFINITY, f64::min);
+        let score = |c: &Candidate| match self.objective {
+            Objective::Time => c.predicted_ms,
+            Objective::Bytes => bytes(c),
+            Objective::Balanced => {
+                c.predicted_ms / min_ms.max(1e-9) + bytes(c) / min_bytes.max(1.0)
+            }
+        };
+        let best = ok
+            .iter()
+            .min_by(|a, b| score(a).total_cmp(&score(b)))
+            .ok_or(ProtocolError::NoMethod { layer: *shape })?;
+        Ok((shape.with(best.method)?, candidates))
+    }
+}
+
+/// Picks the method with the lowest predicted time for a layer (reference per-op costs,
+/// one thread, weights held in memory); returns the pick and every candidate.
 pub fn choose(
     shape: &LayerShape,
     params: &Params,
     link: &Link,
 ) -> Result<(LayerSpec, Vec<Candidate>)> {
-    let model = CostModel::reference(params);
-    let bytes_per_s = link.bandwidth_bps.map(|b| b / 8.0).unwrap_or(0.0);
-    let rtt_ms = link.rtt.as_secs_f64() * 1e3;
-    let candidates: Vec<Candidate> = shape
-        .methods()
-        .into_iter()
-        .map(|method| {
-            let estimate = shape
-                .with(method)
-                .and_then(|s| Plan::new(&s, params))
-                .and_then(|p| p.estimate(params, &model));
-            let predicted_ms = estimate
-                .as_ref()
-                .map(|e| e.total_ms(bytes_per_s, rtt_ms))
-                .unwrap_or(f64::INFINITY);
-            Candidate {
-                method,
-                estimate,
-                predicted_ms,
-            }
-        })
-        .collect();
-    let best = candidates
-        .iter()
-        .filter(|c| c.estimate.is_ok())
-        .min_by(|a, b| a.predicted_ms.total_cmp(&b.predicted_ms))
-        .ok_or(ProtocolError::NoMethod { layer: *shape })?;
-    Ok((shape.with(best.method)?, candidates))
+    Planner::new(params, link).choose(shape, params, false)
 }

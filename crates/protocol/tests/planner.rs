@@ -1,0 +1,154 @@
+//! The planner: each objective picks its own minimum among the candidates, encoding on
+//! the fly adds the predicted encoding time, Galois keys are priced over a finite link,
+//! threads divide only the work a layer can spread; and a server with a memory budget
+//! of zero (every layer encoded on the fly) still returns the fixed-point reference bit
+//! for bit.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use he::Params;
+use kernels::{ConvShape, Padding};
+use net::{Link, MemChannel};
+use protocol::network::{infer_client, serve_network_with};
+use protocol::{Candidate, LayerShape, Objective, Planner};
+use rand::{Rng, SeedableRng};
+
+fn conv() -> LayerShape {
+    LayerShape::Conv(ConvShape {
+        c_i: 4,
+        h: 16,
+        w: 16,
+        c_o: 4,
+        k_h: 3,
+        k_w: 3,
+        stride: 1,
+        padding: Padding::Same,
+    })
+}
+
+fn bytes(c: &Candidate, key_bytes: u64) -> f64 {
+    let e = c.estimate.as_ref().unwrap();
+    (e.bytes_up + e.bytes_down + e.galois_keys as u64 * key_bytes) as f64
+}
+
+#[test]
+fn each_objective_picks_its_own_minimum() {
+    let params = Params::preset("n8192").unwrap();
+    let link = Link::preset("gala-wan").unwrap();
+    for shape in [
+        conv(),
+        LayerShape::Matvec {
+            rows: 64,
+            cols: 512,
+        },
+    ] {
+        let mut planner = Planner::new(&params, &link);
+        let kb = planner.model.galois_key_bytes;
+        let (pick, cands) = planner.choose(&shape, &params, false).unwrap();
+        let ok: Vec<&Candidate> = cands.iter().filter(|c| c.estimate.is_ok()).collect();
+        assert!(ok.len() >= 3, "{shape:?}");
+        let fastest = ok
+            .iter()
+            .min_by(|a, b| a.predicted_ms.total_cmp(&b.predicted_ms))
+            .unwrap();
+        assert_eq!(pick.method(), fastest.method);
+
+        planner.objective = Objective::Bytes;
+        let (pick, _) = planner.choose(&shape, &params, false).unwrap();
+        let smallest = ok
+            .iter()
+            .min_by(|a, b| bytes(a, kb).total_cmp(&bytes(b, kb)))
+            .unwrap();
+        let picked = ok.iter().find(|c| c.method == pick.method()).unwrap();
+        assert_eq!(bytes(picked, kb), bytes(smallest, kb));
+
+        planner.objective = Objective::Balanced;
+        let (pick, _) = planner.choose(&shape, &params, false).unwrap();
+        let min_ms = fastest.predicted_ms;
+        let min_b = bytes(smallest, kb);
+        let score = |c: &Candidate| c.predicted_ms / min_ms + bytes(c, kb) / min_b;
+        let best = ok.iter().map(|c| score(c)).fold(f64::INFINITY, f64::min);
+        let picked = ok.iter().find(|c| c.method == pick.method()).unwrap();
+        assert_eq!(score(picked), best);
+    }
+    assert!("fastest".parse::<Objective>().is_err());
+    assert_eq!("bytes".parse::<Objective>().unwrap(), Objective::Bytes);
+}
+
+#[test]
+fn prediction_adds_keys_encoding_and_divides_by_usable_threads() {
+    let params = Params::preset("n8192").unwrap();
+    let link = Link::preset("gala-wan").unwrap();
+    let planner = Planner::new(&params, &link);
+    let (_, cands) = planner.choose(&conv(), &params, false).unwrap();
+    let c = cands.iter().find(|c| c.method.name() == "gala").unwrap();
+    let e = c.estimate.as_ref().unwrap();
+    assert!(e.galois_keys > 0 && e.plaintexts > 0);
+    assert_eq!(
+        e.encoded_bytes,
+        e.plaintexts * (params.n() * params.levels() * 16) as u64
+    );
+    // Independent sum: server + transfer (bytes / bandwidth) + one RTT + keys.
+    let bw = link.bandwidth_bps.unwrap() / 8.0;
+    let rtt = link.rtt.as_secs_f64() * 1e3;
+    let keys = (e.galois_keys as u64 * planner.model.galois_key_bytes) as f64 / bw * 1e3;
+    let want = e.server_ms + (e.bytes_up + e.bytes_down) as f64 / bw * 1e3 + rtt + keys;
+    assert!((c.predicted_ms - want).abs() < 1e-6 * want);
+    let fly = planner.predicted_ms(e, 1, true);
+    assert!((fly - want - e.encode_ms).abs() < 1e-6 * want);
+    assert!(e.encode_ms > 0.0);
+
+    let mut two = planner.clone();
+    two.threads = 2;
+    assert!((two.predicted_ms(e, 4, false) - (want - e.server_ms / 2.0)).abs() < 1e-6 * want);
+    // One independent unit: a second thread does not help.
+    assert!((two.predicted_ms(e, 1, false) - want).abs() < 1e-6 * want);
+}
+
+#[test]
+fn a_zero_memory_budget_encodes_every_layer_on_the_fly_with_the_same_result() {
+    let network = nn::import_bytes(&nn::zoo::onnx("mnist-d", 1).unwrap()).unwrap();
+    let mut r = rand::rngs::StdRng::seed_from_u64(3);
+    let xs: Vec<Vec<f32>> = vec![(0..784).map(|_| r.random_range(0.0..1.0)).collect()];
+    let prog = nn::plan_fixed_point(&network, &xs, nn::CANDIDATE_MODULI, 6, 12).unwrap();
+    let params = Params::preset(&prog.preset).unwrap();
+    let xq: Vec<Vec<i64>> = xs.iter().map(|x| nn::quantise_input(&prog, x)).collect();
+    let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(300), Link::NONE);
+    let (sp, sprog) = (params.clone(), prog.clone());
+    let server = std::thread::spawn(move || {
+        serve_network_with(
+            &mut s,
+            &sp,
+            &sprog,
+            &|_| None,
+            &Link::NONE,
+            gc::Garbler::Server,
+            Some(0),
+        )
+    });
+    let out = infer_client(
+        &mut c,
+        &params,
+        protocol::network::Inputs::Quantised(&xq),
+        gc::Garbler::Server,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let srv = server.join().unwrap().unwrap();
+    assert_eq!(out.outputs[0].0, nn::run_fixed(&prog, &xq[0]).unwrap());
+    let linear = prog
+        .steps
+        .iter()
+        .filter(|s| protocol::network::layer_shape(s).is_some())
+        .count();
+    assert_eq!(srv.on_the_fly_layers, linear);
+    assert_eq!(srv.encoded_bytes, 0);
+    let fly = srv.inferences[0]
+        .steps
+        .iter()
+        .filter(|s| s.on_the_fly)
+        .count();
+    assert_eq!(fly, linear);
+    assert!(srv.peak_rss_bytes.is_some_and(|b| b > 0));
+}
