@@ -20,6 +20,10 @@ pub struct OpsArgs {
     /// Print JSON (op name → median µs) instead of the table.
     #[arg(long)]
     json: bool,
+    /// Save the kernels' per-op costs as this machine's planner cost model (the cache
+    /// `helina plan`, `infer`, the server and `bench network` read).
+    #[arg(long)]
+    save: bool,
 }
 
 /// Size of the hoisted group the `rotate_hoisted` figure is measured in.
@@ -108,6 +112,26 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
         median_us(reps, || b.transfer(Dir::Up, &sym)),
     );
     pb.finish_and_clear();
+
+    if a.save {
+        let model = kernels::CostModel {
+            perm_us: m["rotate_single"],
+            dec_perm_us: m["hoist_precompute"],
+            hst_perm_us: m["rotate_hoisted_only"],
+            sc_mult_us: m["dot_term"],
+            add_us: m["add"],
+            // share_output per ciphertext: encode the mask, add it, add the flooding
+            // zero, switch to the last level.
+            share_us: m["encode"] + m["add_plain"] + m["add"] + m["switch_to_last"],
+            prepare_us: m["prepare"],
+            galois_key_bytes: (b.public_keys().galois_bytes() / GROUP) as u64,
+        };
+        let path = crate::costs::cache_path(&params)?;
+        model
+            .save(&path)
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        eprintln!("planner cost model saved to {}", path.display());
+    }
 
     if a.json {
         println!("{}", serde_json::to_string_pretty(&m)?);

@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::Args;
 use he::Params;
 use net::{TcpChannel, DEFAULT_MAX_FRAME};
-use protocol::network::{infer_client, serve_network, StepReport};
+use protocol::network::{infer_client, serve_network_with, StepReport};
 use protocol::{LayerMethod, LayerShape};
 use serde::Serialize;
 
@@ -24,7 +24,9 @@ pub struct InferArgs {
     /// The model (ONNX, as exported by torch.onnx.export).
     #[arg(long, conflicts_with = "net")]
     model: Option<String>,
-    /// A built-in network instead (seeded public weights): mlp, mnist-a, mnist-d.
+    /// A built-in network instead (seeded public weights): mlp, mnist-a, mnist-b,
+    /// mnist-c, mnist-d, minionn-cifar, tiny-resnet, resnet18-cifar, resnet50-cifar,
+    /// resnet18-imagenet, resnet50-imagenet (`helina plan`/`bench network` take them too).
     #[arg(long)]
     net: Option<String>,
     /// Inputs: .npy of float32/float64 with the batch dimension first and the model's
@@ -57,6 +59,8 @@ pub struct InferArgs {
     json: bool,
     #[command(flatten)]
     link: LinkArgs,
+    #[command(flatten)]
+    planner: crate::costs::PlannerArgs,
 }
 
 /// Reads an .npy of floats; returns its shape and data.
@@ -155,6 +159,11 @@ struct Report {
     frac_bits: u32,
     setup_ms: f64,
     setup_bytes: u64,
+    /// Encoded weights the server held, bytes; layers encoded on the fly (`--mem-limit`).
+    encoded_bytes: u64,
+    on_the_fly_layers: usize,
+    /// Peak resident memory of this process (client and server threads), bytes.
+    peak_rss_bytes: Option<u64>,
     outputs: Vec<Output>,
     layers: Vec<Layer>,
 }
@@ -259,15 +268,25 @@ pub fn run(a: &InferArgs) -> Res<()> {
     {
         return Err(format!("unknown method `{method}`").into());
     }
+    let link = a.link.link()?;
+    let (planner, _) = a.planner.planner(&params, &link)?;
+    let mem_limit = a.planner.mem_limit_bytes()?;
+    let picks: Vec<(LayerShape, LayerMethod)> = if method == "auto" {
+        crate::plan::plan_layers(&prog, &params, &planner, mem_limit, None)?
+            .into_iter()
+            .map(|l| (l.shape, l.pick.method()))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let fixed = move |s: &LayerShape| -> Option<LayerMethod> {
         if method == "auto" {
-            None
+            picks.iter().find(|(shape, _)| shape == s).map(|(_, m)| *m)
         } else {
             LayerMethod::parse(s, &method)
         }
     };
     let garbler: gc::Garbler = a.garbler.parse()?;
-    let link = a.link.link()?;
     let timeout = Duration::from_secs(a.link.timeout.max(600));
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?.to_string();
@@ -276,7 +295,8 @@ pub fn run(a: &InferArgs) -> Res<()> {
         let (stream, _) = listener.accept().map_err(|e| e.to_string())?;
         let mut ch =
             TcpChannel::new(stream, DEFAULT_MAX_FRAME, timeout, link).map_err(|e| e.to_string())?;
-        serve_network(&mut ch, &sp, &sprog, &fixed, &link, garbler).map_err(|e| e.to_string())
+        serve_network_with(&mut ch, &sp, &sprog, &fixed, &link, garbler, mem_limit)
+            .map_err(|e| e.to_string())
     });
     let mut ch = TcpChannel::connect(&addr, DEFAULT_MAX_FRAME, timeout, link)?;
     let xq: Vec<Vec<i64>> = inputs
@@ -331,6 +351,9 @@ pub fn run(a: &InferArgs) -> Res<()> {
         frac_bits: prog.frac_bits,
         setup_ms: client.setup_ms,
         setup_bytes: client.setup.bytes_sent + client.setup.bytes_received,
+        encoded_bytes: srv.encoded_bytes,
+        on_the_fly_layers: srv.on_the_fly_layers,
+        peak_rss_bytes: protocol::network::peak_rss_bytes(),
         outputs,
         layers,
     };
@@ -350,6 +373,17 @@ fn print_report(r: &Report) {
     println!(
         "helina infer: {} ({}, p = {}, {} fractional bits); setup {:.1} ms, {:.2} MB (keys, weight encoding)",
         r.model, r.params, r.p, r.frac_bits, r.setup_ms, mb(r.setup_bytes)
+    );
+    println!(
+        "memory: encoded weights held {:.1} MB{}; peak RSS {}",
+        mb(r.encoded_bytes),
+        if r.on_the_fly_layers > 0 {
+            format!(", {} layer(s) encoded on the fly", r.on_the_fly_layers)
+        } else {
+            String::new()
+        },
+        r.peak_rss_bytes
+            .map_or("n/a".into(), |b| format!("{:.1} MB", mb(b)))
     );
     for (i, o) in r.outputs.iter().enumerate() {
         let shown: Vec<String> = o

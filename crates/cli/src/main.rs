@@ -7,8 +7,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench_conv;
 mod bench_linear;
 mod bench_matvec;
+mod bench_network;
 mod bench_nonlinear;
 mod bench_ops;
+mod costs;
 mod demo;
 mod infer;
 mod plan;
@@ -73,6 +75,9 @@ enum BenchCmd {
     Relu(bench_nonlinear::GcArgs),
     /// Garbled-circuit MaxPool over k x k windows over loopback TCP.
     Maxpool(bench_nonlinear::GcArgs),
+    /// Every layer of a network: per-layer time, bytes and op counts by method, totals
+    /// (bfv: run for real; count: op counts and predictions only).
+    Network(bench_network::NetworkArgs),
 }
 
 fn main() {
@@ -106,6 +111,7 @@ fn main() {
             BenchCmd::Square(a) => bench_nonlinear::square(&a),
             BenchCmd::Relu(a) => bench_nonlinear::garbled(&a, false),
             BenchCmd::Maxpool(a) => bench_nonlinear::garbled(&a, true),
+            BenchCmd::Network(a) => bench_network::run(&a),
         },
     };
     if let Err(e) = result {

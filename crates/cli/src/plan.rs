@@ -1,11 +1,14 @@
 //! `helina plan`: for every linear layer of a network, each applicable method costed
-//! from its op counts on the count backend × per-op costs (`kernels::CostModel`, the
-//! reference figures of this machine kind) + bytes over the link, and the pick (the
-//! lowest predicted time), which is what `infer --method auto` and the server use.
+//! from its op counts on the count backend × per-op costs (measured here by `helina
+//! bench ops --save`, else the reference figures of this machine kind) + bytes and the
+//! layer's Galois keys over the link, under the noise and key budgets, and the pick by
+//! the objective (time, bytes, balanced): what `infer`, the server and `bench network`
+//! use. With `--mem-limit`, layers whose encoded weights no longer fit are encoded on
+//! the fly and that encoding is part of their predicted time.
 
 use clap::Args;
 use he::Params;
-use protocol::LayerShape;
+use protocol::{Candidate, LayerShape, LayerSpec, Planner};
 use serde::Serialize;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -15,7 +18,7 @@ pub struct PlanArgs {
     /// The model (ONNX).
     #[arg(long, conflicts_with = "net")]
     model: Option<String>,
-    /// A built-in network: mlp, mnist-a, mnist-d, tiny-resnet.
+    /// A built-in network (see `helina infer --help`).
     #[arg(long)]
     net: Option<String>,
     /// Parameter preset.
@@ -26,16 +29,19 @@ pub struct PlanArgs {
     json: bool,
     #[command(flatten)]
     link: crate::twoparty::LinkArgs,
+    #[command(flatten)]
+    planner: crate::costs::PlannerArgs,
 }
 
 #[derive(Serialize)]
-struct Candidate {
+struct CandidateRow {
     method: String,
     predicted_ms: Option<f64>,
     server_ms: Option<f64>,
     bytes_up: Option<u64>,
     bytes_down: Option<u64>,
     galois_keys: Option<usize>,
+    encoded_mb: Option<f64>,
     rotations: Option<u64>,
     sc_mult: Option<u64>,
     why_not: Option<String>,
@@ -46,7 +52,79 @@ struct Row {
     layer: String,
     shape: String,
     pick: String,
-    candidates: Vec<Candidate>,
+    on_the_fly: bool,
+    candidates: Vec<CandidateRow>,
+}
+
+/// One linear layer of a network with the planner's pick.
+pub struct PlannedLayer {
+    /// Step index in the program.
+    pub step: usize,
+    /// Layer name.
+    pub name: String,
+    /// Shape.
+    pub shape: LayerShape,
+    /// The pick.
+    pub pick: LayerSpec,
+    /// Every candidate.
+    pub candidates: Vec<Candidate>,
+    /// Encoded on the fly (beyond the memory budget).
+    pub on_the_fly: bool,
+}
+
+impl PlannedLayer {
+    /// The pick's candidate.
+    pub fn picked(&self) -> Option<&Candidate> {
+        self.candidates
+            .iter()
+            .find(|c| c.method == self.pick.method())
+    }
+}
+
+/// Plans every linear layer of `prog` in order. Encoded weights are held while they fit
+/// `mem_limit`; a layer beyond it is planned (and run) with its weights encoded on the
+/// fly. `max_layers` stops after that many linear layers.
+pub fn plan_layers(
+    prog: &nn::Program,
+    params: &Params,
+    planner: &Planner,
+    mem_limit: Option<u64>,
+    max_layers: Option<usize>,
+) -> Res<Vec<PlannedLayer>> {
+    let mut held = 0u64;
+    let mut out = Vec::new();
+    for (i, step) in prog.steps.iter().enumerate() {
+        if max_layers.is_some_and(|m| out.len() >= m) {
+            break;
+        }
+        let Some(shape) = protocol::network::layer_shape(step) else {
+            continue;
+        };
+        let (mut pick, mut candidates) = planner.choose(&shape, params, false)?;
+        let encoded = |c: &[Candidate], pick: &LayerSpec| {
+            c.iter()
+                .find(|c| c.method == pick.method())
+                .and_then(|c| c.estimate.as_ref().ok())
+                .map_or(0, |e| e.encoded_bytes)
+        };
+        let mut on_the_fly = false;
+        let size = encoded(&candidates, &pick);
+        if mem_limit.is_some_and(|limit| held + size > limit) {
+            (pick, candidates) = planner.choose(&shape, params, true)?;
+            on_the_fly = true;
+        } else {
+            held += size;
+        }
+        out.push(PlannedLayer {
+            step: i,
+            name: step.name().to_string(),
+            shape,
+            pick,
+            candidates,
+            on_the_fly,
+        });
+    }
+    Ok(out)
 }
 
 pub fn run(a: &PlanArgs) -> Res<()> {
@@ -60,71 +138,90 @@ pub fn run(a: &PlanArgs) -> Res<()> {
     // Shapes only: any scale will do.
     let prog = nn::lower(&network, 8, params.p())?;
     let link = a.link.link()?;
-    let mut rows = Vec::new();
-    for step in &prog.steps {
-        let shape = match step {
-            nn::Step::Linear { rows, cols, .. } => LayerShape::Matvec {
-                rows: *rows,
-                cols: *cols,
-            },
-            nn::Step::Conv { shape, .. } => LayerShape::Conv(*shape),
-            _ => continue,
-        };
-        let (pick, cands) = protocol::choose(&shape, &params, &link)?;
-        rows.push(Row {
-            layer: step.name().to_string(),
-            shape: format!("{shape:?}"),
-            pick: pick.method().name().to_string(),
-            candidates: cands
+    let (planner, source) = a.planner.planner(&params, &link)?;
+    let layers = plan_layers(&prog, &params, &planner, a.planner.mem_limit_bytes()?, None)?;
+    let rows: Vec<Row> = layers
+        .iter()
+        .map(|l| Row {
+            layer: l.name.clone(),
+            shape: format!("{:?}", l.shape),
+            pick: l.pick.method().name().to_string(),
+            on_the_fly: l.on_the_fly,
+            candidates: l
+                .candidates
                 .iter()
                 .map(|c| match &c.estimate {
-                    Ok(e) => Candidate {
+                    Ok(e) => CandidateRow {
                         method: c.method.name().into(),
                         predicted_ms: Some(c.predicted_ms),
                         server_ms: Some(e.server_ms),
                         bytes_up: Some(e.bytes_up),
                         bytes_down: Some(e.bytes_down),
                         galois_keys: Some(e.galois_keys),
+                        encoded_mb: Some(e.encoded_bytes as f64 / 1e6),
                         rotations: Some(e.counts.rotations()),
                         sc_mult: Some(e.counts.sc_mult),
                         why_not: None,
                     },
-                    Err(err) => Candidate {
+                    Err(err) => CandidateRow {
                         method: c.method.name().into(),
                         predicted_ms: None,
                         server_ms: None,
                         bytes_up: None,
                         bytes_down: None,
                         galois_keys: None,
+                        encoded_mb: None,
                         rotations: None,
                         sc_mult: None,
                         why_not: Some(err.to_string()),
                     },
                 })
                 .collect(),
-        });
-    }
+        })
+        .collect();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
     println!(
-        "helina plan ({}; link {:?}): predicted = server compute (op counts x reference per-op costs) + bytes / bandwidth + one RTT",
+        "helina plan ({}; link {:?}; {} thread(s); objective {:?}; per-op costs: {source})",
         params.name(),
-        a.link.link()?
+        link,
+        planner.threads,
+        planner.objective
     );
-    for r in &rows {
-        println!("  {} {} → {}", r.layer, r.shape, r.pick);
+    println!("predicted = server compute (op counts x per-op costs, / threads the layer can use) + encoding when on the fly + bytes / bandwidth + one RTT + the layer's Galois keys over the link");
+    let mut total_ms = 0.0;
+    let mut held = 0.0;
+    for (r, l) in rows.iter().zip(&layers) {
+        println!(
+            "  {} {} → {}{}",
+            r.layer,
+            r.shape,
+            r.pick,
+            if r.on_the_fly {
+                "  (weights encoded on the fly: beyond --mem-limit)"
+            } else {
+                ""
+            }
+        );
+        if let Some(c) = l.picked() {
+            total_ms += c.predicted_ms;
+            if !l.on_the_fly {
+                held += c.estimate.as_ref().map_or(0.0, |e| e.encoded_bytes as f64);
+            }
+        }
         for c in &r.candidates {
             match (&c.predicted_ms, &c.why_not) {
                 (Some(ms), _) => println!(
-                    "      {:<12} {:>9.1} ms  (server {:>8.1} ms, up {:>8} B, down {:>8} B, {} keys, {} rotations, {} ScMult){}",
+                    "      {:<12} {:>9.1} ms  (server {:>8.1} ms, up {:>8} B, down {:>8} B, {} keys, {:.1} MB encoded, {} rotations, {} ScMult){}",
                     c.method,
                     ms,
                     c.server_ms.unwrap_or(0.0),
                     c.bytes_up.unwrap_or(0),
                     c.bytes_down.unwrap_or(0),
                     c.galois_keys.unwrap_or(0),
+                    c.encoded_mb.unwrap_or(0.0),
                     c.rotations.unwrap_or(0),
                     c.sc_mult.unwrap_or(0),
                     if c.method == r.pick { "  ← pick" } else { "" }
@@ -134,5 +231,11 @@ pub fn run(a: &PlanArgs) -> Res<()> {
             }
         }
     }
+    println!(
+        "total predicted {:.1} ms over {} linear layers; encoded weights held in memory: {:.1} MB",
+        total_ms,
+        rows.len(),
+        held / 1e6
+    );
     Ok(())
 }

@@ -83,6 +83,9 @@ pub struct ServerArgs {
     max_clients: usize,
     #[command(flatten)]
     link: LinkArgs,
+    /// Planner options (network models; a single layer uses the reference costs).
+    #[command(flatten)]
+    planner: crate::costs::PlannerArgs,
 }
 
 #[derive(Args)]
@@ -603,13 +606,29 @@ fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
     };
     let params = Params::preset(&preset)?;
     let method = a.method.clone();
+    let link = a.link.link()?;
+    let (planner, source) = a.planner.planner(&params, &link)?;
+    let mem_limit = a.planner.mem_limit_bytes()?;
+    let picks: Vec<(LayerShape, LayerMethod)> = if method == "auto" {
+        crate::plan::plan_layers(&prog, &params, &planner, mem_limit, None)?
+            .into_iter()
+            .map(|l| (l.shape, l.pick.method()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    tracing::info!(
+        "planner: objective {:?}, per-op costs {source}",
+        planner.objective
+    );
     let fixed = move |s: &LayerShape| -> Option<LayerMethod> {
-        (method != "auto")
-            .then(|| LayerMethod::parse(s, &method))
-            .flatten()
+        if method == "auto" {
+            picks.iter().find(|(shape, _)| shape == s).map(|(_, m)| *m)
+        } else {
+            LayerMethod::parse(s, &method)
+        }
     };
     let garbler: gc::Garbler = a.garbler.parse()?;
-    let link = a.link.link()?;
     let listener = TcpListener::bind(&a.listen)?;
     eprintln!(
         "helina server: listening on {} (network {path}: {} steps, {} fractional bits, p = {}; clients use --network --params {preset})",
@@ -640,13 +659,19 @@ fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
             let r = TcpChannel::new(stream, DEFAULT_MAX_FRAME, timeout, link)
                 .map_err(protocol::ProtocolError::from)
                 .and_then(|mut ch| {
-                    protocol::network::serve_network(&mut ch, params, prog, fixed, &link, garbler)
+                    protocol::network::serve_network_with(
+                        &mut ch, params, prog, fixed, &link, garbler, mem_limit,
+                    )
                 });
             match r {
                 Ok(o) => eprintln!(
-                    "helina server: {peer}: {} inference(s) in {:.1} ms",
+                    "helina server: {peer}: {} inference(s) in {:.1} ms; encoded weights {:.1} MB, {} layer(s) on the fly; peak RSS {}",
                     o.inferences.len(),
-                    t.elapsed().as_secs_f64() * 1e3
+                    t.elapsed().as_secs_f64() * 1e3,
+                    o.encoded_bytes as f64 / 1e6,
+                    o.on_the_fly_layers,
+                    o.peak_rss_bytes
+                        .map_or("n/a".into(), |b| format!("{:.1} MB", b as f64 / 1e6))
                 ),
                 Err(e) => eprintln!("helina server: {peer}: session failed: {e}"),
             }

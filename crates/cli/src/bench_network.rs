@@ -1,0 +1,957 @@
+//! `helina bench network`: every layer of a network, one row each.
+//!
+//! - Linear layers (matvec, conv): with `--backend bfv` each runs for real (the
+//!   network's own lowered weights, a random input, result checked against the
+//!   plaintext reference mod p): client encrypt, server kernel + `share_output`, client
+//!   decrypt, timed; beside it the planner's prediction. With `--backend count` the
+//!   layer runs on the counting backend only: op counts and the planner's prediction,
+//!   for every applicable method, in milliseconds for a whole ResNet-50.
+//! - Nonlinear layers (garbled circuits; skipped with `--linear-only`): the GC runs for
+//!   real over loopback on up to `--gc-sample` elements; a layer with more elements is
+//!   projected linearly from that sample (marked "projected"). Square is predicted from
+//!   its op counts; SumPool and Add are local (free).
+//! - Weights encoded beyond `--mem-limit` are encoded on the fly: their encoding time is
+//!   part of the layer's online time (bfv) and of its prediction (both). The benchmark
+//!   itself holds one layer's encoding at a time; `encoded_mb` says what a server
+//!   holding them all would need.
+//!
+//! Totals (`total_ms`, `total_bytes`) are the planner's picks; `--method all` adds each
+//! method's own total and checks the pick against the best measured method per layer.
+//! With `--plot out.svg` per-layer time and bytes by method are drawn (plotters).
+//! For networks in GALA Table IX (the MLP, ResNet-18/50 for CIFAR-10) the GAZELLE and
+//! GALA op counts are recomputed in the papers' ideal model (n = 2048, one cyclic
+//! vector) and printed beside the table's cells.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use he::{Count, Layout, OpCounts, Params, SlotInfo};
+use kernels::{reference, ConvMethod, ConvPlan, LinearLayer, MatvecPlan, Method};
+use protocol::{LayerMethod, LayerShape, Plan};
+use serde::Serialize;
+
+use crate::bench_linear::measure;
+use crate::plan::plan_layers;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+#[derive(Args)]
+pub struct NetworkArgs {
+    /// A built-in network (`helina infer --help` lists them).
+    #[arg(long, conflicts_with = "model")]
+    net: Option<String>,
+    /// An ONNX model.
+    #[arg(long)]
+    model: Option<String>,
+    /// Parameter preset.
+    #[arg(long, default_value = "n8192")]
+    params: String,
+    /// `bfv` (run every layer for real) or `count` (op counts and predictions only).
+    #[arg(long, default_value = "bfv")]
+    backend: String,
+    /// `auto` (the planner's pick per layer), `all` (every applicable method), or a
+    /// comma list of method names.
+    #[arg(long, default_value = "auto")]
+    method: String,
+    /// Linear layers only.
+    #[arg(long)]
+    linear_only: bool,
+    /// Only the first N linear layers (and the nonlinear layers before the next one).
+    #[arg(long)]
+    layers: Option<usize>,
+    /// Queries per linear layer (median by time).
+    #[arg(long, default_value_t = 1)]
+    reps: usize,
+    /// Elements of a GC layer run for real; larger layers are projected from this many.
+    #[arg(long, default_value_t = 4096)]
+    gc_sample: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// Draw per-layer time and bytes by method into this SVG file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    #[command(flatten)]
+    link: crate::twoparty::LinkArgs,
+    #[command(flatten)]
+    planner: crate::costs::PlannerArgs,
+}
+
+#[derive(Serialize, Clone, Default)]
+struct LayerRow {
+    step: usize,
+    layer: String,
+    kind: String,
+    shape: String,
+    method: String,
+    pick: bool,
+    /// Measured (bfv) rather than predicted or projected.
+    measured: bool,
+    on_the_fly: bool,
+    /// Online time: client + server (+ encoding on the fly) + transfer over the link.
+    ms: f64,
+    /// Server online time (measured for bfv, predicted for count).
+    server_ms: f64,
+    /// The planner's predicted server time (with threads and encoding on the fly).
+    predicted_server_ms: f64,
+    /// bfv: the same op counts priced with per-op costs measured right after the layer
+    /// (single-threaded ops, divided by the same thread factor): separates the model's
+    /// error from the machine's drift since the cost cache was written.
+    predicted_in_run_ms: Option<f64>,
+    /// Offline time (weight encoding; GC garbling and OTs).
+    offline_ms: f64,
+    bytes: u64,
+    bytes_up: u64,
+    bytes_down: u64,
+    offline_bytes: u64,
+    galois_keys: usize,
+    encoded_bytes: u64,
+    perm: u64,
+    dec_perm: u64,
+    hst_perm: u64,
+    sc_mult: u64,
+    add: u64,
+    elements: u64,
+    and_gates: u64,
+    correct: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct MethodTotal {
+    method: String,
+    layers: usize,
+    cannot_run: usize,
+    total_ms: f64,
+    total_bytes: u64,
+    perm: u64,
+    dec_perm: u64,
+    hst_perm: u64,
+    sc_mult: u64,
+    add: u64,
+}
+
+#[derive(Serialize)]
+struct TableIx {
+    net: &'static str,
+    paper_gazelle: [u64; 5],
+    paper_gala: [u64; 5],
+    ours_gazelle: [u64; 5],
+    ours_gala: [u64; 5],
+    note: String,
+}
+
+#[derive(Serialize)]
+struct Report {
+    net: String,
+    params: String,
+    backend: String,
+    threads: usize,
+    objective: String,
+    costs: String,
+    link: String,
+    rows: Vec<LayerRow>,
+    totals_by_method: Vec<MethodTotal>,
+    /// The planner's picks: linear layers (and nonlinear ones unless --linear-only).
+    total_ms: f64,
+    total_bytes: u64,
+    linear_ms: f64,
+    linear_bytes: u64,
+    nonlinear_ms: f64,
+    nonlinear_bytes: u64,
+    /// Offline work of the picks (weight encoding, GC garbling and OTs).
+    offline_ms: f64,
+    offline_bytes: u64,
+    /// Galois keys of all picked layers (one upload per session), bytes.
+    key_bytes: u64,
+    /// Encoded weights of the picks, held in memory unless on the fly.
+    encoded_bytes: u64,
+    encoded_on_the_fly_bytes: u64,
+    relu_elements: u64,
+    maxpool_outputs: u64,
+    and_gates: u64,
+    /// Planner's pick vs the best measured method per layer (`--method all`, bfv).
+    worst_pick_vs_best: Option<f64>,
+    /// Per layer |predicted − measured| / measured server time, worst (bfv).
+    worst_prediction_error: Option<f64>,
+    median_prediction_error: Option<f64>,
+    /// The same with per-op costs measured right after each layer.
+    worst_in_run_prediction_error: Option<f64>,
+    median_in_run_prediction_error: Option<f64>,
+    peak_rss_bytes: Option<u64>,
+    table_ix: Option<TableIx>,
+    wall_s: f64,
+}
+
+fn load(a: &NetworkArgs) -> Res<(String, Vec<u8>)> {
+    Ok(match (&a.model, &a.net) {
+        (Some(p), None) => (
+            p.clone(),
+            std::fs::read(p).map_err(|e| format!("{p}: {e}"))?,
+        ),
+        (None, Some(n)) => (
+            n.clone(),
+            nn::zoo::onnx(n, 1).ok_or(format!("unknown network `{n}`"))?,
+        ),
+        _ => return Err("give --model m.onnx or --net NAME".into()),
+    })
+}
+
+/// The methods to run on a layer.
+fn methods_for(a: &NetworkArgs, shape: &LayerShape, pick: LayerMethod) -> Res<Vec<LayerMethod>> {
+    Ok(match a.method.as_str() {
+        "auto" => vec![pick],
+        "all" => shape.methods(),
+        list => {
+            let mut v = Vec::new();
+            for name in list.split(',') {
+                let m = shape
+                    .methods()
+                    .into_iter()
+                    .find(|m| m.name() == name.trim());
+                match m {
+                    Some(m) => v.push(m),
+                    None if known_method(name.trim()) => {}
+                    None => return Err(format!("unknown method `{name}`").into()),
+                }
+            }
+            if v.is_empty() {
+                return Err(format!(
+                    "none of `{list}` applies to the {} layer",
+                    shape_kind(shape)
+                )
+                .into());
+            }
+            v
+        }
+    })
+}
+
+fn known_method(name: &str) -> bool {
+    Method::ALL
+        .iter()
+        .any(|m| LayerMethod::Matvec(*m).name() == name)
+        || ConvMethod::ALL
+            .iter()
+            .any(|m| LayerMethod::Conv(*m).name() == name)
+}
+
+fn shape_kind(shape: &LayerShape) -> &'static str {
+    match shape {
+        LayerShape::Matvec { .. } => "matvec",
+        LayerShape::Conv(_) => "conv",
+    }
+}
+
+fn shape_text(shape: &LayerShape) -> String {
+    match shape {
+        LayerShape::Matvec { rows, cols } => format!("{rows}x{cols}"),
+        LayerShape::Conv(s) => format!(
+            "{}x{}x{} → {} {}x{} s{}",
+            s.c_i, s.h, s.w, s.c_o, s.k_h, s.k_w, s.stride
+        ),
+    }
+}
+
+fn set_counts(r: &mut LayerRow, c: &OpCounts) {
+    r.perm = c.perm;
+    r.dec_perm = c.dec_perm;
+    r.hst_perm = c.hst_perm;
+    r.sc_mult = c.sc_mult;
+    r.add = c.add;
+}
+
+pub fn run(a: &NetworkArgs) -> Res<()> {
+    let wall = Instant::now();
+    if a.backend != "bfv" && a.backend != "count" {
+        return Err(format!("--backend {}: give bfv or count", a.backend).into());
+    }
+    let bfv = a.backend == "bfv";
+    let (name, bytes) = load(a)?;
+    let network = nn::import_bytes(&bytes)?;
+    let params = Params::preset(&a.params)?;
+    let frac = 8;
+    let prog = nn::lower(&network, frac, params.p())?;
+    let link = a.link.link()?;
+    let (planner, source) = a.planner.planner(&params, &link)?;
+    let bytes_per_s = link.bandwidth_bps.map(|b| b / 8.0).unwrap_or(0.0);
+    let rtt_ms = link.rtt.as_secs_f64() * 1e3;
+    let wire_ms = |bytes: u64| {
+        rtt_ms
+            + if bytes_per_s > 0.0 {
+                bytes as f64 / bytes_per_s * 1e3
+            } else {
+                0.0
+            }
+    };
+    let planned = plan_layers(
+        &prog,
+        &params,
+        &planner,
+        a.planner.mem_limit_bytes()?,
+        a.layers,
+    )?;
+    let last_step = match a.layers {
+        Some(_) => planned.last().map_or(0, |l| l.step),
+        None => prog.steps.len(),
+    };
+    let total_units = planned
+        .iter()
+        .map(|l| methods_for(a, &l.shape, l.pick.method()).map_or(1, |m| m.len()))
+        .sum::<usize>();
+    let pb = crate::timing::progress(total_units as u64, "bench network");
+    let mut rows: Vec<LayerRow> = Vec::new();
+    let mut rng = rand::rng();
+    let mut gc_cache: BTreeMap<String, (f64, f64, u64, u64, usize)> = BTreeMap::new();
+
+    for (i, step) in prog.steps.iter().enumerate() {
+        if a.layers.is_some() && i > last_step {
+            break;
+        }
+        if let Some(l) = planned.iter().find(|l| l.step == i) {
+            let weights: &[i64] = match step {
+                nn::Step::Linear { weight, .. } | nn::Step::Conv { weight, .. } => weight,
+                _ => &[],
+            };
+            for method in methods_for(a, &l.shape, l.pick.method())? {
+                pb.set_message(format!("{} {}", l.name, method.name()));
+                let cand = l.candidates.iter().find(|c| c.method == method);
+                let mut row = LayerRow {
+                    step: i,
+                    layer: l.name.clone(),
+                    kind: shape_kind(&l.shape).into(),
+                    shape: shape_text(&l.shape),
+                    method: method.name().into(),
+                    pick: method == l.pick.method(),
+                    on_the_fly: l.on_the_fly,
+                    ..Default::default()
+                };
+                let est = match cand.map(|c| c.estimate.as_ref()) {
+                    Some(Ok(e)) => e.clone(),
+                    Some(Err(e)) => {
+                        if !a.json {
+                            pb.println(format!("  {} {}: cannot run: {e}", l.name, method.name()));
+                        }
+                        pb.inc(1);
+                        continue;
+                    }
+                    None => {
+                        return Err(format!("{}: no estimate for {}", l.name, method.name()).into())
+                    }
+                };
+                let plan = Plan::new(&l.shape.with(method)?, &params)?;
+                let parallel = plan.parallel();
+                row.predicted_server_ms = (est.server_ms
+                    + if l.on_the_fly { est.encode_ms } else { 0.0 })
+                    / planner.threads.clamp(1, parallel.max(1)) as f64;
+                row.galois_keys = est.galois_keys;
+                row.encoded_bytes = est.encoded_bytes;
+                if bfv {
+                    let x: Vec<i64> = (0..plan.input_len())
+                        .map(|_| rand::Rng::random_range(&mut rng, -128..128))
+                        .collect();
+                    let xr = reference::reduce(
+                        &x.iter().map(|&v| v as i128).collect::<Vec<_>>(),
+                        params.p(),
+                    );
+                    let (m, want) = match &plan {
+                        Plan::Matvec(p) => {
+                            let (rows_, cols) = match l.shape {
+                                LayerShape::Matvec { rows, cols } => (rows, cols),
+                                LayerShape::Conv(_) => unreachable!("matvec plan of a conv shape"),
+                            };
+                            let want = reference::reduce(
+                                &reference::matvec(weights, &x, rows_, cols),
+                                params.p(),
+                            );
+                            (measure(p, &params, weights, &xr, &want, a.reps)?, want)
+                        }
+                        Plan::Conv(p) => {
+                            let LayerShape::Conv(sh) = l.shape else {
+                                return Err("conv plan of a matvec shape".into());
+                            };
+                            let want =
+                                reference::reduce(&reference::conv(&sh, &x, weights), params.p());
+                            (
+                                measure(p.as_ref(), &params, weights, &xr, &want, a.reps)?,
+                                want,
+                            )
+                        }
+                    };
+                    drop(want);
+                    row.measured = true;
+                    row.correct = Some(m.correct);
+                    row.predicted_in_run_ms = Some(
+                        (m.predicted_server_ms + if l.on_the_fly { m.offline_ms } else { 0.0 })
+                            / planner.threads.clamp(1, parallel.max(1)) as f64,
+                    );
+                    let encode = if l.on_the_fly { m.offline_ms } else { 0.0 };
+                    row.server_ms = m.server_ms + encode;
+                    row.offline_ms = if l.on_the_fly { 0.0 } else { m.offline_ms };
+                    row.bytes_up = m.bytes_up;
+                    row.bytes_down = m.bytes_down;
+                    row.bytes = m.bytes_up + m.bytes_down;
+                    row.ms = m.online_ms + encode + wire_ms(row.bytes);
+                    row.perm = m.perm;
+                    row.dec_perm = m.dec_perm;
+                    row.hst_perm = m.hst_perm;
+                    row.sc_mult = m.sc_mult;
+                    row.add = m.add;
+                } else {
+                    set_counts(&mut row, &est.counts);
+                    row.server_ms = row.predicted_server_ms;
+                    row.offline_ms = if l.on_the_fly { 0.0 } else { est.encode_ms };
+                    row.bytes_up = est.bytes_up;
+                    row.bytes_down = est.bytes_down;
+                    row.bytes = est.bytes_up + est.bytes_down;
+                    row.ms = cand.map_or(0.0, |c| c.predicted_ms);
+                }
+                rows.push(row);
+                pb.inc(1);
+            }
+            continue;
+        }
+        if a.linear_only {
+            continue;
+        }
+        match step {
+            nn::Step::Nonlinear {
+                name,
+                input,
+                op,
+                trunc_bits,
+                ..
+            } => {
+                let spec = protocol::network::gc_spec(&prog, *input, *op, *trunc_bits)?;
+                let kind = match op {
+                    nn::NonlinearOp::Relu => "relu",
+                    nn::NonlinearOp::MaxPool { .. } => "maxpool",
+                    nn::NonlinearOp::ReluMaxPool { .. } => "relu+maxpool",
+                    nn::NonlinearOp::Identity => "truncate",
+                };
+                pb.set_message(format!("{name} {kind}"));
+                let key = format!("{:?}/{}", spec.op, spec.trunc_bits);
+                let sample = spec.count.min(a.gc_sample.max(1));
+                let per = match gc_cache.get(&key) {
+                    Some(v) if v.4 >= sample => *v,
+                    _ => {
+                        let v = gc_sample(&spec, sample)?;
+                        gc_cache.insert(key, v);
+                        v
+                    }
+                };
+                let scale = spec.count as f64 / per.4 as f64;
+                let online_bytes = (per.3 as f64 * scale) as u64;
+                rows.push(LayerRow {
+                    step: i,
+                    layer: name.clone(),
+                    kind: kind.into(),
+                    shape: format!("{:?}", prog.tensors[*input].shape),
+                    method: "gc".into(),
+                    pick: true,
+                    measured: bfv && spec.count <= per.4,
+                    ms: per.1 * scale + wire_ms(online_bytes),
+                    server_ms: per.1 * scale,
+                    offline_ms: per.0 * scale,
+                    bytes: online_bytes,
+                    bytes_down: online_bytes,
+                    offline_bytes: (per.2 as f64 * scale) as u64,
+                    elements: spec.count as u64,
+                    and_gates: spec.and_gates(),
+                    ..Default::default()
+                });
+            }
+            nn::Step::Square { name, input, .. } => {
+                let count = prog.tensors[*input].len();
+                let slots = SlotInfo {
+                    n: params.n(),
+                    p: params.p(),
+                    layout: Layout::TwoRows,
+                };
+                let plan = kernels::SquarePlan::new(count, slots)?;
+                let e = kernels::estimate(&plan, &params, &planner.model)?;
+                let mut row = LayerRow {
+                    step: i,
+                    layer: name.clone(),
+                    kind: "square".into(),
+                    shape: format!("{count}"),
+                    method: "he-square".into(),
+                    pick: true,
+                    server_ms: e.server_ms,
+                    predicted_server_ms: e.server_ms,
+                    bytes_up: e.bytes_up,
+                    bytes_down: e.bytes_down,
+                    bytes: e.bytes_up + e.bytes_down,
+                    ms: e.server_ms + wire_ms(e.bytes_up + e.bytes_down),
+                    elements: count as u64,
+                    ..Default::default()
+                };
+                set_counts(&mut row, &e.counts);
+                rows.push(row);
+            }
+            _ => {}
+        }
+    }
+    pb.finish_and_clear();
+
+    let picks: Vec<&LayerRow> = rows.iter().filter(|r| r.pick).collect();
+    let is_linear = |r: &LayerRow| r.kind == "matvec" || r.kind == "conv";
+    let sum_ms = |f: &dyn Fn(&LayerRow) -> bool| {
+        picks.iter().filter(|r| f(r)).map(|r| r.ms).sum::<f64>() + 0.0
+    };
+    let sum_bytes =
+        |f: &dyn Fn(&LayerRow) -> bool| picks.iter().filter(|r| f(r)).map(|r| r.bytes).sum::<u64>();
+    let key_bytes: u64 = picks
+        .iter()
+        .map(|r| r.galois_keys as u64 * planner.model.galois_key_bytes)
+        .sum();
+
+    // Per-method totals over the linear layers.
+    let layers_of = |kind: Option<&str>| {
+        let mut v: Vec<usize> = rows
+            .iter()
+            .filter(|r| is_linear(r) && kind.is_none_or(|k| r.kind == k))
+            .map(|r| r.step)
+            .collect();
+        v.dedup();
+        v
+    };
+    let linear_layers = layers_of(None);
+    let mut names: Vec<String> = rows
+        .iter()
+        .filter(|r| is_linear(r))
+        .map(|r| r.method.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    let totals_by_method: Vec<MethodTotal> = names
+        .iter()
+        .map(|m| {
+            let rs: Vec<&LayerRow> = rows
+                .iter()
+                .filter(|r| is_linear(r) && &r.method == m)
+                .collect();
+            let kind = rs.first().map(|r| r.kind.as_str());
+            MethodTotal {
+                method: m.clone(),
+                layers: rs.len(),
+                cannot_run: layers_of(kind).len().saturating_sub(rs.len()),
+                total_ms: rs.iter().map(|r| r.ms).sum(),
+                total_bytes: rs.iter().map(|r| r.bytes).sum(),
+                perm: rs.iter().map(|r| r.perm).sum(),
+                dec_perm: rs.iter().map(|r| r.dec_perm).sum(),
+                hst_perm: rs.iter().map(|r| r.hst_perm).sum(),
+                sc_mult: rs.iter().map(|r| r.sc_mult).sum(),
+                add: rs.iter().map(|r| r.add).sum(),
+            }
+        })
+        .collect();
+
+    // Validation (bfv): prediction error per measured linear row; pick vs best measured.
+    let errors_of = |f: &dyn Fn(&LayerRow) -> Option<f64>| {
+        let mut e: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.measured && is_linear(r) && r.server_ms > 0.0)
+            .filter_map(|r| f(r).map(|p| (p - r.server_ms).abs() / r.server_ms))
+            .collect();
+        e.sort_by(|x, y| x.total_cmp(y));
+        e
+    };
+    let errors = errors_of(&|r| Some(r.predicted_server_ms));
+    let errors_in_run = errors_of(&|r| r.predicted_in_run_ms);
+    let worst_pick_vs_best = if bfv && a.method == "all" {
+        linear_layers
+            .iter()
+            .filter_map(|s| {
+                let rs: Vec<&LayerRow> = rows
+                    .iter()
+                    .filter(|r| r.step == *s && is_linear(r))
+                    .collect();
+                let best = rs.iter().map(|r| r.ms).fold(f64::INFINITY, f64::min);
+                rs.iter().find(|r| r.pick).map(|r| r.ms / best - 1.0)
+            })
+            .max_by(|x, y| x.total_cmp(y))
+    } else {
+        None
+    };
+
+    let report = Report {
+        net: name.clone(),
+        params: params.name().into(),
+        backend: a.backend.clone(),
+        threads: planner.threads,
+        objective: format!("{:?}", planner.objective),
+        costs: source,
+        link: format!("{link:?}"),
+        total_ms: sum_ms(&|_| true),
+        total_bytes: sum_bytes(&|_| true),
+        linear_ms: sum_ms(&is_linear),
+        linear_bytes: sum_bytes(&is_linear),
+        nonlinear_ms: sum_ms(&|r| !is_linear(r)),
+        nonlinear_bytes: sum_bytes(&|r| !is_linear(r)),
+        offline_ms: picks.iter().map(|r| r.offline_ms).sum(),
+        offline_bytes: picks.iter().map(|r| r.offline_bytes).sum(),
+        key_bytes,
+        encoded_bytes: picks
+            .iter()
+            .filter(|r| is_linear(r))
+            .map(|r| r.encoded_bytes)
+            .sum(),
+        encoded_on_the_fly_bytes: picks
+            .iter()
+            .filter(|r| is_linear(r) && r.on_the_fly)
+            .map(|r| r.encoded_bytes)
+            .sum(),
+        relu_elements: picks
+            .iter()
+            .filter(|r| r.kind == "relu")
+            .map(|r| r.elements)
+            .sum(),
+        maxpool_outputs: picks
+            .iter()
+            .filter(|r| r.kind.contains("maxpool"))
+            .map(|r| r.elements)
+            .sum(),
+        and_gates: picks.iter().map(|r| r.and_gates).sum(),
+        worst_pick_vs_best,
+        worst_prediction_error: errors.last().copied(),
+        median_prediction_error: errors.get(errors.len() / 2).copied(),
+        worst_in_run_prediction_error: errors_in_run.last().copied(),
+        median_in_run_prediction_error: errors_in_run.get(errors_in_run.len() / 2).copied(),
+        peak_rss_bytes: crate::costs::peak_rss_bytes(),
+        table_ix: table_ix(&name, &prog)?,
+        wall_s: 0.0,
+        totals_by_method,
+        rows,
+    };
+    let report = Report {
+        wall_s: wall.elapsed().as_secs_f64(),
+        ..report
+    };
+    if let Some(path) = &a.plot {
+        plot(path, &report)?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print(&report);
+    }
+    if report.rows.iter().any(|r| r.correct == Some(false)) {
+        return Err("a layer's shares did not reconstruct the plaintext result".into());
+    }
+    Ok(())
+}
+
+/// Runs a GC layer of `sample` elements for real over loopback with random shares:
+/// (offline ms, online ms, offline bytes, online bytes, elements).
+fn gc_sample(spec: &gc::NonlinSpec, sample: usize) -> Res<(f64, f64, u64, u64, usize)> {
+    let mut s = *spec;
+    s.count = sample;
+    let len = sample * s.window().max(1);
+    let mut rng = rand::rng();
+    let c: Vec<u64> = (0..len)
+        .map(|_| rand::Rng::random_range(&mut rng, 0..s.p))
+        .collect();
+    let v: Vec<u64> = (0..len)
+        .map(|_| rand::Rng::random_range(&mut rng, 0..s.p))
+        .collect();
+    let (_, _, r) = gc::run_local(&s, gc::Garbler::Server, &c, &v)?;
+    Ok((
+        r.offline_ms,
+        r.online_ms,
+        r.bytes_offline,
+        r.bytes_online,
+        sample,
+    ))
+}
+
+/// GALA Table IX rows (GAZELLE → GALA: Perm, DecPerm, HstPerm, ScMult, Add).
+const TABLE_IX: &[(&str, [u64; 5], [u64; 5])] = &[
+    ("mlp", [70, 0, 0, 56, 70], [55, 0, 0, 56, 55]),
+    (
+        "resnet18-cifar",
+        [180375, 483, 3467, 1399363, 1398778],
+        [5921, 482, 3464, 1399363, 1398771],
+    ),
+    (
+        "resnet50-cifar",
+        [1464119, 2819, 3863, 2935408, 2931734],
+        [30615, 2818, 3848, 2935408, 2931727],
+    ),
+];
+
+/// Kernel-only counts in the papers' ideal model (n = 2048, cyclic, p = 12289): GAZELLE
+/// (hybrid matvec, output-rotation conv) and GALA, summed over the linear layers.
+fn table_ix(name: &str, prog: &nn::Program) -> Res<Option<TableIx>> {
+    let Some((net, paper_gz, paper_ga)) = TABLE_IX.iter().find(|(n, _, _)| *n == name) else {
+        return Ok(None);
+    };
+    const N: usize = 2048;
+    const P: u64 = 12289;
+    let slots = SlotInfo {
+        n: N,
+        p: P,
+        layout: Layout::Cyclic,
+    };
+    let cells = |c: OpCounts| [c.perm, c.dec_perm, c.hst_perm, c.sc_mult, c.add];
+    let mut gz = OpCounts::default();
+    let mut ga = OpCounts::default();
+    for step in &prog.steps {
+        match protocol::network::layer_shape(step) {
+            Some(LayerShape::Matvec { rows, cols }) => {
+                for (m, acc) in [(Method::Hybrid, &mut gz), (Method::Gala, &mut ga)] {
+                    let plan = MatvecPlan::with_key_budget(m, rows, cols, slots, None)?;
+                    *acc = *acc + kernel_counts(&plan, N, P)?;
+                }
+            }
+            Some(LayerShape::Conv(sh)) => {
+                for (m, acc) in [
+                    (ConvMethod::GazelleOut, &mut gz),
+                    (ConvMethod::Gala, &mut ga),
+                ] {
+                    let plan = ConvPlan::with_key_budget(m, sh, slots, None)?;
+                    *acc = *acc + kernel_counts(&plan, N, P)?;
+                }
+            }
+            None => {}
+        }
+    }
+    let note = if *net == "mlp" {
+        "layers 128x784, 128x128, 10x128 at n = 2048. helina pads n_i = 784 to 1024, so the first \
+         layer has 1024·128/2048 = 64 products where the table's 784 unpadded columns give 49; GALA's \
+         Table II formulas with n_i = 1024 give exactly our cells (GAZELLE Perm + HstPerm = 85, \
+         GALA Perm = Add = 70, ScMult 64 + 8 + 1 = 73). The table's GAZELLE Perm is Perm + HstPerm, \
+         and its ScMult 56 is 58 by its own Table II with n_i = 784 (49 + 8 + 1)."
+            .to_string()
+    } else {
+        "GALA does not publish its CIFAR-10 ResNet shapes (it sums Perm + HstPerm for GAZELLE, and \
+         its ScMult counts are identical for both columns, so they count packed products with its \
+         own layout). Ours are the He et al. CIFAR-10 shapes in helina's layout (channels padded to \
+         powers of two per block, strided layers computed at stride 1): cells match only where both \
+         layouts agree; see the closing note."
+            .to_string()
+    };
+    Ok(Some(TableIx {
+        net,
+        paper_gazelle: *paper_gz,
+        paper_gala: *paper_ga,
+        ours_gazelle: cells(gz),
+        ours_gala: cells(ga),
+        note,
+    }))
+}
+
+fn kernel_counts<L: LinearLayer>(plan: &L, n: usize, p: u64) -> Res<OpCounts> {
+    let b = Count::ideal(n, p, plan.galois());
+    let m = plan.encode_weights(&b, &vec![0; plan.weight_len()])?;
+    let q = plan.query(&b, &vec![0; plan.input_len()])?;
+    b.take();
+    plan.compute(&b, &m, &q)?;
+    Ok(b.take())
+}
+
+fn mb(b: u64) -> f64 {
+    b as f64 / 1e6
+}
+
+fn print(r: &Report) {
+    println!(
+        "bench network {} ({}; backend {}; {} thread(s); objective {}; costs {}; link {})",
+        r.net, r.params, r.backend, r.threads, r.objective, r.costs, r.link
+    );
+    println!(
+        "{:<4} {:<28} {:<12} {:<26} {:<12} {:>1} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>6} {:>7} {:>8} {:>8} {:>4} {:>8}",
+        "step", "layer", "kind", "shape", "method", "", "ms", "server ms", "pred ms", "MB", "offl ms",
+        "Perm", "Dec", "Hst", "ScMult", "Add", "keys", "elements"
+    );
+    for row in &r.rows {
+        println!(
+            "{:<4} {:<28} {:<12} {:<26} {:<12} {:>1} {:>10.1} {:>10.1} {:>10.1} {:>10.3} {:>10.1} {:>7} {:>6} {:>7} {:>8} {:>8} {:>4} {:>8}{}{}{}",
+            row.step,
+            truncate(&row.layer, 28),
+            row.kind,
+            truncate(&row.shape, 26),
+            row.method,
+            if row.pick { "*" } else { "" },
+            row.ms,
+            row.server_ms,
+            row.predicted_server_ms,
+            mb(row.bytes),
+            row.offline_ms,
+            row.perm,
+            row.dec_perm,
+            row.hst_perm,
+            row.sc_mult,
+            row.add,
+            row.galois_keys,
+            row.elements,
+            if row.on_the_fly { "  on the fly" } else { "" },
+            if !row.measured && r.backend == "bfv" && !(row.kind == "matvec" || row.kind == "conv") {
+                if row.kind == "square" { "  predicted" } else { "  projected" }
+            } else {
+                ""
+            },
+            match row.correct {
+                Some(false) => "  WRONG",
+                _ => "",
+            }
+        );
+    }
+    println!("* = the planner's pick");
+    if r.totals_by_method.len() > 1 {
+        println!("linear layers by method:");
+        for t in &r.totals_by_method {
+            println!(
+                "  {:<12} {:>12.1} ms {:>10.1} MB  Perm {:>9} DecPerm {:>7} HstPerm {:>8} ScMult {:>10} Add {:>10}{}",
+                t.method,
+                t.total_ms,
+                mb(t.total_bytes),
+                t.perm,
+                t.dec_perm,
+                t.hst_perm,
+                t.sc_mult,
+                t.add,
+                if t.cannot_run > 0 {
+                    format!("  (cannot run {} layer(s))", t.cannot_run)
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    println!(
+        "total (planner's picks): {:.1} ms, {:.1} MB online; linear {:.1} ms / {:.1} MB; nonlinear {:.1} ms / {:.1} MB",
+        r.total_ms,
+        mb(r.total_bytes),
+        r.linear_ms,
+        mb(r.linear_bytes),
+        r.nonlinear_ms,
+        mb(r.nonlinear_bytes)
+    );
+    println!(
+        "offline {:.1} ms / {:.1} MB; Galois keys {:.1} MB (once per session); encoded weights {:.1} MB ({:.1} MB of them on the fly); ReLUs {}, MaxPool outputs {}, AND gates {}",
+        r.offline_ms,
+        mb(r.offline_bytes),
+        mb(r.key_bytes),
+        mb(r.encoded_bytes),
+        mb(r.encoded_on_the_fly_bytes),
+        r.relu_elements,
+        r.maxpool_outputs,
+        r.and_gates
+    );
+    if let (Some(w), Some(m)) = (r.worst_prediction_error, r.median_prediction_error) {
+        println!(
+            "planner prediction vs measured server time: median error {:.0}%, worst {:.0}%",
+            m * 100.0,
+            w * 100.0
+        );
+    }
+    if let (Some(w), Some(m)) = (
+        r.worst_in_run_prediction_error,
+        r.median_in_run_prediction_error,
+    ) {
+        println!(
+            "  with per-op costs re-measured after each layer: median error {:.0}%, worst {:.0}%",
+            m * 100.0,
+            w * 100.0
+        );
+    }
+    if let Some(w) = r.worst_pick_vs_best {
+        println!(
+            "planner's pick vs the best measured method: worst layer {:.1}% slower",
+            w * 100.0
+        );
+    }
+    if let Some(t) = &r.table_ix {
+        println!("GALA Table IX ({}; Perm, DecPerm, HstPerm, ScMult, Add), ideal model n = 2048, kernel only:", t.net);
+        let cmp = |paper: &[u64; 5], ours: &[u64; 5]| {
+            paper
+                .iter()
+                .zip(ours)
+                .map(|(p, o)| {
+                    if p == o {
+                        format!("{o} (=)")
+                    } else {
+                        format!("{o} (paper {p})")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        println!("  GAZELLE: {}", cmp(&t.paper_gazelle, &t.ours_gazelle));
+        println!("  GALA:    {}", cmp(&t.paper_gala, &t.ours_gala));
+        println!("  {}", t.note);
+    }
+    if let Some(rss) = r.peak_rss_bytes {
+        println!("peak RSS {:.1} MB; wall {:.1} s", mb(rss), r.wall_s);
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let t: String = s.chars().take(n - 1).collect();
+        format!("{t}…")
+    }
+}
+
+/// Per-layer time (top) and bytes (bottom) by method, log scale, one line per method.
+fn plot(path: &std::path::Path, r: &Report) -> Res<()> {
+    use plotters::prelude::*;
+    let root = SVGBackend::new(path, (1200, 800)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (top, bottom) = root.split_vertically(400);
+    let mut methods: Vec<String> = r.rows.iter().map(|x| x.method.clone()).collect();
+    methods.sort();
+    methods.dedup();
+    let steps: Vec<usize> = {
+        let mut v: Vec<usize> = r.rows.iter().map(|x| x.step).collect();
+        v.dedup();
+        v
+    };
+    let xmax = steps.len().max(1) as f64;
+    let pos = |s: usize| steps.iter().position(|x| *x == s).unwrap_or(0) as f64;
+    let time: fn(&LayerRow) -> f64 = |x| x.ms;
+    let bytes: fn(&LayerRow) -> f64 = |x| mb(x.bytes);
+    for (area, title, f) in [
+        (&top, "time per layer (ms)", time),
+        (&bottom, "bytes per layer (MB)", bytes),
+    ] {
+        let vals: Vec<f64> = r.rows.iter().map(&f).filter(|v| *v > 0.0).collect();
+        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min).min(1.0) * 0.5;
+        let hi = vals.iter().copied().fold(0.0, f64::max).max(lo * 10.0) * 2.0;
+        let mut chart = ChartBuilder::on(area)
+            .caption(format!("{} — {title}", r.net), ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(-0.5..xmax - 0.5, (lo..hi).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("layer (execution order)")
+            .y_desc(title)
+            .draw()?;
+        for (k, m) in methods.iter().enumerate() {
+            let color = Palette99::pick(k).to_rgba();
+            let pts: Vec<(f64, f64)> = r
+                .rows
+                .iter()
+                .filter(|x| &x.method == m && f(x) > 0.0)
+                .map(|x| (pos(x.step), f(x)))
+                .collect();
+            chart
+                .draw_series(pts.iter().map(|p| Circle::new(*p, 4, color.filled())))?
+                .label(m.clone())
+                .legend(move |(x, y)| Circle::new((x, y), 4, color.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
