@@ -26,5 +26,6 @@ pub use quant::{
     CANDIDATE_MODULI, DEFAULT_MAX_FRAC_BITS, DEFAULT_MIN_FRAC_BITS,
 };
 pub use reference::{
-    dequantise, pad_indices, quantise_input, run_fixed, run_float, window_indices,
+    dequantise, pad_indices, quantise_input, run_fixed, run_float, space_to_depth_indices,
+    window_indices,
 };

@@ -203,6 +203,30 @@ pub enum Step {
         /// Border contents.
         mode: PadMode,
     },
+    /// Space-to-depth (local; scale unchanged): a `C×H×W` input becomes
+    /// `(C·ph·pw)×out_h×out_w` (`[ph, pw] = phases`, at most `stride` each), channel
+    /// `(c·ph + ry)·pw + rx` holding `input(c, stride·a + ry, stride·b + rx)` at `(a, b)`,
+    /// zero beyond the input ([`crate::reference::space_to_depth_indices`]). A VALID
+    /// convolution with stride `s` equals a stride-1 convolution of this with
+    /// `⌈k/s⌉`-sized filters (the lowering rearranges the weights; phases no filter tap
+    /// reads, `r ≥ k`, are left out), so the HE kernel computes only the outputs that are
+    /// kept instead of all `s²` times as many.
+    SpaceToDepth {
+        /// Layer name.
+        name: String,
+        /// Input tensor (`C×H×W`).
+        input: TensorId,
+        /// Output tensor.
+        output: TensorId,
+        /// The convolution's stride.
+        stride: usize,
+        /// Phases kept per direction: `[min(stride, k_h), min(stride, k_w)]`.
+        phases: [usize; 2],
+        /// Output height.
+        out_h: usize,
+        /// Output width.
+        out_w: usize,
+    },
 }
 
 impl Step {
@@ -215,6 +239,7 @@ impl Step {
             | Step::Square { name, .. }
             | Step::SumPool { name, .. }
             | Step::Pad { name, .. }
+            | Step::SpaceToDepth { name, .. }
             | Step::Add { name, .. } => name,
         }
     }
@@ -226,7 +251,8 @@ impl Step {
             | Step::Nonlinear { input, .. }
             | Step::Square { input, .. }
             | Step::SumPool { input, .. }
-            | Step::Pad { input, .. } => vec![*input],
+            | Step::Pad { input, .. }
+            | Step::SpaceToDepth { input, .. } => vec![*input],
             Step::Add { a, b, .. } => vec![*a, *b],
         }
     }
@@ -239,6 +265,7 @@ impl Step {
             | Step::Square { output, .. }
             | Step::SumPool { output, .. }
             | Step::Pad { output, .. }
+            | Step::SpaceToDepth { output, .. }
             | Step::Add { output, .. } => *output,
         }
     }
@@ -312,6 +339,62 @@ impl Lower {
             name,
         });
         self.tensors.len() - 1
+    }
+
+    /// Rewrites an unpadded strided convolution as [`Step::SpaceToDepth`] + a stride-1
+    /// VALID convolution with `⌈k/s⌉`-sized filters over `C·s²` channels; returns its
+    /// input tensor, shape and weights (`w'(o, (c·s+ry)·s+rx, qy, qx) = w(o, c, s·qy+ry,
+    /// s·qx+rx)`, zero where that tap is beyond the filter).
+    fn space_to_depth(
+        &mut self,
+        name: &str,
+        input: TensorId,
+        sh: kernels::ConvShape,
+        w: &[i64],
+    ) -> (TensorId, kernels::ConvShape, Vec<i64>) {
+        let st = sh.stride;
+        let (oh, ow, _, _) = kernels::reference::conv_output(&sh);
+        let (kh, kw) = (sh.k_h.div_ceil(st), sh.k_w.div_ceil(st));
+        let (ph, pw) = (st.min(sh.k_h), st.min(sh.k_w));
+        let new = kernels::ConvShape {
+            c_i: sh.c_i * ph * pw,
+            h: oh + kh - 1,
+            w: ow + kw - 1,
+            c_o: sh.c_o,
+            k_h: kh,
+            k_w: kw,
+            stride: 1,
+            padding: kernels::Padding::Valid,
+        };
+        let mut w2 = vec![0i64; new.c_o * new.c_i * kh * kw];
+        for o in 0..sh.c_o {
+            for c in 0..sh.c_i {
+                for dy in 0..sh.k_h {
+                    for dx in 0..sh.k_w {
+                        let c2 = (c * ph + dy % st) * pw + dx % st;
+                        let (qy, qx) = (dy / st, dx / st);
+                        w2[((o * new.c_i + c2) * kh + qy) * kw + qx] =
+                            w[((o * sh.c_i + c) * sh.k_h + dy) * sh.k_w + dx];
+                    }
+                }
+            }
+        }
+        let info = self.tensors[input].clone();
+        let out = self.tensor(
+            vec![new.c_i, new.h, new.w],
+            info.scale_bits,
+            format!("{}/space_to_depth", info.name),
+        );
+        self.steps.push(Step::SpaceToDepth {
+            name: format!("{name}/space_to_depth"),
+            input,
+            output: out,
+            stride: st,
+            phases: [ph, pw],
+            out_h: new.h,
+            out_w: new.w,
+        });
+        (out, new, w2)
     }
 
     /// `v` at scale `s` with no pending factor unless `keep_pending` (then only truncate).
@@ -420,13 +503,44 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
             } => {
                 let x = l.at_s(&get(0)?, true)?;
                 let div = x.pending as f64;
+                let mut weight: Vec<i64> = weight.iter().map(|&w| q(w as f64 / div, s)).collect();
+                let mut shape = *shape;
+                let mut input = x.id;
+                if shape.stride > 1 {
+                    // A strided SAME convolution pads explicitly (local, free) and becomes
+                    // VALID; then space-to-depth makes it stride 1.
+                    let (oh, ow, top, left) = kernels::reference::conv_output(&shape);
+                    let th = ((oh - 1) * shape.stride + shape.k_h).saturating_sub(shape.h);
+                    let tw = ((ow - 1) * shape.stride + shape.k_w).saturating_sub(shape.w);
+                    if shape.padding == kernels::Padding::Same && th + tw > 0 {
+                        let info = l.tensors[x.id].clone();
+                        let (h, w) = (shape.h + th, shape.w + tw);
+                        let padded = l.tensor(
+                            vec![shape.c_i, h, w],
+                            info.scale_bits,
+                            format!("{}/pad", info.name),
+                        );
+                        l.steps.push(Step::Pad {
+                            name: format!("{name}/pad"),
+                            input,
+                            output: padded,
+                            pads: [top, left, th - top, tw - left],
+                            mode: PadMode::Zero,
+                        });
+                        input = padded;
+                        shape.h = h;
+                        shape.w = w;
+                    }
+                    shape.padding = kernels::Padding::Valid;
+                    (input, shape, weight) = l.space_to_depth(&name, input, shape, &weight);
+                }
                 let out = l.tensor(out_desc.shape.clone(), 2 * s, out_desc.name.clone());
                 l.steps.push(Step::Conv {
                     name,
-                    input: x.id,
+                    input,
                     output: out,
-                    shape: *shape,
-                    weight: weight.iter().map(|&w| q(w as f64 / div, s)).collect(),
+                    shape,
+                    weight,
                     bias: match bias {
                         Some(b) => b.iter().map(|&b| q(b as f64, 2 * s)).collect(),
                         None => vec![0; shape.c_o],

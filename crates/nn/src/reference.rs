@@ -94,6 +94,35 @@ pub fn pad_indices(shape: &[usize], pads: [usize; 4], mode: PadMode) -> Vec<Opti
     out
 }
 
+/// The source of every element of [`crate::Step::SpaceToDepth`]'s output (row-major
+/// `(C·ph·pw)×out_h×out_w`, `[ph, pw] = phases`): output channel `(c·ph + ry)·pw + rx`
+/// at `(a, b)` is input `(c, s·a + ry, s·b + rx)`, `None` (zero) beyond the `C×H×W`
+/// input.
+pub fn space_to_depth_indices(
+    shape: &[usize],
+    s: usize,
+    phases: [usize; 2],
+    out_h: usize,
+    out_w: usize,
+) -> Vec<Option<usize>> {
+    let (c, h, w) = (shape[0], shape[1], shape[2]);
+    let [ph, pw] = phases;
+    let mut out = Vec::with_capacity(c * ph * pw * out_h * out_w);
+    for ch in 0..c {
+        for ry in 0..ph {
+            for rx in 0..pw {
+                for a in 0..out_h {
+                    for b in 0..out_w {
+                        let (y, x) = (s * a + ry, s * b + rx);
+                        out.push((y < h && x < w).then(|| (ch * h + y) * w + x));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 fn pad_values<T: Copy + Default>(
     x: &[T],
     shape: &[usize],
@@ -238,6 +267,27 @@ pub(crate) fn execute(prog: &Program, x_q: &[i64], check: bool) -> Result<Vec<Ve
                     return Err(shape_err("input", sh.iter().product(), x.len()));
                 }
                 pad_values(x, sh, *pads, *mode)
+            }
+            Step::SpaceToDepth {
+                input,
+                stride,
+                phases,
+                out_h,
+                out_w,
+                ..
+            } => {
+                let sh = &prog.tensors[*input].shape;
+                let x = &vals[*input];
+                if sh.len() != 3 || *stride == 0 || phases.iter().any(|&q| q == 0 || q > *stride) {
+                    return Err(shape_err("C×H×W input", 3, sh.len()));
+                }
+                if x.len() != sh.iter().product::<usize>() {
+                    return Err(shape_err("input", sh.iter().product(), x.len()));
+                }
+                space_to_depth_indices(sh, *stride, *phases, *out_h, *out_w)
+                    .into_iter()
+                    .map(|i| i.map_or(0, |i| x[i]))
+                    .collect()
             }
             Step::SumPool {
                 input,

@@ -35,6 +35,22 @@ fn onnx_parameters(bytes: &[u8]) -> usize {
 
 /// Linear/Conv steps of a program, their MACs (`c_o·h_out·w_out·c_i·k_h·k_w`, `rows·cols`)
 /// and the number of Conv steps among them.
+/// Multiply-accumulates of the imported network's convolutions and linear layers (the
+/// lowering may compute more: space-to-depth pads strided filters with zero taps).
+fn ir_macs(net: &nn::Network) -> u64 {
+    net.nodes
+        .iter()
+        .map(|n| match &n.op {
+            Op::Conv { shape, .. } => {
+                let o = net.shape(n.output);
+                (o.iter().product::<usize>() * shape.c_i * shape.k_h * shape.k_w) as u64
+            }
+            Op::Linear { rows, cols, .. } => (rows * cols) as u64,
+            _ => 0,
+        })
+        .sum()
+}
+
 fn linear_steps(prog: &Program) -> (usize, u64, usize) {
     let mut n = 0;
     let mut convs = 0;
@@ -137,7 +153,8 @@ fn check_resnet(name: &str, bottleneck: bool, imagenet: bool) -> Program {
     let prog = lower(&net, 8, P).unwrap();
     assert_eq!(prog.input_shape, [3, side_in, side_in]);
     assert_eq!(prog.tensors[prog.output].shape, [classes]);
-    let (n_lin, prog_macs, n_conv) = linear_steps(&prog);
+    let (n_lin, _, n_conv) = linear_steps(&prog);
+    let prog_macs = ir_macs(&net);
     assert_eq!(
         (n_conv, n_lin),
         (convs, convs + 1),
@@ -163,19 +180,30 @@ fn check_resnet(name: &str, bottleneck: bool, imagenet: bool) -> Program {
         .unwrap();
     let c_last = if bottleneck { 2048 } else { 512 };
     assert_eq!(pool_in, &vec![c_last, side as usize, side as usize]);
-    // every stride-2 3×3 conv (and the 7×7 stem) reads an explicitly zero-padded tensor
+    // Every conv runs at stride 1. A stride-2 one (the 7×7 stem, the 3×3s and 1×1
+    // shortcuts at a stage change) reads a space-to-depth of its input (4x the channels,
+    // ⌈k/2⌉-sized filters); the 7×7 and 3×3 ones pad with zeros first, k/2 on each side.
+    let producer = |t: usize| prog.steps.iter().find(|s| s.output() == t);
+    let mut strided = 0;
     for st in &prog.steps {
         if let Step::Conv { shape, input, .. } = st {
-            let producer = prog.steps.iter().find(|s| s.output() == *input);
-            let padded = matches!(producer, Some(Step::Pad { mode: PadMode::Zero, pads, .. }) if *pads == [shape.k_h / 2; 4]);
-            assert_eq!(
-                padded,
-                shape.stride == 2 && shape.k_h > 1,
-                "{}: {shape:?}",
-                st.name()
-            );
+            assert_eq!(shape.stride, 1, "{}", st.name());
+            if let Some(Step::SpaceToDepth { stride, input, .. }) = producer(*input) {
+                assert_eq!(*stride, 2);
+                strided += 1;
+                let k = 2 * shape.k_h - 1;
+                let padded = matches!(producer(*input), Some(Step::Pad { mode: PadMode::Zero, pads, .. }) if *pads == [k / 2; 4]);
+                assert_eq!(padded, k > 1, "{}: {shape:?}", st.name());
+            }
         }
     }
+    // stem (ImageNet) + per stage change: the strided 3×3 (or the first 3×3 of a basic
+    // block) and its shortcut
+    assert_eq!(
+        strided,
+        usize::from(imagenet) + 2 * 3,
+        "{name}: strided convs"
+    );
     prog
 }
 
@@ -300,7 +328,8 @@ fn check_cryptonets_like(name: &str, square: bool) {
     let auto = plan_fixed_point(&net, &calib, CANDIDATE_MODULI, 6, 12).unwrap();
     let s12 = plan_fixed_point(&net, &calib, &CANDIDATE_MODULI[1..], 12, 12).unwrap();
     assert_eq!((auto.p, s12.frac_bits), (P, 12));
-    let (_, macs, convs) = linear_steps(&auto);
+    let (_, _, convs) = linear_steps(&auto);
+    let macs = ir_macs(&net);
     assert_eq!(convs, 1);
     assert_eq!(macs, 5 * 13 * 13 * 25 + 845 * 100 + 100 * 10);
     let squares: usize = auto
@@ -391,15 +420,26 @@ fn resnet50_imagenet_matches_torchvision() {
     check_stem(&prog);
 }
 
-/// torchvision's stem: Pad 3 (zeros) → Conv 7×7/2 → Pad 1 (edge) → ReLU+MaxPool 3×3/2.
+/// torchvision's stem: Pad 3 (zeros) → Conv 7×7/2 (as space-to-depth → Conv 4×4/1 over
+/// 12 channels) → Pad 1 (edge) → ReLU+MaxPool 3×3/2.
 fn check_stem(prog: &Program) {
-    let kinds: Vec<String> = prog.steps[..4]
+    let kinds: Vec<String> = prog.steps[..5]
         .iter()
         .map(|s| match s {
             Step::Pad { pads, mode, .. } => format!("pad {pads:?} {mode:?}"),
             Step::Conv { shape, .. } => {
-                format!("conv {}x{}/{}", shape.k_h, shape.k_w, shape.stride)
+                format!(
+                    "conv {}x{}/{} c_i {}",
+                    shape.k_h, shape.k_w, shape.stride, shape.c_i
+                )
             }
+            Step::SpaceToDepth {
+                stride,
+                phases,
+                out_h,
+                out_w,
+                ..
+            } => format!("space-to-depth {stride} {phases:?} {out_h}x{out_w}"),
             Step::Nonlinear { op, trunc_bits, .. } => format!("{op:?} >> {trunc_bits}"),
             other => other.name().to_string(),
         })
@@ -408,21 +448,23 @@ fn check_stem(prog: &Program) {
         kinds,
         [
             "pad [3, 3, 3, 3] Zero",
-            "conv 7x7/2",
+            "space-to-depth 2 [2, 2] 115x115",
+            "conv 4x4/1 c_i 12",
             "pad [1, 1, 1, 1] Edge",
             "ReluMaxPool { k: 3, stride: 2 } >> 8"
         ]
     );
     let t = |i: usize| &prog.tensors[prog.steps[i].output()];
     assert_eq!(t(0).shape, [3, 230, 230]);
-    assert_eq!(t(1).shape, [64, 112, 112]);
+    assert_eq!(t(1).shape, [12, 115, 115]);
+    assert_eq!(t(2).shape, [64, 112, 112]);
     // the edge pad now reads the conv output (scale 2s) and keeps its scale
     assert_eq!(
-        (t(2).shape.as_slice(), t(2).scale_bits),
+        (t(3).shape.as_slice(), t(3).scale_bits),
         (&[64, 114, 114][..], 16)
     );
     assert_eq!(
-        (t(3).shape.as_slice(), t(3).scale_bits),
+        (t(4).shape.as_slice(), t(4).scale_bits),
         (&[64, 56, 56][..], 8)
     );
 }
