@@ -410,25 +410,29 @@ impl ConvPlan {
             return Err(KernelError::WeightRange { index, value, p });
         }
         if let Some((e, t)) = &self.ensei {
-            let mut pts = Vec::with_capacity(e.out_cts * e.in_cts);
-            for j in 0..e.out_cts {
-                for i in 0..e.in_cts {
-                    let v = if b.carries_data() {
-                        ensei::filter_values(g, e, t, f, p, j, i)
-                    } else {
-                        Vec::new()
-                    };
-                    pts.push(b.prepare(&v)?);
-                }
-            }
+            // In parallel over output ciphertexts, in order.
+            let groups = crate::par::map(0..e.out_cts, |j| {
+                (0..e.in_cts)
+                    .map(|i| {
+                        let v = if b.carries_data() {
+                            ensei::filter_values(g, e, t, f, p, j, i)
+                        } else {
+                            Vec::new()
+                        };
+                        Ok(b.prepare(&v)?)
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            let pts: Vec<B::PreparedPt> = groups.into_iter().flatten().collect();
             return Ok(EncodedFilters {
                 plan: self.id(),
                 pts,
             });
         }
-        let mut pts = Vec::with_capacity(g.plaintexts());
         let per = g.per_ct();
-        for o in 0..g.out_cts {
+        // In parallel over output ciphertexts, in order.
+        let groups = crate::par::map(0..g.out_cts, |o| {
+            let mut pts = Vec::with_capacity(g.plaintexts() / g.out_cts.max(1));
             for k in 0..g.c_n {
                 for i in 0..g.in_cts {
                     for v in 0..g.versions() {
@@ -473,7 +477,9 @@ impl ConvPlan {
                     }
                 }
             }
-        }
+            Ok(pts)
+        })?;
+        let pts: Vec<B::PreparedPt> = groups.into_iter().flatten().collect();
         Ok(EncodedFilters {
             plan: self.id(),
             pts,

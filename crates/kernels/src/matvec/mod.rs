@@ -380,26 +380,28 @@ impl MatvecPlan {
             n_o: g.n_o,
             n_i: g.n_i,
         };
-        let mut pts = Vec::with_capacity(g.row_blocks * g.diags * g.col_tiles);
-        for block in 0..g.row_blocks {
-            for k in 0..g.diags {
-                for tile in 0..g.col_tiles {
-                    if !b.carries_data() {
-                        pts.push(b.prepare(&[])?);
-                        continue;
-                    }
-                    let value = |slot: usize| match self.method {
-                        Method::Naive => naive::value(g, &wt, block, tile, slot),
-                        Method::Diagonal => diagonal::value(g, &wt, block, k, tile, slot),
-                        Method::Bsgs => bsgs::value(g, &wt, block, k, tile, slot),
-                        Method::Hybrid => hybrid::value(g, &wt, block, k, tile, slot),
-                        Method::Gala | Method::Heliks => gala::value(g, &wt, block, k, tile, slot),
-                    };
-                    let v: Vec<u64> = (0..g.n).map(value).collect();
-                    pts.push(b.prepare(&v)?);
+        // In parallel over (block, diagonal), in order.
+        let groups = crate::par::map(0..g.row_blocks * g.diags, |bk| {
+            let (block, k) = (bk / g.diags, bk % g.diags);
+            let mut pts = Vec::with_capacity(g.col_tiles);
+            for tile in 0..g.col_tiles {
+                if !b.carries_data() {
+                    pts.push(b.prepare(&[])?);
+                    continue;
                 }
+                let value = |slot: usize| match self.method {
+                    Method::Naive => naive::value(g, &wt, block, tile, slot),
+                    Method::Diagonal => diagonal::value(g, &wt, block, k, tile, slot),
+                    Method::Bsgs => bsgs::value(g, &wt, block, k, tile, slot),
+                    Method::Hybrid => hybrid::value(g, &wt, block, k, tile, slot),
+                    Method::Gala | Method::Heliks => gala::value(g, &wt, block, k, tile, slot),
+                };
+                let v: Vec<u64> = (0..g.n).map(value).collect();
+                pts.push(b.prepare(&v)?);
             }
-        }
+            Ok(pts)
+        })?;
+        let pts: Vec<B::PreparedPt> = groups.into_iter().flatten().collect();
         Ok(EncodedMatrix {
             plan: self.id(),
             pts,
