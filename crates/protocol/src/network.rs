@@ -292,6 +292,39 @@ fn pad_share(shape: &[usize], pads: [usize; 4], mode: nn::PadMode, v: &[u64]) ->
         .collect())
 }
 
+/// Space-to-depth of a share like [`nn::space_to_depth_indices`], after checking the
+/// shape the peer's plan gave against the share and bounding the output.
+fn space_to_depth_share(
+    shape: &[usize],
+    stride: usize,
+    phases: [usize; 2],
+    out_h: usize,
+    out_w: usize,
+    v: &[u64],
+) -> Result<Vec<u64>> {
+    let (c, h, w) = chw(shape)?;
+    let bad = stride == 0
+        || phases.iter().any(|&q| q == 0 || q > stride)
+        || c * h * w != v.len()
+        || out_h > h.div_ceil(stride.max(1)) + 64
+        || out_w > w.div_ceil(stride.max(1)) + 64
+        || stride > 64;
+    if bad {
+        return Err(ProtocolError::Malformed {
+            detail: format!(
+                "space-to-depth {stride} ({phases:?} phases) to {out_h}x{out_w} on shape {shape:?} with {} values",
+                v.len()
+            ),
+        });
+    }
+    Ok(
+        nn::space_to_depth_indices(shape, stride, phases, out_h, out_w)
+            .into_iter()
+            .map(|i| i.map_or(0, |i| v[i]))
+            .collect(),
+    )
+}
+
 fn check_pool(shape: &[usize], k_h: usize, k_w: usize, stride: usize, len: usize) -> Result<()> {
     let (c, h, w) = chw(shape)?;
     if k_h == 0 || k_w == 0 || k_h > h || k_w > w || stride == 0 || c * h * w != len {
@@ -345,6 +378,7 @@ fn kind(step: &Step) -> &'static str {
         Step::Square { .. } => "square",
         Step::SumPool { .. } => "sumpool",
         Step::Pad { .. } => "pad",
+        Step::SpaceToDepth { .. } => "space-to-depth",
         Step::Add { .. } => "add",
     }
 }
@@ -362,7 +396,8 @@ fn ids_in_range(prog: &Program) -> bool {
                 | Step::Nonlinear { input, .. }
                 | Step::Square { input, .. }
                 | Step::SumPool { input, .. }
-                | Step::Pad { input, .. } => vec![*input],
+                | Step::Pad { input, .. }
+                | Step::SpaceToDepth { input, .. } => vec![*input],
                 Step::Add { a, b, .. } => vec![*a, *b],
             };
             s.output() < n && inputs.iter().all(|&t| t < n)
@@ -737,6 +772,24 @@ fn serve_network_inner<C: Channel>(
                     let x = get(&shares, *input)?;
                     pad_share(&prog.tensors[*input].shape, *pads, *mode, &x)?
                 }
+                Step::SpaceToDepth {
+                    input,
+                    stride,
+                    phases,
+                    out_h,
+                    out_w,
+                    ..
+                } => {
+                    let x = get(&shares, *input)?;
+                    space_to_depth_share(
+                        &prog.tensors[*input].shape,
+                        *stride,
+                        *phases,
+                        *out_h,
+                        *out_w,
+                        &x,
+                    )?
+                }
                 Step::Add {
                     a,
                     b: bb,
@@ -1010,6 +1063,25 @@ pub fn infer_client<C: Channel>(
                     rep.steps[i].method = "local".into();
                     let x = get(&shares, *input)?;
                     pad_share(&prog.tensors[*input].shape, *pads, *mode, &x)?
+                }
+                Step::SpaceToDepth {
+                    input,
+                    stride,
+                    phases,
+                    out_h,
+                    out_w,
+                    ..
+                } => {
+                    rep.steps[i].method = "local".into();
+                    let x = get(&shares, *input)?;
+                    space_to_depth_share(
+                        &prog.tensors[*input].shape,
+                        *stride,
+                        *phases,
+                        *out_h,
+                        *out_w,
+                        &x,
+                    )?
                 }
                 Step::Add {
                     a,

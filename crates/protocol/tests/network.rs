@@ -64,6 +64,23 @@ fn mlp_with_relu_equals_the_fixed_point_reference() {
     check("mlp", 2);
 }
 
+/// A strided convolution runs as zero Pad + space-to-depth on the shares and a stride-1
+/// kernel (GAZELLE's MNIST C: 5x5 stride 2, then ReLU and two FC layers).
+#[test]
+fn strided_conv_via_space_to_depth_equals_the_fixed_point_reference() {
+    let prog = nn::lower(
+        &nn::import_bytes(&nn::zoo::onnx("mnist-c", 1).unwrap()).unwrap(),
+        8,
+        1_032_193,
+    )
+    .unwrap();
+    assert!(prog
+        .steps
+        .iter()
+        .any(|s| matches!(s, nn::Step::SpaceToDepth { .. })));
+    check("mnist-c", 1);
+}
+
 /// Conv → MaxPool with no ReLU: the pooled values are often negative (the GC's plain
 /// signed max, not ReLU of the max; 1x1 windows keep every negative conv output, 2x2
 /// windows then pool), then Flatten → Gemm.
