@@ -49,6 +49,8 @@ enum Cmd {
     /// Per linear layer of a network: every method's predicted time and bytes, and the
     /// pick.
     Plan(plan::PlanArgs),
+    /// Write a built-in network as ONNX (seeded public weights), or list them.
+    Export(ExportArgs),
     /// Serve linear layers to clients over TCP (concurrent sessions).
     Server(twoparty::ServerArgs),
     /// Query a `helina server` with a private input.
@@ -58,6 +60,43 @@ enum Cmd {
         #[command(subcommand)]
         what: BenchCmd,
     },
+}
+
+#[derive(clap::Args)]
+struct ExportArgs {
+    /// The built-in network.
+    #[arg(long, required_unless_present = "list")]
+    net: Option<String>,
+    /// Output file.
+    #[arg(long, required_unless_present = "list")]
+    out: Option<std::path::PathBuf>,
+    /// Seed of the weights.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// List the built-in networks.
+    #[arg(long)]
+    list: bool,
+}
+
+fn export(a: &ExportArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if a.list {
+        for (name, shape, what) in nn::zoo::NETS {
+            println!("{name:<18} input {shape:?}  {what}");
+        }
+        return Ok(());
+    }
+    let (Some(net), Some(out)) = (&a.net, &a.out) else {
+        return Err("give --net NAME --out m.onnx (or --list)".into());
+    };
+    let bytes = nn::zoo::onnx(net, a.seed)
+        .ok_or_else(|| format!("unknown network `{net}` (see `helina export --list`)"))?;
+    std::fs::write(out, &bytes).map_err(|e| format!("{}: {e}", out.display()))?;
+    eprintln!(
+        "{net}: {} bytes of ONNX written to {}",
+        bytes.len(),
+        out.display()
+    );
+    Ok(())
 }
 
 #[derive(Subcommand)]
@@ -102,6 +141,7 @@ fn main() {
         Cmd::Demo(a) => demo::run(&a),
         Cmd::Infer(a) => infer::run(&a),
         Cmd::Plan(a) => plan::run(&a),
+        Cmd::Export(a) => export(&a),
         Cmd::Server(a) => twoparty::server(&a),
         Cmd::Client(a) => twoparty::client(&a),
         Cmd::Bench { what } => match what {

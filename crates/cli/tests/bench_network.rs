@@ -133,6 +133,34 @@ fn bfv_backend_measures_checks_and_plots() {
     assert_eq!(u(&row["perm"]) + u(&row["hst_perm"]), 0);
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("<svg") && text.contains("ensei"));
+
+    // A memory budget below the layer's encoded weights: the layer runs in output-channel
+    // chunks encoded on the fly, still equal to the reference.
+    let one = u(&row["sc_mult"]);
+    let r = run(
+        &[
+            "bench",
+            "network",
+            "--net",
+            "mnist-d",
+            "--method",
+            "ensei",
+            "--layers",
+            "1",
+            "--linear-only",
+            "--mem-limit",
+            "0.3",
+            "--json",
+        ],
+        &cache,
+    );
+    let row = &r["rows"][0];
+    assert_eq!(row["correct"], true);
+    assert_eq!(row["on_the_fly"], true);
+    let chunks = u(&row["chunks"]);
+    assert!(chunks > 1);
+    assert!(u(&row["sc_mult"]) >= one);
+    assert_eq!(row["offline_ms"].as_f64().unwrap(), 0.0);
 }
 
 /// `bench ops --save` writes this machine's per-op costs; `plan` then reads them, and
