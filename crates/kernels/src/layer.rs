@@ -50,8 +50,9 @@ pub trait LinearLayer {
 
     /// Client: decrypt and finish.
     fn decrypt<B: Backend>(&self, b: &B, resp: &[B::Ct]) -> Result<Vec<u64>> {
+        use rayon::prelude::*;
         let slots = resp
-            .iter()
+            .par_iter()
             .map(|c| b.decrypt(c))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         self.finish(&slots)

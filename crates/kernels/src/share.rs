@@ -74,18 +74,27 @@ pub fn share_output<B: Backend>(
     cts: Vec<B::Ct>,
     pool: &mut FloodPool<B>,
 ) -> Result<Shared<B>> {
+    use rayon::prelude::*;
     let s = b.slots();
-    let mut rng = rand::rng();
     let needed = cts.len();
-    let mut response = Vec::with_capacity(needed);
-    let mut server_slots = Vec::with_capacity(needed);
-    for ct in cts {
-        let r: Vec<u64> = (0..s.n).map(|_| rng.random_range(0..s.p)).collect();
-        let masked = b.add_plain(&ct, &b.encode(&r)?)?;
-        let flooded = b.add(&masked, &pool.take(needed)?)?;
-        response.push(b.switch_to_last(&flooded)?);
-        server_slots.push(r.iter().map(|&v| (s.p - v) % s.p).collect());
-    }
+    let zeros = (0..needed)
+        .map(|_| pool.take(needed))
+        .collect::<Result<Vec<_>>>()?;
+    // Each ciphertext independently (in parallel, in order), with a fresh mask from the
+    // thread's CSPRNG.
+    let parts = cts
+        .into_par_iter()
+        .zip(zeros)
+        .map(|(ct, zero)| -> Result<(B::Ct, Vec<u64>)> {
+            let mut rng = rand::rng();
+            let r: Vec<u64> = (0..s.n).map(|_| rng.random_range(0..s.p)).collect();
+            let masked = b.add_plain(&ct, &b.encode(&r)?)?;
+            let flooded = b.add(&masked, &zero)?;
+            let out = b.switch_to_last(&flooded)?;
+            Ok((out, r.iter().map(|&v| (s.p - v) % s.p).collect()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let (response, server_slots): (Vec<B::Ct>, Vec<Vec<u64>>) = parts.into_iter().unzip();
     Ok(Shared {
         response,
         server_slots,
