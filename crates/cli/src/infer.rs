@@ -12,7 +12,6 @@ use clap::Args;
 use he::Params;
 use net::{TcpChannel, DEFAULT_MAX_FRAME};
 use protocol::network::{infer_client, serve_network_with, StepReport};
-use protocol::{LayerMethod, LayerShape};
 use serde::Serialize;
 
 use crate::twoparty::LinkArgs;
@@ -271,21 +270,7 @@ pub fn run(a: &InferArgs) -> Res<()> {
     let link = a.link.link()?;
     let (planner, _) = a.planner.planner(&params, &link)?;
     let mem_limit = a.planner.mem_limit_bytes()?;
-    let picks: Vec<(LayerShape, LayerMethod)> = if method == "auto" {
-        crate::plan::plan_layers(&prog, &params, &planner, mem_limit, None)?
-            .into_iter()
-            .map(|l| (l.shape, l.pick.method()))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let fixed = move |s: &LayerShape| -> Option<LayerMethod> {
-        if method == "auto" {
-            picks.iter().find(|(shape, _)| shape == s).map(|(_, m)| *m)
-        } else {
-            LayerMethod::parse(s, &method)
-        }
-    };
+    let fixed = crate::plan::method_per_layer(&prog, &params, &planner, mem_limit, method)?;
     let garbler: gc::Garbler = a.garbler.parse()?;
     let timeout = Duration::from_secs(a.link.timeout.max(600));
     let listener = TcpListener::bind("127.0.0.1:0")?;

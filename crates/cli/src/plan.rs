@@ -81,6 +81,32 @@ impl PlannedLayer {
     }
 }
 
+/// The method of each linear layer a network server uses: `method` for every layer it
+/// applies to, or with `auto` the planner's pick per layer shape.
+pub fn method_per_layer(
+    prog: &nn::Program,
+    params: &Params,
+    planner: &Planner,
+    mem_limit: Option<u64>,
+    method: String,
+) -> Res<impl Fn(&LayerShape) -> Option<protocol::LayerMethod> + Send + Sync + 'static> {
+    let picks: Vec<(LayerShape, protocol::LayerMethod)> = if method == "auto" {
+        plan_layers(prog, params, planner, mem_limit, None)?
+            .into_iter()
+            .map(|l| (l.shape, l.pick.method()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(move |s: &LayerShape| {
+        if method == "auto" {
+            picks.iter().find(|(shape, _)| shape == s).map(|(_, m)| *m)
+        } else {
+            protocol::LayerMethod::parse(s, &method)
+        }
+    })
+}
+
 /// Plans every linear layer of `prog` in order. Encoded weights are held while they fit
 /// `mem_limit`; a layer beyond it is planned (and run) with its weights encoded on the
 /// fly. `max_layers` stops after that many linear layers.

@@ -609,25 +609,11 @@ fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
     let link = a.link.link()?;
     let (planner, source) = a.planner.planner(&params, &link)?;
     let mem_limit = a.planner.mem_limit_bytes()?;
-    let picks: Vec<(LayerShape, LayerMethod)> = if method == "auto" {
-        crate::plan::plan_layers(&prog, &params, &planner, mem_limit, None)?
-            .into_iter()
-            .map(|l| (l.shape, l.pick.method()))
-            .collect()
-    } else {
-        Vec::new()
-    };
     tracing::info!(
         "planner: objective {:?}, per-op costs {source}",
         planner.objective
     );
-    let fixed = move |s: &LayerShape| -> Option<LayerMethod> {
-        if method == "auto" {
-            picks.iter().find(|(shape, _)| shape == s).map(|(_, m)| *m)
-        } else {
-            LayerMethod::parse(s, &method)
-        }
-    };
+    let fixed = crate::plan::method_per_layer(&prog, &params, &planner, mem_limit, method)?;
     let garbler: gc::Garbler = a.garbler.parse()?;
     let listener = TcpListener::bind(&a.listen)?;
     eprintln!(

@@ -63,18 +63,6 @@ impl CostModel {
     /// Measures every per-op cost on this machine with real BFV at `params`
     /// (single-threaded, median of `reps`), with the same operations the kernels use.
     pub fn measure(params: &Params, reps: usize) -> Result<Self> {
-        fn median_us<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
-            std::hint::black_box(f());
-            let mut t: Vec<f64> = (0..reps.max(1))
-                .map(|_| {
-                    let s = Instant::now();
-                    std::hint::black_box(f());
-                    s.elapsed().as_secs_f64() * 1e6
-                })
-                .collect();
-            t.sort_by(|a, b| a.total_cmp(b));
-            t[t.len() / 2]
-        }
         const TERMS: usize = 8;
         let b = Bfv::keygen(params, GaloisSpec::new(vec![1, 2, 3, 4]))?;
         let mut rng = rand::rng();
@@ -199,6 +187,20 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
         encoded_bytes: plaintexts * prepared_bytes(params),
         encode_ms: plaintexts as f64 * model.prepare_us / 1e3,
     })
+}
+
+/// Runs `f` `reps` times (after one warm-up) and returns the median in microseconds.
+pub fn median_us<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
+    std::hint::black_box(f());
+    let mut t: Vec<f64> = (0..reps.max(1))
+        .map(|_| {
+            let s = Instant::now();
+            std::hint::black_box(f());
+            s.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    t.sort_by(|a, b| a.total_cmp(b));
+    t[t.len() / 2]
 }
 
 /// Bytes of one prepared (NTT + Shoup form) plaintext held in memory.
