@@ -1,15 +1,17 @@
 //! `helina infer`: private inference of a whole network from an ONNX model (or a
 //! built-in one, `--net`), with the client and the server in two threads over loopback
-//! TCP running the same protocol code as two machines would. Prints per input the
-//! dequantised logits and the argmax, checks them bit for bit against the plaintext
-//! fixed-point reference and reports the float model's argmax, and a per-layer report.
+//! TCP running the same protocol code as two machines would. The fixed point is chosen
+//! by agreement with the float model on calibration inputs (`--calibration`,
+//! `--input-range`; see [`crate::fixed`]). Prints per input the dequantised logits and
+//! the argmax, checks them bit for bit against the plaintext fixed-point reference and
+//! against the float model (max |Δlogit|, within the tolerance or not), and a per-layer
+//! report.
 
 use std::net::TcpListener;
 use std::thread;
 use std::time::Duration;
 
 use clap::Args;
-use he::Params;
 use net::{TcpChannel, DEFAULT_MAX_FRAME};
 use protocol::network::{infer_client, serve_network_with, StepReport};
 use serde::Serialize;
@@ -38,18 +40,11 @@ pub struct InferArgs {
     /// Method for every linear layer it applies to (e.g. gala, heliks, ensei), or auto.
     #[arg(long, default_value = "auto")]
     method: String,
-    /// Parameter preset, or auto (the smallest plaintext modulus the model fits).
-    #[arg(long, default_value = "auto")]
-    params: String,
-    /// Smallest acceptable number of fractional bits.
-    #[arg(long, default_value_t = nn::DEFAULT_MIN_FRAC_BITS)]
-    min_frac_bits: u32,
-    /// Largest number of fractional bits tried.
-    #[arg(long, default_value_t = nn::DEFAULT_MAX_FRAC_BITS)]
-    max_frac_bits: u32,
-    /// Calibration inputs (.npy like --input) for choosing the scale; default: the inputs.
-    #[arg(long)]
-    calibration: Option<String>,
+    /// The fixed point (default calibration: with --net, seeded random inputs in
+    /// [0, 1) other than the evaluated ones; with --model, the inputs themselves, which
+    /// is said in the output).
+    #[command(flatten)]
+    fixed: crate::fixed::FixedPointArgs,
     /// Who garbles the nonlinear layers: server or client.
     #[arg(long, default_value = "server")]
     garbler: String,
@@ -122,7 +117,13 @@ pub fn read_batch_any(path: &str) -> Res<Vec<Vec<f32>>> {
 struct Output {
     logits: Vec<f32>,
     argmax: usize,
+    /// The float model's logits on the same input.
+    float_logits: Vec<f32>,
     float_argmax: usize,
+    /// max |logits − float_logits|.
+    float_max_abs_err: f64,
+    /// `float_max_abs_err` within the plan's tolerance.
+    within_tolerance: bool,
     matches_fixed_reference: bool,
     total_ms: f64,
     total_bytes: u64,
@@ -156,6 +157,12 @@ struct Report {
     params: String,
     p: u64,
     frac_bits: u32,
+    /// Where the calibration inputs came from.
+    calibration: String,
+    /// The plan's float agreement on the calibration inputs and its tolerance.
+    accuracy: Option<nn::Accuracy>,
+    /// The input range the plan is safe for.
+    input_range: Option<nn::InputRange>,
     setup_ms: f64,
     setup_bytes: u64,
     /// Encoded weights the server held, bytes; layers encoded on the fly (`--mem-limit`).
@@ -219,16 +226,17 @@ pub fn run(a: &InferArgs) -> Res<()> {
     };
     let network = nn::import_bytes(&bytes)?;
     let sample = network.input_shape().to_vec();
+    let len: usize = sample.iter().product();
+    let seeded = |seed: u64, n: usize| -> Vec<Vec<f32>> {
+        use rand::{Rng, SeedableRng};
+        let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+        (0..n)
+            .map(|_| (0..len).map(|_| r.random_range(0.0f32..1.0)).collect())
+            .collect()
+    };
     let mut inputs = match &a.input {
         Some(path) => read_batch(path, &sample)?,
-        None if a.net.is_some() => {
-            use rand::{Rng, SeedableRng};
-            let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(7);
-            let len: usize = sample.iter().product();
-            (0..a.limit.unwrap_or(1))
-                .map(|_| (0..len).map(|_| r.random_range(0.0f32..1.0)).collect())
-                .collect()
-        }
+        None if a.net.is_some() => seeded(7, a.limit.unwrap_or(1)),
         None => return Err("--input x.npy is needed with --model".into()),
     };
     if let Some(n) = a.limit {
@@ -237,29 +245,15 @@ pub fn run(a: &InferArgs) -> Res<()> {
     if inputs.is_empty() {
         return Err("no inputs".into());
     }
-    let calibration = match &a.calibration {
-        Some(path) => read_batch(path, &sample)?,
-        None => inputs.clone(),
-    };
-    let candidates: Vec<(u64, &str)> = match a.params.as_str() {
-        "auto" => nn::CANDIDATE_MODULI.to_vec(),
-        preset => {
-            let p = Params::preset(preset)?;
-            vec![(p.p(), preset)]
-        }
-    };
-    let prog = nn::plan_fixed_point(
-        &network,
-        &calibration,
-        &candidates,
-        a.min_frac_bits,
-        a.max_frac_bits,
-    )?;
-    let params = Params::preset(if prog.preset.is_empty() {
-        "n8192"
+    let default_calibration = if a.net.is_some() {
+        (seeded(11, 32), "32 seeded random inputs in [0, 1)")
     } else {
-        &prog.preset
-    })?;
+        (
+            inputs.clone(),
+            "the inputs themselves (give --calibration to plan on other data)",
+        )
+    };
+    let (prog, params, source) = a.fixed.plan(&network, Some(default_calibration))?;
     let method = a.method.clone();
     if method != "auto"
         && kernels::Method::parse(&method).is_none()
@@ -284,32 +278,32 @@ pub fn run(a: &InferArgs) -> Res<()> {
             .map_err(|e| e.to_string())
     });
     let mut ch = TcpChannel::connect(&addr, DEFAULT_MAX_FRAME, timeout, link)?;
-    let xq: Vec<Vec<i64>> = inputs
-        .iter()
-        .map(|x| nn::quantise_input(&prog, x))
-        .collect();
     let pb = crate::timing::progress(prog.steps.len() as u64, "private inference");
-    let client = infer_client(
-        &mut ch,
-        &params,
-        protocol::network::Inputs::Quantised(&xq),
-        garbler,
-        &mut |i, _| pb.set_position(i as u64),
-    );
+    let client = infer_client(&mut ch, Some(&params), &inputs, garbler, &mut |i, _| {
+        pb.set_position(i as u64)
+    });
     pb.finish_and_clear();
     let srv = server.join().map_err(|_| "the server thread panicked")?;
     let client = client?;
     let srv = srv.map_err(|e| format!("server: {e}"))?;
     let mut outputs = Vec::new();
-    for ((x, xq), (y, rep)) in inputs.iter().zip(&xq).zip(&client.outputs) {
-        let want = nn::run_fixed(&prog, xq)?;
+    for (x, (y, rep)) in inputs.iter().zip(&client.outputs) {
+        let want = nn::run_fixed(&prog, &nn::quantise_input(&prog, x))?;
         let logits = nn::dequantise(&prog, y);
         let float = nn::run_float(&network, x);
+        let err = logits
+            .iter()
+            .zip(&float)
+            .map(|(a, b)| (*a as f64 - *b as f64).abs())
+            .fold(0f64, f64::max);
         let t = rep.traffic;
         let b = |c: net::Counters| c.bytes_sent + c.bytes_received;
         outputs.push(Output {
             argmax: argmax(&logits),
             float_argmax: argmax(&float),
+            float_max_abs_err: err,
+            within_tolerance: err <= a.fixed.tolerance,
+            float_logits: float,
             matches_fixed_reference: &want == y,
             logits,
             total_ms: rep.offline_ms + rep.online_ms,
@@ -334,6 +328,9 @@ pub fn run(a: &InferArgs) -> Res<()> {
         params: params.name().to_string(),
         p: prog.p,
         frac_bits: prog.frac_bits,
+        calibration: source.to_string(),
+        accuracy: prog.accuracy,
+        input_range: prog.input_range,
         setup_ms: client.setup_ms,
         setup_bytes: client.setup.bytes_sent + client.setup.bytes_received,
         encoded_bytes: srv.encoded_bytes,
@@ -359,6 +356,25 @@ fn print_report(r: &Report) {
         "helina infer: {} ({}, p = {}, {} fractional bits); setup {:.1} ms, {:.2} MB (keys, weight encoding)",
         r.model, r.params, r.p, r.frac_bits, r.setup_ms, mb(r.setup_bytes)
     );
+    if let Some(acc) = r.accuracy {
+        println!(
+            "fixed point: calibrated on {}; max |Δlogit| vs float {:.2e} (mean {:.2e}) on them, tolerance {}",
+            r.calibration, acc.max_abs_err, acc.mean_abs_err, acc.tolerance
+        );
+    }
+    if let Some(ir) = r.input_range {
+        println!(
+            "input range [{}, {}] ({})",
+            ir.lo,
+            ir.hi,
+            match ir.basis {
+                nn::RangeBasis::WorstCase =>
+                    "no input in it can wrap: worst-case bounds".to_string(),
+                nn::RangeBasis::Calibration { headroom_bits } =>
+                    format!("calibration maxima kept {headroom_bits} bits below p/2"),
+            }
+        );
+    }
     println!(
         "memory: encoded weights held {:.1} MB{}; peak RSS {}",
         mb(r.encoded_bytes),
@@ -378,16 +394,25 @@ fn print_report(r: &Report) {
             .map(|v| format!("{v:.3}"))
             .collect();
         println!(
-            "  input {i}: argmax {} (float model: {}), equals the fixed-point reference: {}; {:.1} ms, {:.2} MB ({:.1} ms, {:.2} MB online)",
+            "  input {i}: argmax {} (float model: {}), max |Δlogit| vs float {:.2e} ({}), equals the fixed-point reference: {}; {:.1} ms, {:.2} MB ({:.1} ms, {:.2} MB online)",
             o.argmax,
             o.float_argmax,
+            o.float_max_abs_err,
+            if o.within_tolerance { "within tolerance" } else { "BEYOND the tolerance" },
             if o.matches_fixed_reference { "yes" } else { "NO" },
             o.total_ms,
             mb(o.total_bytes),
             o.online_ms,
             mb(o.online_bytes)
         );
+        let float: Vec<String> = o
+            .float_logits
+            .iter()
+            .take(10)
+            .map(|v| format!("{v:.3}"))
+            .collect();
         println!("    logits: [{}]", shown.join(", "));
+        println!("    float:  [{}]", float.join(", "));
     }
     println!(
         "  {:<24} {:<9} {:<14} {:<11} {:>9} {:>9} {:>9} {:>10} {:>10} {:>6} {:>6} {:>6} {:>9} {:>6}",

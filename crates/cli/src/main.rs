@@ -12,6 +12,7 @@ mod bench_nonlinear;
 mod bench_ops;
 mod costs;
 mod demo;
+mod fixed;
 mod infer;
 mod plan;
 mod samples;

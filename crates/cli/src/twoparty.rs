@@ -61,20 +61,16 @@ pub struct ServerArgs {
     /// (`.onnx`); without it, the demo's sample layers.
     #[arg(long)]
     model: Option<String>,
-    /// Calibration inputs for a network (.npy, batch first) that fix the fixed-point
-    /// scale; default: 16 uniform random inputs in [0, 1).
-    #[arg(long)]
-    calibration: Option<String>,
     /// Who garbles a network's nonlinear layers: server or client.
     #[arg(long, default_value = "server")]
     garbler: String,
     /// Method for the layer, or `auto` (the client's wish, else the cheapest predicted).
     #[arg(long, default_value = "auto")]
     method: String,
-    /// Parameter preset (auto: n8192 for one layer; for a network the smallest
-    /// plaintext modulus it fits).
-    #[arg(long, default_value = "auto")]
-    params: String,
+    /// The fixed point of a network model (`--params` also sets a single layer's
+    /// preset; auto: n8192). A network needs --calibration or --input-range.
+    #[command(flatten)]
+    fixed: crate::fixed::FixedPointArgs,
     /// Stop after this many connections (default: serve forever).
     #[arg(long)]
     sessions: Option<usize>,
@@ -103,9 +99,11 @@ pub struct ClientArgs {
     /// Method for the layer, or `auto` (the server's choice).
     #[arg(long, default_value = "auto")]
     method: String,
-    /// Parameter preset (must match the server's).
-    #[arg(long, default_value = "n8192")]
-    params: String,
+    /// Parameter preset: for one layer the set to use (default n8192); with
+    /// --network only an assertion (the server's plan names the set; a different one
+    /// is refused).
+    #[arg(long)]
+    params: Option<String>,
     /// Ask the server for its share and print the reconstructed result (demo only,
     /// insecure).
     #[arg(long)]
@@ -289,10 +287,10 @@ pub fn server(a: &ServerArgs) -> Res<()> {
     if let Some(path) = a.model.as_deref().filter(|p| p.ends_with(".onnx")) {
         return network_server(a, path);
     }
-    let params = Params::preset(if a.params == "auto" {
+    let params = Params::preset(if a.fixed.params == "auto" {
         "n8192"
     } else {
-        &a.params
+        &a.fixed.params
     })?;
     let layers = match &a.model {
         Some(path) => {
@@ -447,7 +445,7 @@ pub fn client(a: &ClientArgs) -> Res<()> {
     if a.network {
         return network_client(a);
     }
-    let params = Params::preset(&a.params)?;
+    let params = Params::preset(a.params.as_deref().unwrap_or("n8192"))?;
     let shape = parse_layer(&a.layer)?;
     let method = parse_method(&shape, &a.method)?;
     let sample = samples::by_name(&a.layer).is_some();
@@ -577,34 +575,8 @@ pub fn client(a: &ClientArgs) -> Res<()> {
 fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
     let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
     let network = nn::import_bytes(&bytes)?;
-    let calibration = match &a.calibration {
-        Some(c) => crate::infer::read_batch(c, network.input_shape())?,
-        None => {
-            use rand::{Rng, SeedableRng};
-            let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(11);
-            let len: usize = network.input_shape().iter().product();
-            (0..16)
-                .map(|_| (0..len).map(|_| r.random_range(0.0f32..1.0)).collect())
-                .collect()
-        }
-    };
-    let candidates: Vec<(u64, &str)> = match a.params.as_str() {
-        "auto" => nn::CANDIDATE_MODULI.to_vec(),
-        preset => vec![(Params::preset(preset)?.p(), preset)],
-    };
-    let prog = nn::plan_fixed_point(
-        &network,
-        &calibration,
-        &candidates,
-        nn::DEFAULT_MIN_FRAC_BITS,
-        nn::DEFAULT_MAX_FRAC_BITS,
-    )?;
-    let preset = if prog.preset.is_empty() {
-        "n8192".to_string()
-    } else {
-        prog.preset.clone()
-    };
-    let params = Params::preset(&preset)?;
+    let (prog, params, calibration) = a.fixed.plan(&network, None)?;
+    let preset = params.name().to_string();
     let method = a.method.clone();
     let link = a.link.link()?;
     let (planner, source) = a.planner.planner(&params, &link)?;
@@ -617,11 +589,12 @@ fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
     let garbler: gc::Garbler = a.garbler.parse()?;
     let listener = TcpListener::bind(&a.listen)?;
     eprintln!(
-        "helina server: listening on {} (network {path}: {} steps, {} fractional bits, p = {}; clients use --network --params {preset})",
+        "helina server: listening on {} (network {path}: {} steps, {preset}, {} fractional bits, p = {}; calibrated on {calibration}; {})",
         listener.local_addr()?,
         prog.steps.len(),
         prog.frac_bits,
-        prog.p
+        prog.p,
+        crate::fixed::describe(&prog)
     );
     let shared = Arc::new((params, prog, fixed));
     let mut handles = Vec::new();
@@ -675,7 +648,7 @@ fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
 
 /// `helina client --network`: private inference on a remote network.
 fn network_client(a: &ClientArgs) -> Res<()> {
-    let params = Params::preset(&a.params)?;
+    let expect = a.params.as_deref().map(Params::preset).transpose()?;
     let path = a
         .input
         .as_deref()
@@ -690,16 +663,14 @@ fn network_client(a: &ClientArgs) -> Res<()> {
     )
     .map_err(|e| format!("connecting to {}: {e}", a.connect))?;
     let pb = spinner();
-    let out = protocol::network::infer_client(
-        &mut ch,
-        &params,
-        protocol::network::Inputs::Float(&xs),
-        garbler,
-        &mut |i, n| pb.set_message(format!("step {}/{n}", i + 1)),
-    );
+    let out =
+        protocol::network::infer_client(&mut ch, expect.as_ref(), &xs, garbler, &mut |i, n| {
+            pb.set_message(format!("step {}/{n}", i + 1))
+        });
     pb.finish_and_clear();
     let out = out?;
     let prog = out.program.as_ref().ok_or("no plan from the server")?;
+    let params = out.params.as_ref().ok_or("no parameters from the server")?;
     let b = |c: Counters| c.bytes_sent + c.bytes_received;
     let outputs: Vec<serde_json::Value> = out
         .outputs

@@ -1,13 +1,33 @@
-//! `helina infer` as a user runs it: an ONNX file and an .npy batch, the JSON report's
-//! keys, and the private result equal to the plaintext fixed-point reference.
+//! `helina infer` and `helina server` + `helina client --network` as a user runs them,
+//! on the committed fixtures (`fixtures/make_fixtures.py`: trained models exported by
+//! torch.onnx.export, calibration inputs apart from the test inputs, onnxruntime's
+//! float logits as the independent reference): the private logits equal the
+//! fixed-point reference bit for bit and agree with onnxruntime within the default
+//! tolerance; inputs outside the plan's range are refused before encryption.
 #![allow(clippy::unwrap_used)]
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_helina");
+const TOLERANCE: f64 = 0.05;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(name)
+}
+
+fn read_f32(path: &Path) -> (Vec<usize>, Vec<f32>) {
+    let f =
+        npyz::NpyFile::new(std::io::BufReader::new(std::fs::File::open(path).unwrap())).unwrap();
+    let shape = f.shape().iter().map(|&d| d as usize).collect();
+    (shape, f.into_vec::<f32>().unwrap())
+}
 
 /// A little-endian float32 .npy (format 1.0), written the way numpy.save does.
-fn write_npy(path: &std::path::Path, shape: &[usize], data: &[f32]) {
+fn write_npy(path: &Path, shape: &[usize], data: &[f32]) {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let mut header = format!(
         "{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}",
@@ -26,25 +46,71 @@ fn write_npy(path: &std::path::Path, shape: &[usize], data: &[f32]) {
     std::fs::write(path, bytes).unwrap();
 }
 
-#[test]
-fn infer_an_onnx_model_on_an_npy_batch() {
-    let dir = std::env::temp_dir().join(format!("helina-infer-{}", std::process::id()));
+fn tmp(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("helina-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let model = dir.join("mlp.onnx");
-    std::fs::write(&model, nn::zoo::onnx("mlp", 5).unwrap()).unwrap();
-    let input = dir.join("x.npy");
-    let data: Vec<f32> = (0..2 * 784)
-        .map(|i| ((i * 37) % 101) as f32 / 101.0)
-        .collect();
-    write_npy(&input, &[2, 784], &data);
-    let out = Command::new(BIN)
+    dir
+}
+
+/// Every output's logits against onnxruntime's (max |Δ| ≤ the tolerance, same argmax)
+/// and, when given, the fixed-point reference check.
+fn check_outputs(outputs: &[serde_json::Value], reference: &[f32], check_fixed: bool) {
+    let classes = 10;
+    for (i, o) in outputs.iter().enumerate() {
+        let logits: Vec<f64> = o["logits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        let want = &reference[i * classes..(i + 1) * classes];
+        let err = logits
+            .iter()
+            .zip(want)
+            .map(|(a, b)| (a - *b as f64).abs())
+            .fold(0f64, f64::max);
+        assert!(
+            err <= TOLERANCE,
+            "input {i}: |Δ| {err}: {logits:?} vs {want:?}"
+        );
+        let arg = |v: &[f64]| {
+            v.iter()
+                .enumerate()
+                .fold(0, |b, (j, &x)| if x > v[b] { j } else { b })
+        };
+        let want64: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+        assert_eq!(arg(&logits), arg(&want64), "input {i}");
+        assert_eq!(o["argmax"].as_u64().unwrap() as usize, arg(&want64));
+        if check_fixed {
+            assert_eq!(o["matches_fixed_reference"], true, "input {i}");
+            assert!(o["float_max_abs_err"].as_f64().unwrap() <= TOLERANCE);
+            assert_eq!(o["within_tolerance"], true);
+        }
+    }
+}
+
+fn infer(model: &str, input: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(BIN)
         .args(["infer", "--model"])
-        .arg(&model)
+        .arg(fixture(&format!("{model}.onnx")))
         .arg("--input")
-        .arg(&input)
-        .args(["--limit", "1", "--json"])
+        .arg(input)
+        .arg("--calibration")
+        .arg(fixture(&format!("{model}-calibration.npy")))
+        .args(extra)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// The residual fixture (BN, padded 3x3/2 MaxPool, AvgPool 2x2 in a ResNet-D shortcut,
+/// GlobalAveragePool over 7x7, inputs normalised to about [-2.5, 2.7]) with default
+/// flags: 16 private inferences within the tolerance of onnxruntime, bit-exact with the
+/// fixed-point reference; the report names the plan's accuracy and range.
+#[test]
+fn residual_fixture_default_infer_agrees_with_float() {
+    let model = "residual-pools";
+    let test = fixture(&format!("{model}-test.npy"));
+    let out = infer(model, &test, &["--limit", "16", "--json"]);
     assert!(
         out.status.success(),
         "{}",
@@ -52,77 +118,151 @@ fn infer_an_onnx_model_on_an_npy_batch() {
     );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let outputs = j["outputs"].as_array().unwrap();
-    assert_eq!(outputs.len(), 1);
-    let o = &outputs[0];
-    assert_eq!(o["logits"].as_array().unwrap().len(), 10);
-    assert_eq!(o["matches_fixed_reference"], true);
-    for k in ["argmax", "total_bytes", "online_bytes"] {
-        assert!(o[k].as_u64().is_some(), "{k}");
-    }
+    assert_eq!(outputs.len(), 16);
+    let (_, reference) = read_f32(&fixture(&format!("{model}-test-reference.npy")));
+    check_outputs(outputs, &reference, true);
+    let acc = &j["accuracy"];
+    assert!(acc["max_abs_err"].as_f64().unwrap() <= TOLERANCE / 2.0);
+    assert_eq!(acc["tolerance"].as_f64(), Some(TOLERANCE));
+    let range = &j["input_range"];
+    let (lo, hi) = (range["lo"].as_f64().unwrap(), range["hi"].as_f64().unwrap());
+    assert!(lo < -2.5 && hi > 2.7, "{range}");
     for k in ["total_ms", "online_ms"] {
-        assert!(o[k].as_f64().unwrap() > 0.0, "{k}");
+        assert!(outputs[0][k].as_f64().unwrap() > 0.0, "{k}");
     }
-    assert!(o["total_bytes"].as_u64() > o["online_bytes"].as_u64());
+    assert!(outputs[0]["total_bytes"].as_u64() > outputs[0]["online_bytes"].as_u64());
     assert!(j["setup_ms"].as_f64().is_some() && j["setup_bytes"].as_u64().is_some());
-    assert!(j["frac_bits"].as_u64().unwrap() >= 6);
-    assert_eq!(j["layers"].as_array().unwrap().len(), 5);
-    // A wrong input shape is a clear error.
-    let bad = dir.join("bad.npy");
-    write_npy(&bad, &[1, 10], &[0.0; 10]);
-    let out = Command::new(BIN)
-        .args(["infer", "--model"])
-        .arg(&model)
-        .arg("--input")
-        .arg(&bad)
-        .output()
-        .unwrap();
+    assert!(!j["layers"].as_array().unwrap().is_empty());
+}
+
+/// The trained digit models (MLP, CNN, CNN with BN): the fixed-point reference on all
+/// 32 test inputs within the tolerance of onnxruntime (no crypto), and two private
+/// inferences each.
+#[test]
+fn trained_digit_models_agree_with_float() {
+    for model in ["digits-mlp", "digits-cnn", "digits-cnn-bn"] {
+        let network = nn::import(&fixture(&format!("{model}.onnx"))).unwrap();
+        let (_, cal) = read_f32(&fixture(&format!("{model}-calibration.npy")));
+        let (_, test) = read_f32(&fixture(&format!("{model}-test.npy")));
+        let (_, reference) = read_f32(&fixture(&format!("{model}-test-reference.npy")));
+        let len: usize = network.input_shape().iter().product();
+        let cal: Vec<Vec<f32>> = cal.chunks(len).map(<[f32]>::to_vec).collect();
+        let prog = nn::plan_fixed_point(&network, &cal, &nn::FixedPointOptions::default()).unwrap();
+        for (i, x) in test.chunks(len).enumerate() {
+            nn::check_input(&prog, x).unwrap();
+            let y = nn::dequantise(
+                &prog,
+                &nn::run_fixed(&prog, &nn::quantise_input(&prog, x)).unwrap(),
+            );
+            for (a, b) in y.iter().zip(&reference[i * 10..(i + 1) * 10]) {
+                assert!(
+                    ((a - b).abs() as f64) <= TOLERANCE,
+                    "{model} input {i}: {y:?} vs {:?}",
+                    &reference[i * 10..(i + 1) * 10]
+                );
+            }
+        }
+        let out = infer(
+            model,
+            &fixture(&format!("{model}-test.npy")),
+            &["--limit", "2", "--json"],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        check_outputs(j["outputs"].as_array().unwrap(), &reference, true);
+    }
+}
+
+/// Ten times a normal input, and a NaN, are refused with clear errors; a wrong input
+/// shape too.
+#[test]
+fn bad_inputs_are_refused_with_clear_errors() {
+    let model = "digits-mlp";
+    let dir = tmp("bad-inputs");
+    let (shape, x) = read_f32(&fixture(&format!("{model}-test.npy")));
+    let one: Vec<f32> = x[..64].to_vec();
+    let big: Vec<f32> = one.iter().map(|v| 10.0 * v).collect();
+    let path = dir.join("big.npy");
+    write_npy(&path, &[1, shape[1], shape[2], shape[3]], &big);
+    let out = infer(model, &path, &[]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("the model takes [batch, 784]"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("outside the range") && err.contains("element"),
+        "{err}"
+    );
+    let mut nan = one.clone();
+    nan[3] = f32::NAN;
+    let path = dir.join("nan.npy");
+    write_npy(&path, &[1, 1, 8, 8], &nan);
+    let out = infer(model, &path, &[]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not finite"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = dir.join("shape.npy");
+    write_npy(&path, &[1, 10], &[0.0; 10]);
+    let out = infer(model, &path, &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the model takes [batch, 1, 8, 8]"));
     let _ = std::fs::remove_dir_all(dir);
 }
 
-#[test]
-fn a_network_between_two_processes() {
-    use std::io::{BufRead, BufReader, Read};
-    use std::process::Stdio;
-    let dir = std::env::temp_dir().join(format!("helina-net-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let model = dir.join("mnist-a.onnx");
-    std::fs::write(&model, nn::zoo::onnx("mnist-a", 2).unwrap()).unwrap();
-    let input = dir.join("x.npy");
-    let data: Vec<f32> = (0..784).map(|i| ((i * 13) % 97) as f32 / 97.0).collect();
-    write_npy(&input, &[1, 784], &data);
+/// Starts `helina server --model m.onnx` with `args`; returns it, its address and its
+/// stderr.
+fn start_server(
+    model: &str,
+    args: &[&str],
+) -> (
+    std::process::Child,
+    String,
+    BufReader<std::process::ChildStderr>,
+) {
     let mut server = Command::new(BIN)
-        .args([
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--sessions",
-            "1",
-            "--model",
-        ])
-        .arg(&model)
+        .args(["server", "--listen", "127.0.0.1:0", "--model"])
+        .arg(fixture(&format!("{model}.onnx")))
+        .args(args)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut err = BufReader::new(server.stderr.take().unwrap());
     let mut first = String::new();
     err.read_line(&mut first).unwrap();
-    let addr = first.split_whitespace().nth(4).unwrap().to_string();
-    let preset = first
-        .rsplit("--params ")
-        .next()
-        .unwrap()
-        .trim_end_matches([')', '\n'])
+    let addr = first
+        .split_whitespace()
+        .nth(4)
+        .unwrap_or_else(|| panic!("{first}"))
         .to_string();
+    (server, addr, err)
+}
+
+/// Two processes on the residual fixture: the server plans on its calibration file, the
+/// client takes the parameter set from the server's plan (no --params), 16 inputs agree
+/// with onnxruntime; a client input ten times too large is refused on the client.
+#[test]
+fn a_network_between_two_processes() {
+    let model = "residual-pools";
+    let cal = fixture(&format!("{model}-calibration.npy"));
+    let cal = cal.to_str().unwrap();
+    let (mut server, addr, mut err) =
+        start_server(model, &["--sessions", "2", "--calibration", cal]);
+    let (shape, x) = read_f32(&fixture(&format!("{model}-test.npy")));
+    let len: usize = shape[1..].iter().product();
+    let dir = tmp("two-processes");
+    let input = dir.join("x.npy");
+    write_npy(&input, &[16, shape[1], shape[2], shape[3]], &x[..16 * len]);
     let out = Command::new(BIN)
         .args([
             "client",
             "--network",
             "--connect",
             &addr,
-            "--params",
-            &preset,
             "--json",
             "--input",
         ])
@@ -135,11 +275,40 @@ fn a_network_between_two_processes() {
         String::from_utf8_lossy(&out.stderr)
     );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(j["outputs"][0]["logits"].as_array().unwrap().len(), 10);
-    assert!(j["outputs"][0]["online_bytes"].as_u64().unwrap() > 0);
+    let (_, reference) = read_f32(&fixture(&format!("{model}-test-reference.npy")));
+    check_outputs(j["outputs"].as_array().unwrap(), &reference, false);
+    assert_eq!(j["params"], "n8192-p40");
+    // ten times too large: refused by the client before anything is encrypted
+    let big: Vec<f32> = x[..len].iter().map(|v| 10.0 * v).collect();
+    let input = dir.join("big.npy");
+    write_npy(&input, &[1, shape[1], shape[2], shape[3]], &big);
+    let out = Command::new(BIN)
+        .args(["client", "--network", "--connect", &addr, "--input"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("outside the range"), "{e}");
     assert!(server.wait().unwrap().success());
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();
-    assert!(rest.contains("1 inference(s)"), "{rest}");
+    assert!(rest.contains("16 inference(s)"), "{rest}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A network server without calibration data or an input range refuses to start.
+#[test]
+fn a_network_server_needs_calibration_or_a_range() {
+    let out = Command::new(BIN)
+        .args(["server", "--listen", "127.0.0.1:0", "--model"])
+        .arg(fixture("digits-mlp.onnx"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("--calibration") && e.contains("--input-range"),
+        "{e}"
+    );
 }

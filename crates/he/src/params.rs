@@ -101,6 +101,7 @@ pub const PRESETS: &[&str] = &[
     "n8192",
     "n8192-p32",
     "n8192-p40",
+    "n8192-p44",
     "n8192-q164",
     "n8192-q109",
 ];
@@ -116,6 +117,12 @@ impl Params {
     /// - `n8192-p40`: n = 8192, a 40-bit batching p, q = 58+53+53+54 = 218 bits (models
     ///   whose accumulators need more than 32 bits; rotation-heavy methods may not afford
     ///   the flooding and are skipped by the planner).
+    /// - `n8192-p44`: n = 8192, a 44-bit batching p, q = 60+52+52+54 = 218 bits: the
+    ///   widest p the n = 8192 budget allows (every modulus must be 8 bits above p and
+    ///   four of them fit 218 bits only up to p ≈ 2^44; the 60-bit first modulus keeps
+    ///   the last-level response decryptable). Only kernels with little noise before
+    ///   their product (rotation-free ones, HELiKs) afford the flooding; the planner
+    ///   skips the others.
     /// - `n8192-q164`: n = 8192, q = 44+60+60 = 164 bits, 20-bit p (smaller, faster, less budget).
     /// - `n8192-q109`: n = 8192, q = 49+60 = 109 bits, 20-bit p (rotation-free kernels).
     pub fn preset(name: &str) -> Result<Self> {
@@ -124,6 +131,7 @@ impl Params {
             "n8192" => (8192, 20, None, &[44, 58, 58, 58]),
             "n8192-p32" => (8192, 32, Some(P32), &[50, 56, 56, 56]),
             "n8192-p40" => (8192, 40, None, &[58, 53, 53, 54]),
+            "n8192-p44" => (8192, 44, None, &[60, 52, 52, 54]),
             "n8192-q164" => (8192, 20, None, &[44, 60, 60]),
             "n8192-q109" => (8192, 20, None, &[49, 60]),
             _ => {

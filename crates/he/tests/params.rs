@@ -136,6 +136,7 @@ fn the_network_moduli_are_the_presets_plaintext_moduli() {
         (1_032_193u64, "n8192"),
         (4_293_918_721, "n8192-p32"),
         (1_099_511_480_321, "n8192-p40"),
+        (17_592_186_028_033, "n8192-p44"),
     ] {
         let params = he::Params::preset(name).unwrap();
         assert_eq!(params.p(), p, "{name}");

@@ -108,22 +108,12 @@ pub enum NnError {
         /// Why.
         reason: String,
     },
-    /// An average pool whose 1/area factor cannot be folded into a following linear layer and is not a power of two.
-    #[error("node {node} ({op}): 1/{area} cannot be folded (next consumer is not Conv/Linear) and {area} is not a power of two")]
-    PoolDivisor {
-        /// The pooling node.
-        node: String,
-        /// Its op.
-        op: String,
-        /// Window area.
-        area: usize,
-    },
     /// An accumulator does not fit the plaintext modulus.
-    #[error("layer {layer}: accumulator needs {needed_bits} bits (with a 2x margin) but the plaintext modulus has {p_bits} bits")]
+    #[error("layer {layer}: values need {needed_bits} bits (with 2 bits of headroom) at the smallest fractional-bit count tried, but the largest plaintext modulus offered has {p_bits} bits")]
     Overflow {
         /// Layer (node) name.
         layer: String,
-        /// Bits needed for the centered range with margin: bit length of 4·max|acc|+1.
+        /// Bits needed for the centred range with headroom.
         needed_bits: u32,
         /// Bit length of p.
         p_bits: u32,
@@ -149,6 +139,48 @@ pub enum NnError {
         expected: usize,
         /// Actual length.
         actual: usize,
+    },
+    /// No offered plaintext modulus gives outputs within the tolerance of the float model.
+    #[error("no plan meets the tolerance {tolerance} on the calibration inputs: the best fitting one ({frac_bits} fractional bits, {p_bits}-bit p) is off by {achieved:.4}; layer {layer} ({op}) loses the most precision (relative error {relative_error:.2e} at its output). Offer a larger modulus or raise --tolerance")]
+    Precision {
+        /// The tolerance asked for.
+        tolerance: f64,
+        /// The smallest max |Δ| found.
+        achieved: f64,
+        /// Its fractional bits.
+        frac_bits: u32,
+        /// Bits of the largest modulus offered.
+        p_bits: u32,
+        /// The layer (node) that loses the most relative precision.
+        layer: String,
+        /// Its op.
+        op: String,
+        /// Relative error of that layer's output.
+        relative_error: f64,
+    },
+    /// A NaN or infinity in an input.
+    #[error("{what}: element {index} is {value}, not a finite number")]
+    NonFinite {
+        /// Which input.
+        what: String,
+        /// Element index.
+        index: usize,
+        /// The value.
+        value: f32,
+    },
+    /// An input value outside the range the program is safe for.
+    #[error("input element {index} is {value}, outside the range [{lo}, {hi}] the model's fixed point is planned for ({count} element(s) outside); such an input could wrap modulo p and give a wrong answer")]
+    InputOutOfRange {
+        /// The element farthest outside.
+        index: usize,
+        /// Its value.
+        value: f32,
+        /// Lower bound.
+        lo: f32,
+        /// Upper bound.
+        hi: f32,
+        /// How many elements are outside.
+        count: usize,
     },
     /// Bad planning parameters (no candidates, no calibration data, empty range).
     #[error("plan: {0}")]

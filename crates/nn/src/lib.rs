@@ -3,10 +3,12 @@
 //! * [`onnx::import`] reads a `torch.onnx.export`-style model into a [`ir::Network`]
 //!   (BatchNormalization folded, Identity/Dropout removed, all unsupported constructs
 //!   reported together);
-//! * [`quant::plan_fixed_point`] picks the fractional bits `s` and plaintext modulus `p` from
-//!   calibration inputs and lowers the network to a [`quant::Program`] of integer steps
-//!   (Linear/Conv on shares, garbled-circuit Nonlinear steps that fuse truncation, local
-//!   SumPool/Add/Pad, Square);
+//! * [`quant::lower`] lowers the network to a [`quant::Program`] of integer steps
+//!   (Linear/Conv on shares, two-party Nonlinear steps that fuse a rounding truncation,
+//!   local SumPool/Add/Pad, Square) at a given number of fractional bits;
+//! * [`precision::plan_fixed_point`] picks the fractional bits `s` and plaintext modulus
+//!   `p` by agreement with the float model on calibration inputs, and the input range
+//!   the program is safe for ([`precision::check_input`]);
 //! * [`reference::run_fixed`] executes a program exactly as the private protocol must;
 //!   [`reference::run_float`] is the float reference.
 
@@ -14,6 +16,7 @@ pub mod error;
 pub mod export;
 pub mod ir;
 pub mod onnx;
+pub mod precision;
 pub mod quant;
 pub mod reference;
 pub mod zoo;
@@ -21,11 +24,15 @@ pub mod zoo;
 pub use error::{NnError, Unsupported};
 pub use ir::{Network, Node, Op, PadMode, TensorDesc, TensorId};
 pub use onnx::{import, import_bytes, import_model};
+pub use precision::{
+    check_input, float_agreement, plan_fixed_point, precision_loss, worst_case_bounds, Accuracy,
+    FixedPointOptions, InputRange, RangeBasis, DEFAULT_TOLERANCE,
+};
 pub use quant::{
-    calibrate, lower, plan_fixed_point, LayerBound, NonlinearOp, Program, Step, TensorInfo,
+    calibrate, lower, weight_scale_bits, LayerBound, NonlinearOp, Program, Step, TensorInfo,
     CANDIDATE_MODULI, DEFAULT_MAX_FRAC_BITS, DEFAULT_MIN_FRAC_BITS,
 };
 pub use reference::{
-    dequantise, pad_indices, quantise_input, run_fixed, run_float, space_to_depth_indices,
-    window_indices,
+    dequantise, dequantise_tensor, pad_indices, quantise_input, round_offset, run_fixed, run_float,
+    run_float_all, space_to_depth_indices, window_indices,
 };

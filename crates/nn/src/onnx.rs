@@ -1,4 +1,4 @@
-//! ONNX import: `ModelProto` (as produced by `torch.onnx.export`, opsets 13–18) → [`Network`].
+//! ONNX import: `ModelProto` (as produced by `torch.onnx.export`, opsets 13–20, the TorchScript and the dynamo exporters) → [`Network`].
 //!
 //! Import runs in two passes. The first only looks at op types and attributes and collects
 //! **every** unsupported construct into one [`NnError::Unsupported`] before anything is
@@ -25,7 +25,9 @@
 //!   `Indices` output; `AveragePool` with zero pads only). A `MaxPool` with pads (each
 //!   `< k`, so that every window holds a real element) becomes [`Op::Pad`] with
 //!   [`PadMode::Edge`] (node `{pool}/pad`) + an unpadded `MaxPool`: padded positions take
-//!   no part in the max, as in ONNX and PyTorch. `GlobalAveragePool`; `Flatten` (`axis = 1`); `Reshape` to
+//!   no part in the max, as in ONNX and PyTorch. `GlobalAveragePool`; `ReduceMean` over the spatial axes `[2, 3]`
+//!   (`x.mean([2, 3])`, the dynamo exporter's adaptive average pooling; `keepdims` 0 or 1)
+//!   → `GlobalAvgPool` (+ `Flatten`); `Flatten` (`axis = 1`); `Reshape` to
 //!   `[batch, N]` (`-1`, `0`, `1` or the batch size in front) → `Flatten`; `Add` of two
 //!   activations; `Mul(x, x)` and `Pow(x, 2)` → `Square`; `Identity`/`Dropout` removed.
 //! * `Pad` (torch's `ZeroPad2d`/`F.pad`) of a `[batch, C, H, W]` activation: mode `constant`
@@ -148,6 +150,7 @@ const SUPPORTED: &[&str] = &[
     "MaxPool",
     "AveragePool",
     "GlobalAveragePool",
+    "ReduceMean",
     "Flatten",
     "Reshape",
     "Identity",
@@ -790,6 +793,45 @@ impl<'g> Builder<'g> {
                     let o = self.net.push(&name, output, Op::Flatten, vec![t])?;
                     self.bind(output, o);
                 }
+            }
+            "ReduceMean" => {
+                // x.mean([2, 3]) / AdaptiveAvgPool2d(1) as the dynamo exporter writes it:
+                // the mean over the spatial axes of a [batch, C, H, W] tensor
+                let t = act(self, 0)?;
+                let rank = 1 + self.net.shape(t).len() as i64;
+                let axes = if n.input.get(1).is_some_and(|s| !s.is_empty()) {
+                    ints(self, 1)?
+                } else {
+                    attr_ints(n, "axes").unwrap_or_default()
+                };
+                let mut norm: Vec<i64> = axes
+                    .iter()
+                    .map(|&a| if a < 0 { a + rank } else { a })
+                    .collect();
+                norm.sort_unstable();
+                if rank != 4 || norm != [2, 3] {
+                    return Err(NnError::BadAttribute {
+                        node: name.clone(),
+                        op: op.into(),
+                        attribute: "axes".into(),
+                        reason: format!(
+                            "{axes:?} on a rank-{rank} tensor: only the mean over the spatial axes [2, 3] of a [batch, C, H, W] tensor (global average pooling) is supported"
+                        ),
+                    });
+                }
+                let g = if attr_i(n, "keepdims", 1) != 0 {
+                    self.net.push(&name, output, Op::GlobalAvgPool, vec![t])?
+                } else {
+                    let g = self.net.push(
+                        &name,
+                        &format!("{output}/keepdims"),
+                        Op::GlobalAvgPool,
+                        vec![t],
+                    )?;
+                    self.net
+                        .push(&format!("{name}/squeeze"), output, Op::Flatten, vec![g])?
+                };
+                self.bind(output, g);
             }
             "Relu" | "GlobalAveragePool" => {
                 let t = act(self, 0)?;

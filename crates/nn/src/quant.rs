@@ -1,37 +1,47 @@
 //! Fixed-point lowering: [`Network`] → [`Program`], a list of integer [`Step`]s over tensors
 //! that each carry an explicit scale exponent.
 //!
-//! Semantics (scale `2^s`, `s` = [`Program::frac_bits`]):
-//! * inputs and weights are quantised as `round(v·2^s)`, biases as `round(b·2^(2s))`;
-//! * [`Step::Linear`] / [`Step::Conv`]: `acc = W_q·x + b_q`, exact; input at scale `s`, output
-//!   at `2s`. Every value must lie in `(−p/2, p/2)` (centered representatives mod `p`);
-//! * the private pipeline truncates in the garbled circuit right after a linear layer, fused
-//!   with the following ReLU/MaxPool: [`Step::Nonlinear`] applies its op and **then**
-//!   `floor(y / 2^trunc_bits)` (arithmetic shift of the centered value). For ReLU the order
-//!   does not matter (`floor(relu(y)/2^f) == relu(floor(y/2^f))`); for MaxPool it is max
-//!   then floor. Its output is at scale `s`. A tensor at scale `2s` read by a consumer that
-//!   needs scale `s` (Linear/Conv/Square) first goes through a [`NonlinearOp::Identity`]
-//!   step with `trunc_bits = s`; the network output is left at its own scale;
-//! * [`Step::Square`]: input at `s`, output `x²` at `2s`;
-//! * [`Step::SumPool`]: AvgPool/GlobalAvgPool as a window **sum**, local on shares (free).
-//!   The `1/area` factor is folded into the float weights of the next Linear/Conv before
-//!   quantisation (ReLU, MaxPool and Flatten in between commute with it). If the pooled value
-//!   reaches anything else (Square, an Add with a different factor, the output), the factor
-//!   is divided out in the GC by an Identity step with `log2(area)` extra truncation bits,
-//!   which needs a power-of-two area, else [`NnError::PoolDivisor`];
-//! * [`Step::Add`]: `a·2^shift_a + b·2^shift_b`, aligning both operands to the larger scale
-//!   (local on shares);
+//! Semantics. Every tensor carries a scale exponent and an integer divisor
+//! ([`TensorInfo::scale_bits`], [`TensorInfo::divisor`]): an integer `v` stands for
+//! `v / (2^scale_bits · divisor)`. The activation scale is `s` = [`Program::frac_bits`].
+//! * inputs are quantised as `round(x·2^s)`;
+//! * [`Step::Linear`] / [`Step::Conv`]: `acc = W_q·x + b_q`, exact. The weights have a
+//!   scale of their own per layer, `w` = `weight_scale_bits` (the largest with
+//!   `max|W/d|·2^w ≤ 2^s`, at most `s + 16`, where `d` is the input's divisor, so every
+//!   layer keeps `s` significant bits whatever the magnitude of its weights):
+//!   `W_q = round(W·2^w / d)`, `b_q = round(b·2^(scale_in + w))`; the output has scale
+//!   `scale_in + w` and divisor 1. Every value must lie in `(−p/2, p/2)` (centred
+//!   representatives mod `p`);
+//! * [`Step::Nonlinear`]: `⌊(op(y) + h) / 2^t⌋` with `t = trunc_bits` and
+//!   `h = 2^(t−1)` (0 when `t = 0`): the op, then a truncation that **rounds to nearest**
+//!   (ties up), fused into one step. The private executor adds `h` to one party's share
+//!   before the op, which is the same function (`⌊(relu(y)+h)/2^t⌋ = ⌊relu(y+h)/2^t⌋`
+//!   for `0 ≤ h < 2^t`, and `max(y_i + h) = max(y_i) + h`). A ReLU/MaxPool after a linear
+//!   layer truncates to scale `s`; a tensor read by a Linear/Conv/Square at a scale above
+//!   `s` first goes through an [`NonlinearOp::Identity`] step; the network output is
+//!   left at its own scale;
+//! * [`Step::Square`]: input at `s`, output `x²` at `2s`, divisor squared;
+//! * [`Step::SumPool`]: AvgPool/GlobalAvgPool as an exact window **sum**, local on the
+//!   shares (free); the output's divisor is the input's times the window area. The
+//!   division by the area is exact: it is folded into the weights of the Linear/Conv that
+//!   reads the pooled tensor, at that layer's own weight scale (which grows by
+//!   `log2(area)` bits, so no precision is lost), or, when the pooled value reaches the
+//!   output, done by the client on the revealed integers. ReLU, MaxPool, padding and
+//!   truncation commute with a positive factor and keep it;
+//! * [`Step::Add`]: `a·mul_a + b·mul_b` (local on shares): the multipliers align both
+//!   scales (a power of two) and both divisors (to their least common multiple), exactly;
 //! * [`Step::Pad`]: spatial padding (zeros, or the nearest edge element) at the input's
 //!   scale, local on shares (each party pads its own share; a zero border is a sharing of
-//!   zero); element order [`crate::reference::pad_indices`]. It carries a pending pooling
-//!   factor through unchanged. A ReLU directly before a Pad that feeds a MaxPool is moved
-//!   behind the Pad and fused with the pool (both kinds of border commute with ReLU and
-//!   truncation), see [`NonlinearOp::ReluMaxPool`];
+//!   zero); element order [`crate::reference::pad_indices`]. A ReLU directly before a Pad
+//!   that feeds a MaxPool is moved behind the Pad and fused with the pool (both kinds of
+//!   border commute with ReLU and truncation), see [`NonlinearOp::ReluMaxPool`];
 //! * Flatten is no step: the Linear that reads a `C×H×W` tensor reads it in row-major (NCHW)
 //!   order, which is exactly what Flatten produces (the tensor keeps its `C×H×W` shape);
-//! * the output is [`Program::output`] at its `scale_bits`; dequantise by `2^−scale`.
+//! * the output is [`Program::output`]; dequantise by `2^−scale / divisor`
+//!   ([`crate::dequantise`]).
 //!
-//! [`plan_fixed_point`] picks `s` and `p` from calibration inputs (see there).
+//! [`crate::plan_fixed_point`] picks `s` and `p` by agreement with the float model on
+//! calibration inputs ([`crate::precision`]).
 
 use kernels::ConvShape;
 use serde::{Deserialize, Serialize};
@@ -39,24 +49,33 @@ use serde::{Deserialize, Serialize};
 use crate::error::NnError;
 use crate::ir::{Network, Op, PadMode, TensorId};
 
-/// The plaintext moduli of this project: n = 8192 batching primes (≡ 1 mod 16384).
+/// The plaintext moduli of this project: n = 8192 batching primes (≡ 1 mod 16384), with
+/// their parameter presets, up to the widest the n = 8192 noise budget allows.
 pub const CANDIDATE_MODULI: &[(u64, &str)] = &[
     (1_032_193, "n8192"),
     (4_293_918_721, "n8192-p32"),
     (1_099_511_480_321, "n8192-p40"),
+    (17_592_186_028_033, "n8192-p44"),
 ];
 /// Default smallest acceptable number of fractional bits.
-pub const DEFAULT_MIN_FRAC_BITS: u32 = 6;
+pub const DEFAULT_MIN_FRAC_BITS: u32 = 4;
 /// Default largest number of fractional bits tried.
-pub const DEFAULT_MAX_FRAC_BITS: u32 = 12;
+pub const DEFAULT_MAX_FRAC_BITS: u32 = 16;
+/// A layer's weight scale is at most `s` plus this many bits (weights smaller than
+/// `2^-16` relative to `1` keep fewer significant bits; their accumulator stays bounded).
+pub const MAX_EXTRA_WEIGHT_BITS: u32 = 16;
 
 /// A tensor of the program.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TensorInfo {
     /// Shape (no batch); a flattened tensor keeps the shape it had before Flatten.
     pub shape: Vec<usize>,
-    /// Values are `round(v · 2^scale_bits)` (`s` or `2s`).
+    /// Values are `round(v · 2^scale_bits · divisor)`.
     pub scale_bits: u32,
+    /// A positive integer factor not divided out yet (the product of the window areas of
+    /// the sum pools the value went through): the integer `v` stands for
+    /// `v / (2^scale_bits · divisor)`.
+    pub divisor: u64,
     /// Name (the IR / ONNX value name it stands for).
     pub name: String,
 }
@@ -86,7 +105,7 @@ pub enum NonlinearOp {
         /// Stride.
         stride: usize,
     },
-    /// Truncation only.
+    /// Truncation (rounding) only.
     Identity,
     /// `relu(max(window))`: a ReLU and a MaxPool that follow each other, fused into one
     /// garbled circuit (max, ReLU and floor are monotone, so they commute: the result
@@ -103,7 +122,7 @@ pub enum NonlinearOp {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Step {
     /// `output = W·input + bias`, `W` rows×cols row-major; `input` is read in row-major
-    /// order whatever its shape. Input at scale `s`, output at `2s`.
+    /// order whatever its shape. Output scale = input scale + `weight_scale_bits`.
     Linear {
         /// Layer (ONNX node) name.
         name: String,
@@ -115,9 +134,11 @@ pub enum Step {
         rows: usize,
         /// Inputs.
         cols: usize,
-        /// `round(w·2^s)`.
+        /// `round(w·2^weight_scale_bits / d)` (`d`: the input's divisor).
         weight: Vec<i64>,
-        /// `round(b·2^(2s))` (`rows` entries, zeros when the layer has no bias).
+        /// The layer's weight scale exponent.
+        weight_scale_bits: u32,
+        /// `round(b·2^(output scale))` (`rows` entries, zeros when the layer has no bias).
         bias: Vec<i64>,
     },
     /// Convolution ([`kernels::reference::conv`] semantics) plus per-channel bias.
@@ -130,12 +151,15 @@ pub enum Step {
         output: TensorId,
         /// Geometry.
         shape: ConvShape,
-        /// `round(w·2^s)`, `c_o×c_i×k_h×k_w`.
+        /// `round(w·2^weight_scale_bits / d)`, `c_o×c_i×k_h×k_w`.
         weight: Vec<i64>,
-        /// `round(b·2^(2s))`, `c_o` entries.
+        /// The layer's weight scale exponent.
+        weight_scale_bits: u32,
+        /// `round(b·2^(output scale))`, `c_o` entries.
         bias: Vec<i64>,
     },
-    /// Garbled circuit: `floor(op(input) / 2^trunc_bits)`.
+    /// The two-party nonlinear step: `⌊(op(input) + h) / 2^trunc_bits⌋` with
+    /// `h = 2^(trunc_bits−1)` (0 for no truncation): the op, then rounding to nearest.
     Nonlinear {
         /// Layer name.
         name: String,
@@ -145,7 +169,7 @@ pub enum Step {
         output: TensorId,
         /// The op.
         op: NonlinearOp,
-        /// Arithmetic right shift applied after the op.
+        /// Fractional bits dropped (rounding to nearest) after the op.
         trunc_bits: u32,
     },
     /// `output = input²` (scale doubles).
@@ -173,7 +197,8 @@ pub enum Step {
         /// Stride.
         stride: usize,
     },
-    /// `output = a·2^shift_a + b·2^shift_b` (local).
+    /// `output = a·mul_a + b·mul_b` (local): the multipliers align the operands' scales
+    /// and divisors.
     Add {
         /// Layer name.
         name: String,
@@ -183,10 +208,10 @@ pub enum Step {
         b: TensorId,
         /// Output.
         output: TensorId,
-        /// Left shift of `a`.
-        shift_a: u32,
-        /// Left shift of `b`.
-        shift_b: u32,
+        /// Multiplier of `a`.
+        mul_a: u64,
+        /// Multiplier of `b`.
+        mul_b: u64,
     },
     /// Spatial padding of a `C×H×W` tensor (local; scale unchanged): output
     /// `C×(top+H+bottom)×(left+W+right)`, element `j` is input element
@@ -308,21 +333,46 @@ pub struct Program {
     pub input: TensorId,
     /// The output tensor.
     pub output: TensorId,
-    /// Per Linear/Conv step accumulator bounds (filled by [`plan_fixed_point`] / [`calibrate`]).
+    /// Per Linear/Conv step accumulator bounds (filled by [`crate::plan_fixed_point`] /
+    /// [`calibrate`]).
     pub bounds: Vec<LayerBound>,
+    /// The inputs the program is safe for (checked by the client before anything is
+    /// encrypted); `None` for a program lowered by hand without calibration.
+    pub input_range: Option<crate::precision::InputRange>,
+    /// Agreement of the fixed-point outputs with the float model on the calibration
+    /// inputs (filled by [`crate::plan_fixed_point`]).
+    pub accuracy: Option<crate::precision::Accuracy>,
+}
+
+impl Program {
+    /// The output tensor's description.
+    pub fn output_info(&self) -> Option<&TensorInfo> {
+        self.tensors.get(self.output)
+    }
 }
 
 fn q(v: f64, bits: u32) -> i64 {
-    (v * (1u64 << bits) as f64).round() as i64
+    (v * 2f64.powi(bits as i32)).round() as i64
 }
 
-/// Where an IR tensor lives in the program: tensor id, and a pending positive factor
-/// (product of sum-pool areas not yet divided out) with the pooling node that caused it.
-#[derive(Clone, Debug)]
-struct Val {
-    id: TensorId,
-    pending: usize,
-    pool: Option<(String, &'static str)>,
+/// The weight scale of a layer whose (divided) weights are `w`: the largest `e ≤ s +`
+/// [`MAX_EXTRA_WEIGHT_BITS`] with `max|w|·2^e ≤ 2^s`, i.e. `s` significant bits for the
+/// largest weight whatever its magnitude; `s` for an all-zero layer.
+pub fn weight_scale_bits(w: impl Iterator<Item = f64>, s: u32) -> u32 {
+    let m = w.fold(0f64, |m, v| m.max(v.abs()));
+    if m.is_nan() || m <= 0.0 || m.is_infinite() {
+        return s;
+    }
+    let e = m.log2().ceil() as i64;
+    (s as i64 - e).clamp(0, (s + MAX_EXTRA_WEIGHT_BITS) as i64) as u32
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 struct Lower {
@@ -332,10 +382,17 @@ struct Lower {
 }
 
 impl Lower {
-    fn tensor(&mut self, shape: Vec<usize>, scale_bits: u32, name: String) -> TensorId {
+    fn tensor(
+        &mut self,
+        shape: Vec<usize>,
+        scale_bits: u32,
+        divisor: u64,
+        name: String,
+    ) -> TensorId {
         self.tensors.push(TensorInfo {
             shape,
             scale_bits,
+            divisor,
             name,
         });
         self.tensors.len() - 1
@@ -383,6 +440,7 @@ impl Lower {
         let out = self.tensor(
             vec![new.c_i, new.h, new.w],
             info.scale_bits,
+            info.divisor,
             format!("{}/space_to_depth", info.name),
         );
         self.steps.push(Step::SpaceToDepth {
@@ -397,47 +455,41 @@ impl Lower {
         (out, new, w2)
     }
 
-    /// `v` at scale `s` with no pending factor unless `keep_pending` (then only truncate).
-    fn at_s(&mut self, v: &Val, keep_pending: bool) -> Result<Val, NnError> {
-        let scale = self.tensors[v.id].scale_bits;
-        let mut extra = 0;
-        if !keep_pending && v.pending != 1 {
-            let (node, op) = v.pool.clone().unwrap_or_default();
-            if !v.pending.is_power_of_two() {
-                return Err(NnError::PoolDivisor {
-                    node,
-                    op: op.into(),
-                    area: v.pending,
-                });
-            }
-            extra = v.pending.trailing_zeros();
+    /// Tensor `t` at scale `s` (a rounding [`NonlinearOp::Identity`] step when it is
+    /// above); its divisor is kept.
+    fn at_s(&mut self, t: TensorId) -> TensorId {
+        let info = self.tensors[t].clone();
+        if info.scale_bits <= self.s {
+            return t;
         }
-        let trunc = scale - self.s + extra;
-        if trunc == 0 {
-            return Ok(Val {
-                pending: if keep_pending { v.pending } else { 1 },
-                ..v.clone()
-            });
-        }
-        let info = self.tensors[v.id].clone();
-        let out = self.tensor(info.shape, self.s, format!("{}/trunc", info.name));
+        let out = self.tensor(
+            info.shape,
+            self.s,
+            info.divisor,
+            format!("{}/trunc", info.name),
+        );
         self.steps.push(Step::Nonlinear {
             name: format!("{}/trunc", info.name),
-            input: v.id,
+            input: t,
             output: out,
             op: NonlinearOp::Identity,
-            trunc_bits: trunc,
+            trunc_bits: info.scale_bits - self.s,
         });
-        Ok(Val {
-            id: out,
-            pending: if keep_pending { v.pending } else { 1 },
-            pool: if keep_pending { v.pool.clone() } else { None },
-        })
+        out
+    }
+
+    /// The weights of a layer reading tensor `x`: the divisor of `x` folded in, quantised
+    /// at the layer's own scale. Returns them, the scale and the output scale.
+    fn weights(&self, x: TensorId, w: &[f32]) -> (Vec<i64>, u32, u32) {
+        let d = self.tensors[x].divisor as f64;
+        let ws = weight_scale_bits(w.iter().map(|&v| v as f64 / d), self.s);
+        let wq = w.iter().map(|&v| q(v as f64 / d, ws)).collect();
+        (wq, ws, self.tensors[x].scale_bits + ws)
     }
 }
 
-/// Lowers `net` to a program with `frac_bits` fractional bits and modulus `p` (bounds
-/// empty; see [`calibrate`]).
+/// Lowers `net` to a program with `frac_bits` fractional bits and modulus `p` (bounds,
+/// input range and accuracy empty; see [`calibrate`] and [`crate::plan_fixed_point`]).
 pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> {
     net.validate()?;
     if frac_bits == 0 || frac_bits > 30 {
@@ -451,20 +503,23 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
         steps: Vec::new(),
         tensors: Vec::new(),
     };
-    let mut vals: Vec<Option<Val>> = vec![None; net.tensors.len()];
-    let inp = l.tensor(net.tensors[0].shape.clone(), s, net.tensors[0].name.clone());
-    vals[0] = Some(Val {
-        id: inp,
-        pending: 1,
-        pool: None,
-    });
+    let mut vals: Vec<Option<TensorId>> = vec![None; net.tensors.len()];
+    vals[0] = Some(l.tensor(
+        net.tensors[0].shape.clone(),
+        s,
+        1,
+        net.tensors[0].name.clone(),
+    ));
     for node in &net.nodes {
-        let get = |i: usize| -> Result<Val, NnError> {
-            vals[node.inputs[i]].clone().ok_or_else(|| NnError::Graph {
-                node: node.name.clone(),
-                op: node.op.kind().into(),
-                reason: "input not computed".into(),
-            })
+        let get = |i: usize| -> Result<TensorId, NnError> {
+            node.inputs
+                .get(i)
+                .and_then(|&t| vals[t])
+                .ok_or_else(|| NnError::Graph {
+                    node: node.name.clone(),
+                    op: node.op.kind().into(),
+                    reason: "input not computed".into(),
+                })
         };
         let out_desc = &net.tensors[node.output];
         let name = node.name.clone();
@@ -475,37 +530,33 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
                 weight,
                 bias,
             } => {
-                let x = l.at_s(&get(0)?, true)?;
-                let div = x.pending as f64;
-                let out = l.tensor(out_desc.shape.clone(), 2 * s, out_desc.name.clone());
+                let x = l.at_s(get(0)?);
+                let (weight, weight_scale_bits, scale) = l.weights(x, weight);
+                let out = l.tensor(out_desc.shape.clone(), scale, 1, out_desc.name.clone());
                 l.steps.push(Step::Linear {
                     name,
-                    input: x.id,
+                    input: x,
                     output: out,
                     rows: *rows,
                     cols: *cols,
-                    weight: weight.iter().map(|&w| q(w as f64 / div, s)).collect(),
+                    weight,
+                    weight_scale_bits,
                     bias: match bias {
-                        Some(b) => b.iter().map(|&b| q(b as f64, 2 * s)).collect(),
+                        Some(b) => b.iter().map(|&b| q(b as f64, scale)).collect(),
                         None => vec![0; *rows],
                     },
                 });
-                Val {
-                    id: out,
-                    pending: 1,
-                    pool: None,
-                }
+                out
             }
             Op::Conv {
                 shape,
                 weight,
                 bias,
             } => {
-                let x = l.at_s(&get(0)?, true)?;
-                let div = x.pending as f64;
-                let mut weight: Vec<i64> = weight.iter().map(|&w| q(w as f64 / div, s)).collect();
+                let x = l.at_s(get(0)?);
+                let (mut weight, weight_scale_bits, scale) = l.weights(x, weight);
                 let mut shape = *shape;
-                let mut input = x.id;
+                let mut input = x;
                 if shape.stride > 1 {
                     // A strided SAME convolution pads explicitly (local, free) and becomes
                     // VALID; then space-to-depth makes it stride 1.
@@ -513,11 +564,12 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
                     let th = ((oh - 1) * shape.stride + shape.k_h).saturating_sub(shape.h);
                     let tw = ((ow - 1) * shape.stride + shape.k_w).saturating_sub(shape.w);
                     if shape.padding == kernels::Padding::Same && th + tw > 0 {
-                        let info = l.tensors[x.id].clone();
+                        let info = l.tensors[x].clone();
                         let (h, w) = (shape.h + th, shape.w + tw);
                         let padded = l.tensor(
                             vec![shape.c_i, h, w],
                             info.scale_bits,
+                            info.divisor,
                             format!("{}/pad", info.name),
                         );
                         l.steps.push(Step::Pad {
@@ -534,40 +586,42 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
                     shape.padding = kernels::Padding::Valid;
                     (input, shape, weight) = l.space_to_depth(&name, input, shape, &weight);
                 }
-                let out = l.tensor(out_desc.shape.clone(), 2 * s, out_desc.name.clone());
+                let out = l.tensor(out_desc.shape.clone(), scale, 1, out_desc.name.clone());
                 l.steps.push(Step::Conv {
                     name,
                     input,
                     output: out,
                     shape,
                     weight,
+                    weight_scale_bits,
                     bias: match bias {
-                        Some(b) => b.iter().map(|&b| q(b as f64, 2 * s)).collect(),
+                        Some(b) => b.iter().map(|&b| q(b as f64, scale)).collect(),
                         None => vec![0; shape.c_o],
                     },
                 });
-                Val {
-                    id: out,
-                    pending: 1,
-                    pool: None,
-                }
+                out
             }
             Op::Relu | Op::MaxPool { .. } => {
                 let x = get(0)?;
-                let trunc = l.tensors[x.id].scale_bits - s;
-                let out = l.tensor(out_desc.shape.clone(), s, out_desc.name.clone());
+                let info = l.tensors[x].clone();
+                let out = l.tensor(
+                    out_desc.shape.clone(),
+                    s.min(info.scale_bits),
+                    info.divisor,
+                    out_desc.name.clone(),
+                );
                 let op = match node.op {
                     Op::MaxPool { k, stride } => NonlinearOp::MaxPool { k, stride },
                     _ => NonlinearOp::Relu,
                 };
                 l.steps.push(Step::Nonlinear {
                     name,
-                    input: x.id,
+                    input: x,
                     output: out,
                     op,
-                    trunc_bits: trunc,
+                    trunc_bits: info.scale_bits.saturating_sub(s),
                 });
-                Val { id: out, ..x }
+                out
             }
             Op::AvgPool { .. } | Op::GlobalAvgPool => {
                 let x = get(0)?;
@@ -578,85 +632,126 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
                         (sh[1], sh[2], 1)
                     }
                 };
-                let scale = l.tensors[x.id].scale_bits;
-                let out = l.tensor(out_desc.shape.clone(), scale, out_desc.name.clone());
+                let info = l.tensors[x].clone();
+                let divisor = info
+                    .divisor
+                    .checked_mul((k_h * k_w) as u64)
+                    .filter(|&d| d < 1 << 40)
+                    .ok_or_else(|| NnError::Graph {
+                        node: name.clone(),
+                        op: node.op.kind().into(),
+                        reason: format!(
+                            "pooling divisor {} × {} exceeds 2^40",
+                            info.divisor,
+                            k_h * k_w
+                        ),
+                    })?;
+                let out = l.tensor(
+                    out_desc.shape.clone(),
+                    info.scale_bits,
+                    divisor,
+                    out_desc.name.clone(),
+                );
                 l.steps.push(Step::SumPool {
-                    name: name.clone(),
-                    input: x.id,
+                    name,
+                    input: x,
                     output: out,
                     k_h,
                     k_w,
                     stride,
                 });
-                Val {
-                    id: out,
-                    pending: x.pending * k_h * k_w,
-                    pool: Some((name, node.op.kind())),
-                }
+                out
             }
             Op::Flatten => get(0)?,
             Op::Pad { pads, mode } => {
                 let x = get(0)?;
-                let scale = l.tensors[x.id].scale_bits;
-                let out = l.tensor(out_desc.shape.clone(), scale, out_desc.name.clone());
+                let info = l.tensors[x].clone();
+                let out = l.tensor(
+                    out_desc.shape.clone(),
+                    info.scale_bits,
+                    info.divisor,
+                    out_desc.name.clone(),
+                );
                 l.steps.push(Step::Pad {
                     name,
-                    input: x.id,
+                    input: x,
                     output: out,
                     pads: *pads,
                     mode: *mode,
                 });
-                Val { id: out, ..x }
+                out
             }
             Op::Square => {
-                let x = l.at_s(&get(0)?, false)?;
-                let out = l.tensor(out_desc.shape.clone(), 2 * s, out_desc.name.clone());
+                let x = l.at_s(get(0)?);
+                let info = l.tensors[x].clone();
+                let divisor = info
+                    .divisor
+                    .checked_mul(info.divisor)
+                    .filter(|&d| d < 1 << 40)
+                    .ok_or_else(|| NnError::Graph {
+                        node: name.clone(),
+                        op: node.op.kind().into(),
+                        reason: format!("pooling divisor {}² exceeds 2^40", info.divisor),
+                    })?;
+                let out = l.tensor(
+                    out_desc.shape.clone(),
+                    2 * info.scale_bits,
+                    divisor,
+                    out_desc.name.clone(),
+                );
                 l.steps.push(Step::Square {
                     name,
-                    input: x.id,
+                    input: x,
                     output: out,
                 });
-                Val {
-                    id: out,
-                    pending: 1,
-                    pool: None,
-                }
+                out
             }
             Op::Add => {
-                let (mut a, mut b) = (get(0)?, get(1)?);
-                if a.pending != b.pending {
-                    a = l.at_s(&a, false)?;
-                    b = l.at_s(&b, false)?;
-                }
-                let (sa, sb) = (l.tensors[a.id].scale_bits, l.tensors[b.id].scale_bits);
-                let sc = sa.max(sb);
-                let out = l.tensor(out_desc.shape.clone(), sc, out_desc.name.clone());
+                let (a, b) = (get(0)?, get(1)?);
+                let (ia, ib) = (l.tensors[a].clone(), l.tensors[b].clone());
+                let sc = ia.scale_bits.max(ib.scale_bits);
+                let g = gcd(ia.divisor, ib.divisor);
+                let lcm = (ia.divisor / g)
+                    .checked_mul(ib.divisor)
+                    .filter(|&d| d < 1 << 40);
+                let mul = |i: &TensorInfo, lcm: u64| {
+                    (1u64 << (sc - i.scale_bits)).checked_mul(lcm / i.divisor)
+                };
+                let (Some(lcm), Some(mul_a), Some(mul_b)) = (
+                    lcm,
+                    lcm.and_then(|m| mul(&ia, m)),
+                    lcm.and_then(|m| mul(&ib, m)),
+                ) else {
+                    return Err(NnError::Graph {
+                        node: name,
+                        op: node.op.kind().into(),
+                        reason: format!(
+                            "aligning scales 2^{} and 2^{} with divisors {} and {} needs a multiplier beyond 2^40",
+                            ia.scale_bits, ib.scale_bits, ia.divisor, ib.divisor
+                        ),
+                    });
+                };
+                let out = l.tensor(out_desc.shape.clone(), sc, lcm, out_desc.name.clone());
                 l.steps.push(Step::Add {
                     name,
-                    a: a.id,
-                    b: b.id,
+                    a,
+                    b,
                     output: out,
-                    shift_a: sc - sa,
-                    shift_b: sc - sb,
+                    mul_a,
+                    mul_b,
                 });
-                Val { id: out, ..a }
+                out
             }
         };
         vals[node.output] = Some(v);
     }
-    let out = vals[net.output].clone().ok_or_else(|| NnError::Graph {
+    let out = vals[net.output].ok_or_else(|| NnError::Graph {
         node: "<graph>".into(),
         op: "output".into(),
         reason: "output not computed".into(),
     })?;
-    let out = if out.pending == 1 {
-        out
-    } else {
-        // divide the pooling factor out; the result is at scale s
-        l.at_s(&out, false)?
-    };
     let mut tensors = l.tensors;
-    let steps = fuse_relu_maxpool(l.steps, out.id, &mut tensors);
+    let steps = fuse_relu_maxpool(l.steps, out, &mut tensors);
     Ok(Program {
         input_shape: net.input_shape().to_vec(),
         frac_bits: s,
@@ -665,8 +760,10 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
         steps,
         tensors,
         input: 0,
-        output: out.id,
+        output: out,
         bounds: Vec::new(),
+        input_range: None,
+        accuracy: None,
     })
 }
 
@@ -764,6 +861,7 @@ fn fuse_relu_maxpool(steps: Vec<Step>, output: TensorId, tensors: &mut [TensorIn
                     && (*t1 == 0 || *t3 == 0)
                 {
                     tensors[*padded].scale_bits = tensors[*input].scale_bits;
+                    tensors[*padded].divisor = tensors[*input].divisor;
                     out.push(Step::Pad {
                         name: pad_name.clone(),
                         input: *input,
@@ -789,15 +887,14 @@ fn fuse_relu_maxpool(steps: Vec<Step>, output: TensorId, tensors: &mut [TensorIn
     out
 }
 
-fn bits(v: u128) -> u32 {
+pub(crate) fn bits(v: u128) -> u32 {
     128 - v.leading_zeros()
 }
 
 /// Runs `prog` on every calibration input (no range check), fills [`Program::bounds`] and
 /// returns the largest `|value|` of every step's output (index = step) and of the input
-/// (last entry).
+/// (last entry). The values of a rounding step include its offset `h`.
 pub fn calibrate(prog: &mut Program, calibration: &[Vec<f32>]) -> Result<Vec<u128>, NnError> {
-    let mut max = vec![0u128; prog.steps.len() + 1];
     let mut tmax = vec![0u128; prog.tensors.len()];
     for x in calibration {
         let xq = crate::reference::quantise_input(prog, x);
@@ -807,10 +904,8 @@ pub fn calibrate(prog: &mut Program, calibration: &[Vec<f32>]) -> Result<Vec<u12
             tmax[t] = tmax[t].max(m);
         }
     }
-    for (i, st) in prog.steps.iter().enumerate() {
-        max[i] = tmax[st.output()];
-    }
-    max[prog.steps.len()] = tmax[prog.input];
+    let mut max: Vec<u128> = prog.steps.iter().map(|st| step_max(st, &tmax)).collect();
+    max.push(tmax[prog.input]);
     let mut bounds = Vec::new();
     for (i, st) in prog.steps.iter().enumerate() {
         let (input, weight, bias, per) = match st {
@@ -853,82 +948,16 @@ pub fn calibrate(prog: &mut Program, calibration: &[Vec<f32>]) -> Result<Vec<u12
     Ok(max)
 }
 
-/// Picks `s` and `p`: for each candidate modulus from the smallest up, the largest
-/// `s ∈ [min_frac_bits, max_frac_bits]` for which every value of every step (largest `|v|`
-/// over the calibration inputs, with a 2× margin: `4·max|v| + 1 ≤ p`) fits in `(−p/2, p/2)`;
-/// the first modulus that admits some `s ≥ min_frac_bits` wins. The decision uses the
-/// calibration maxima; [`Program::bounds`] also reports the (much looser) worst-case bounds.
-/// If no candidate fits, [`NnError::Overflow`] names the layer with the largest value at
-/// `min_frac_bits` and the largest candidate — before any encryption happens.
-pub fn plan_fixed_point(
-    net: &Network,
-    calibration: &[Vec<f32>],
-    candidates: &[(u64, &str)],
-    min_frac_bits: u32,
-    max_frac_bits: u32,
-) -> Result<Program, NnError> {
-    if calibration.is_empty() {
-        return Err(NnError::Plan("no calibration inputs".into()));
+/// The largest `|value|` a step must reconstruct correctly mod p: its output, and for a
+/// rounding nonlinear step also its input plus the rounding offset (what the two-party
+/// step reconstructs). Linear maps (products, Add's multipliers) only need their result
+/// in range: they are exact mod p.
+pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
+    let out = tmax[st.output()];
+    match st {
+        Step::Nonlinear {
+            input, trunc_bits, ..
+        } if *trunc_bits > 0 => out.max(tmax[*input] + (1u128 << (trunc_bits - 1))),
+        _ => out,
     }
-    if candidates.is_empty() {
-        return Err(NnError::Plan("no candidate plaintext moduli".into()));
-    }
-    if min_frac_bits == 0 || min_frac_bits > max_frac_bits {
-        return Err(NnError::Plan(format!(
-            "empty fractional-bit range {min_frac_bits}..={max_frac_bits}"
-        )));
-    }
-    let mut cands = candidates.to_vec();
-    cands.sort_by_key(|c| c.0);
-    let mut cache: Vec<Option<(Program, Vec<u128>)>> =
-        vec![None; (max_frac_bits - min_frac_bits + 1) as usize];
-    for &(p, preset) in &cands {
-        for s in (min_frac_bits..=max_frac_bits).rev() {
-            let slot = &mut cache[(s - min_frac_bits) as usize];
-            if slot.is_none() {
-                let mut prog = lower(net, s, p)?;
-                let max = match calibrate(&mut prog, calibration) {
-                    Ok(m) => m,
-                    // beyond 2^62: certainly too large for any candidate
-                    Err(NnError::RangeExceeded { step, .. }) => {
-                        let mut m = vec![0u128; prog.steps.len() + 1];
-                        m[step] = 1 << 62;
-                        m
-                    }
-                    Err(e) => return Err(e),
-                };
-                *slot = Some((prog, max));
-            }
-            if let Some((prog, max)) = slot {
-                if max.iter().all(|&m| 4 * m < p as u128) {
-                    let mut prog = prog.clone();
-                    prog.p = p;
-                    prog.preset = preset.to_string();
-                    return Ok(prog);
-                }
-            }
-        }
-    }
-    // Nothing fits: report the worst step at the smallest s against the largest p.
-    let p_max = cands.last().map_or(0, |c| c.0);
-    let (layer, needed) = match &cache[0] {
-        Some((prog, max)) => {
-            let (i, m) = max
-                .iter()
-                .enumerate()
-                .max_by_key(|(_, m)| **m)
-                .map_or((0, 0), |(i, m)| (i, *m));
-            let name = prog
-                .steps
-                .get(i)
-                .map_or_else(|| "input".to_string(), |s| s.name().to_string());
-            (name, bits(4 * m + 1))
-        }
-        None => ("?".into(), 0),
-    };
-    Err(NnError::Overflow {
-        layer,
-        needed_bits: needed,
-        p_bits: bits(p_max as u128),
-    })
 }

@@ -3,9 +3,10 @@
 //! of the float IR ([`run_float`]).
 //!
 //! Fixed point: values are centered representatives mod `p`; every step output (and the
-//! input) must lie in `(−p/2, p/2)`, else [`NnError::RangeExceeded`]. Truncation is
-//! `floor(v / 2^f)` of the centered value (arithmetic shift), applied after the
-//! nonlinear op. MaxPool output `(c, oy, ox)` takes the window elements
+//! input) must lie in `(−p/2, p/2)`, else [`NnError::RangeExceeded`]. Truncation rounds
+//! to nearest: `⌊(op(v) + 2^(f−1)) / 2^f⌋` of the centred value, applied after the
+//! nonlinear op (the two-party step reconstructs `v + 2^(f−1)`, which must be in range
+//! too). MaxPool output `(c, oy, ox)` takes the window elements
 //! `(c, oy·s+dy, ox·s+dx)` in row-major `(dy, dx)` order ([`window_indices`]); padding is
 //! a separate [`Step::Pad`] whose element order is [`pad_indices`].
 
@@ -22,14 +23,32 @@ pub fn quantise_input(prog: &Program, x: &[f32]) -> Vec<i64> {
     x.iter().map(|&v| (v as f64 * f).round() as i64).collect()
 }
 
-/// The output values divided by `2^scale` of the output tensor.
+/// The output values divided by `2^scale · divisor` of the output tensor.
 pub fn dequantise(prog: &Program, y: &[i64]) -> Vec<f32> {
-    let sc = prog
-        .tensors
-        .get(prog.output)
-        .map_or(prog.frac_bits, |t| t.scale_bits);
-    let f = (1u128 << sc) as f64;
+    let (sc, d) = prog
+        .output_info()
+        .map_or((prog.frac_bits, 1), |t| (t.scale_bits, t.divisor));
+    let f = 2f64.powi(sc as i32) * d.max(1) as f64;
     y.iter().map(|&v| (v as f64 / f) as f32).collect()
+}
+
+/// Tensor `t`'s values divided by `2^scale · divisor` (any tensor of the program).
+pub fn dequantise_tensor(prog: &Program, t: usize, v: &[i128]) -> Vec<f32> {
+    let (sc, d) = prog
+        .tensors
+        .get(t)
+        .map_or((prog.frac_bits, 1), |t| (t.scale_bits, t.divisor));
+    let f = 2f64.powi(sc as i32) * d.max(1) as f64;
+    v.iter().map(|&v| (v as f64 / f) as f32).collect()
+}
+
+/// The rounding offset of a truncation by `f` bits: `2^(f−1)`, or 0.
+pub fn round_offset(f: u32) -> i128 {
+    if f == 0 {
+        0
+    } else {
+        1i128 << (f - 1)
+    }
 }
 
 /// Runs the program on a quantised input; returns the output tensor's values (centered).
@@ -252,7 +271,16 @@ pub(crate) fn execute(prog: &Program, x_q: &[i64], check: bool) -> Result<Vec<Ve
                         )
                     }
                 };
-                y.into_iter().map(|v| v >> trunc_bits).collect()
+                let h = round_offset(*trunc_bits);
+                if let Some(&bad) = x.iter().find(|v| (**v + h).abs() > half) {
+                    return Err(NnError::RangeExceeded {
+                        step: i,
+                        layer: st.name().into(),
+                        value: bad + h,
+                        p: prog.p,
+                    });
+                }
+                y.into_iter().map(|v| (v + h) >> trunc_bits).collect()
             }
             Step::Square { input, .. } => vals[*input].iter().map(|&v| v * v).collect(),
             Step::Pad {
@@ -310,20 +338,21 @@ pub(crate) fn execute(prog: &Program, x_q: &[i64], check: bool) -> Result<Vec<Ve
                 )
             }
             Step::Add {
-                a,
-                b,
-                shift_a,
-                shift_b,
-                ..
+                a, b, mul_a, mul_b, ..
             } => {
                 let (x, y) = (&vals[*a], &vals[*b]);
                 if x.len() != y.len() {
                     return Err(shape_err("second operand", x.len(), y.len()));
                 }
-                x.iter()
-                    .zip(y)
-                    .map(|(&u, &v)| (u << shift_a) + (v << shift_b))
-                    .collect()
+                let (ma, mb) = (*mul_a as i128, *mul_b as i128);
+                if ma >= 1 << 40 || mb >= 1 << 40 {
+                    return Err(shape_err(
+                        "multipliers below 2^40",
+                        1 << 40,
+                        ma.max(mb) as usize,
+                    ));
+                }
+                x.iter().zip(y).map(|(&u, &v)| u * ma + v * mb).collect()
             }
         };
         in_range(i, st.name(), &out)?;
@@ -406,6 +435,12 @@ fn pool_f32(x: &[f32], shape: &[usize], k: usize, k2: usize, s: usize, max: bool
 /// A plain f32 interpreter of the float IR (f64 accumulation). `x` must have
 /// `prod(input_shape)` values; the network must be valid ([`Network::validate`]).
 pub fn run_float(net: &Network, x: &[f32]) -> Vec<f32> {
+    let mut vals = run_float_all(net, x);
+    std::mem::take(&mut vals[net.output])
+}
+
+/// [`run_float`], returning every tensor of the network (index = tensor id).
+pub fn run_float_all(net: &Network, x: &[f32]) -> Vec<Vec<f32>> {
     let mut vals: Vec<Vec<f32>> = vec![Vec::new(); net.tensors.len()];
     vals[0] = x.to_vec();
     for n in &net.nodes {
@@ -445,5 +480,5 @@ pub fn run_float(net: &Network, x: &[f32]) -> Vec<f32> {
         };
         vals[n.output] = y;
     }
-    std::mem::take(&mut vals[net.output])
+    vals
 }

@@ -7,6 +7,7 @@ fn t(shape: &[usize], scale_bits: u32) -> TensorInfo {
     TensorInfo {
         shape: shape.to_vec(),
         scale_bits,
+        divisor: 1,
         name: String::new(),
     }
 }
@@ -22,11 +23,13 @@ fn prog(input_shape: &[usize], steps: Vec<Step>, tensors: Vec<TensorInfo>) -> Pr
         tensors,
         input: 0,
         bounds: vec![],
+        input_range: None,
+        accuracy: None,
     }
 }
 
 #[test]
-fn truncation_is_floor_after_op() {
+fn truncation_rounds_to_nearest_after_op() {
     let p = prog(
         &[4],
         vec![Step::Nonlinear {
@@ -38,12 +41,13 @@ fn truncation_is_floor_after_op() {
         }],
         vec![t(&[4], 4), t(&[4], 2)],
     );
-    assert_eq!(run_fixed(&p, &[-3, -4, 3, 5]).unwrap(), [-2, -2, 1, 2]);
+    // (v + 1) >> 1: −1.5 → −1, −2 → −2, 1.5 → 2, 2.5 → 3 (ties up)
+    assert_eq!(run_fixed(&p, &[-3, -4, 3, 5]).unwrap(), [-1, -2, 2, 3]);
     let mut r = p.clone();
     if let Step::Nonlinear { op, .. } = &mut r.steps[0] {
         *op = NonlinearOp::Relu;
     }
-    assert_eq!(run_fixed(&r, &[-3, -4, 3, 5]).unwrap(), [0, 0, 1, 2]);
+    assert_eq!(run_fixed(&r, &[-3, -4, 3, 5]).unwrap(), [0, 0, 2, 3]);
 }
 
 #[test]
@@ -61,12 +65,12 @@ fn maxpool_then_floor_window_order() {
         vec![t(&[1, 3, 4], 4), t(&[1, 1, 2], 2)],
     );
     let x = [-9, -7, 1, 2, -8, -6, 3, 11, 100, 100, 100, 100];
-    // windows: {-9,-7,-8,-6} → -6 → floor(-6/4) = -2; {1,2,3,11} → 11 → 2
-    assert_eq!(run_fixed(&p, &x).unwrap(), [-2, 2]);
+    // windows: {-9,-7,-8,-6} → -6 → round(-6/4) = ⌊(−6+2)/4⌋ = -1; {1,2,3,11} → 11 → 3
+    assert_eq!(run_fixed(&p, &x).unwrap(), [-1, 3]);
 }
 
 #[test]
-fn add_shifts_and_sumpool() {
+fn add_multipliers_and_sumpool() {
     let p = prog(
         &[1, 2, 2],
         vec![
@@ -83,13 +87,13 @@ fn add_shifts_and_sumpool() {
                 a: 1,
                 b: 1,
                 output: 2,
-                shift_a: 0,
-                shift_b: 3,
+                mul_a: 1,
+                mul_b: 24,
             },
         ],
         vec![t(&[1, 2, 2], 2), t(&[1, 1, 1], 2), t(&[1, 1, 1], 5)],
     );
-    assert_eq!(run_fixed(&p, &[1, 2, 3, -10]).unwrap(), [-4 + (-4 << 3)]);
+    assert_eq!(run_fixed(&p, &[1, 2, 3, -10]).unwrap(), [-4 + -4 * 24]);
 }
 
 #[test]

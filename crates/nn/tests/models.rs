@@ -5,8 +5,8 @@ mod common;
 
 use common::*;
 use nn::{
-    dequantise, import_bytes, plan_fixed_point, quantise_input, run_fixed, run_float, NnError, Op,
-    Program, Step, CANDIDATE_MODULI,
+    dequantise, import_bytes, plan_fixed_point, quantise_input, run_fixed, run_float,
+    FixedPointOptions, NnError, Op, Program, Step, CANDIDATE_MODULI,
 };
 
 fn mlp(opset: i64) -> Vec<u8> {
@@ -187,7 +187,8 @@ fn close(a: &[f32], b: &[f32], rel: f32) {
 
 /// Float IR vs tract, then fixed point vs float: every logit within `tol·2^(12−s)` of the
 /// float one (relative to the largest float logit), and the same argmax unless the float top
-/// two are closer than that. Checked at s = 12 (p32) and for the automatic plan.
+/// two are closer than that. Checked at s = 12 (p32/p40, any error accepted) and for the
+/// automatic plan (whose own check is the default tolerance on the calibration inputs).
 fn check_model(bytes: &[u8], in_dims: &[usize], tol: f32) -> Program {
     let net = import_bytes(bytes).unwrap();
     assert_eq!(net.input_shape(), in_dims);
@@ -197,8 +198,13 @@ fn check_model(bytes: &[u8], in_dims: &[usize], tol: f32) -> Program {
         close(&run_float(&net, x), &tract_run(bytes, in_dims, x), 1e-4);
     }
     let calib = random_inputs(7, 8, len);
-    let s12 = plan_fixed_point(&net, &calib, &CANDIDATE_MODULI[1..], 12, 12).unwrap();
-    let auto = plan_fixed_point(&net, &calib, CANDIDATE_MODULI, 6, 12).unwrap();
+    let s12 = plan_fixed_point(
+        &net,
+        &calib,
+        &FixedPointOptions::with(&CANDIDATE_MODULI[1..], 12, 12).tolerance(f64::INFINITY),
+    )
+    .unwrap();
+    let auto = plan_fixed_point(&net, &calib, &FixedPointOptions::default()).unwrap();
     eprintln!(
         "s = {} p = {} bounds (calibration bits, worst-case bits) {:?}",
         auto.frac_bits,
@@ -209,7 +215,7 @@ fn check_model(bytes: &[u8], in_dims: &[usize], tol: f32) -> Program {
             .collect::<Vec<_>>()
     );
     for prog in [&s12, &auto] {
-        let tol = tol * (1u32 << (12 - prog.frac_bits)) as f32;
+        let tol = tol * 2f32.powi(12 - prog.frac_bits as i32);
         for x in &xs {
             let f = run_float(&net, x);
             let y = dequantise(prog, &run_fixed(prog, &quantise_input(prog, x)).unwrap());
@@ -246,18 +252,30 @@ fn mlp_784_128_128_10() {
             })
             .collect();
         assert_eq!(kinds, ["L", "N", "L", "N", "L"]);
+        // each ReLU truncates its linear layer's weight scale away: back to s
+        let mut ws = 0;
         for s in &prog.steps {
-            if let Step::Nonlinear { trunc_bits, .. } = s {
-                assert_eq!(*trunc_bits, prog.frac_bits);
+            match s {
+                Step::Linear {
+                    weight_scale_bits, ..
+                } => ws = *weight_scale_bits,
+                Step::Nonlinear {
+                    trunc_bits, output, ..
+                } => {
+                    assert_eq!(*trunc_bits, ws);
+                    assert_eq!(prog.tensors[*output].scale_bits, prog.frac_bits);
+                }
+                _ => {}
             }
         }
-        assert_eq!(prog.tensors[prog.output].scale_bits, 2 * prog.frac_bits);
+        assert_eq!(prog.tensors[prog.output].scale_bits, prog.frac_bits + ws);
         assert_eq!(prog.bounds.len(), 3);
         assert!(prog
             .bounds
             .iter()
             .all(|b| b.calibration_max <= b.worst_case));
-        assert!(prog.frac_bits >= 6);
+        let acc = prog.accuracy.unwrap();
+        assert!(acc.max_abs_err <= nn::DEFAULT_TOLERANCE / 2.0, "{acc:?}");
         eprintln!(
             "mlp: s = {} p = {} ({}) bounds {:?}",
             prog.frac_bits,
@@ -286,14 +304,19 @@ fn small_cnn_with_bn() {
             _ => None,
         })
         .collect();
-    // ReLU then MaxPool: fused into one garbled circuit that truncates by s.
-    assert_eq!(
-        nl,
-        [(
-            nn::NonlinearOp::ReluMaxPool { k: 2, stride: 2 },
-            prog.frac_bits
-        )]
-    );
+    // ReLU then MaxPool: fused into one garbled circuit that truncates the conv's
+    // weight scale away.
+    let ws = prog
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::Conv {
+                weight_scale_bits, ..
+            } => Some(*weight_scale_bits),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(nl, [(nn::NonlinearOp::ReluMaxPool { k: 2, stride: 2 }, ws)]);
     check_model(&cnn(13), &[1, 28, 28], 0.01);
 }
 
@@ -301,14 +324,20 @@ fn small_cnn_with_bn() {
 fn residual_block() {
     let bytes = residual(17);
     let prog = check_model(&bytes, &[3, 8, 8], 0.01);
-    // the residual Add aligns the relu output (s) to the conv output (2s)
-    let add = prog.steps.iter().find_map(|s| match s {
-        Step::Add {
-            shift_a, shift_b, ..
-        } => Some((*shift_a, *shift_b)),
-        _ => None,
-    });
-    assert_eq!(add, Some((0, prog.frac_bits)));
+    // the residual Add aligns the relu output (s) to the conv output (s + w)
+    let (a, b, mul_a, mul_b) = prog
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::Add {
+                a, b, mul_a, mul_b, ..
+            } => Some((*a, *b, *mul_a, *mul_b)),
+            _ => None,
+        })
+        .unwrap();
+    let (sa, sb) = (prog.tensors[a].scale_bits, prog.tensors[b].scale_bits);
+    assert!(sa > sb);
+    assert_eq!((mul_a, mul_b), (1, 1 << (sa - sb)));
     assert!(prog.steps.iter().any(|s| matches!(
         s,
         Step::SumPool {
@@ -337,11 +366,17 @@ fn square_activation() {
             })
             .collect();
         let s = prog.frac_bits;
+        let ws = match prog.steps[0] {
+            Step::Linear {
+                weight_scale_bits, ..
+            } => weight_scale_bits,
+            _ => unreachable!(),
+        };
         assert_eq!(
             kinds,
             [
                 "L".to_string(),
-                format!("T{s}"),
+                format!("T{ws}"),
                 "S".into(),
                 format!("T{s}"),
                 "L".into()
@@ -429,7 +464,11 @@ fn bn_after_gemm_folds() {
 fn overflow_when_p_too_small() {
     let net = import_bytes(&mlp(13)).unwrap();
     let calib = random_inputs(7, 4, 784);
-    match plan_fixed_point(&net, &calib, &[(12289, "tiny")], 6, 12) {
+    match plan_fixed_point(
+        &net,
+        &calib,
+        &FixedPointOptions::with(&[(12289, "tiny")], 6, 12),
+    ) {
         Err(NnError::Overflow {
             layer,
             needed_bits,
@@ -442,7 +481,7 @@ fn overflow_when_p_too_small() {
         other => panic!("expected Overflow, got {other:?}"),
     }
     // running a program whose p is too small is caught at run time too
-    let mut prog = plan_fixed_point(&net, &calib, CANDIDATE_MODULI, 6, 12).unwrap();
+    let mut prog = plan_fixed_point(&net, &calib, &FixedPointOptions::default()).unwrap();
     prog.p = 12289;
     let x = quantise_input(&prog, &calib[0]);
     assert!(matches!(
@@ -452,17 +491,45 @@ fn overflow_when_p_too_small() {
 }
 
 #[test]
-fn smallest_modulus_preferred_and_s_monotone() {
+fn cheapest_modulus_that_meets_the_tolerance() {
     let net = import_bytes(&mlp(13)).unwrap();
     let calib = random_inputs(7, 4, 784);
-    let p20 = plan_fixed_point(&net, &calib, &CANDIDATE_MODULI[..1], 6, 12).unwrap();
-    let p32 = plan_fixed_point(&net, &calib, &CANDIDATE_MODULI[1..], 6, 12).unwrap();
-    let both = plan_fixed_point(&net, &calib, CANDIDATE_MODULI, 6, 12).unwrap();
-    assert_eq!(both.p, 1_032_193);
-    assert_eq!(both.preset, "n8192");
-    assert_eq!(both.frac_bits, p20.frac_bits);
-    assert!(p32.frac_bits >= p20.frac_bits);
-    assert_eq!(p32.frac_bits, 12);
+    let tests = random_inputs(70, 8, 784);
+    // a loose tolerance: the 20-bit modulus is enough
+    let loose =
+        plan_fixed_point(&net, &calib, &FixedPointOptions::default().tolerance(10.0)).unwrap();
+    assert_eq!((loose.p, loose.preset.as_str()), (1_032_193, "n8192"));
+    // the default: the float agreement decides, and a tighter tolerance never picks a
+    // smaller modulus
+    let mut last = 0;
+    for tol in [0.2, 0.05, 0.01] {
+        let prog =
+            plan_fixed_point(&net, &calib, &FixedPointOptions::default().tolerance(tol)).unwrap();
+        assert!(prog.p >= last);
+        last = prog.p;
+        let acc = prog.accuracy.unwrap();
+        assert!(
+            acc.max_abs_err <= tol / 2.0 && acc.tolerance == tol,
+            "{acc:?}"
+        );
+        // unseen inputs keep within the tolerance
+        let on_tests = nn::float_agreement(&net, &prog, &tests, tol).unwrap();
+        assert!(on_tests.max_abs_err <= tol, "{tol}: {on_tests:?}");
+    }
+    // only a 20-bit modulus offered and a tolerance it cannot meet: the error names a layer
+    match plan_fixed_point(
+        &net,
+        &calib,
+        &FixedPointOptions::with(&CANDIDATE_MODULI[..1], 4, 16).tolerance(1e-4),
+    ) {
+        Err(NnError::Precision {
+            layer, achieved, ..
+        }) => {
+            assert!(net.nodes.iter().any(|n| n.name == layer), "{layer}");
+            assert!(achieved > 1e-4 / 2.0);
+        }
+        other => panic!("expected Precision, got {other:?}"),
+    }
 }
 
 #[test]
@@ -594,7 +661,10 @@ fn relu_pad_maxpool_fusion_is_exact() {
     let bytes = m.finish("input", &[2, 10, 10], "output", &[3, 5, 5], 17);
     let net = import_bytes(&bytes).unwrap();
     let fused = nn::lower(&net, 8, 1_032_193).unwrap();
-    let [Step::Conv { .. }, Step::Pad {
+    let [Step::Conv {
+        weight_scale_bits: ws,
+        ..
+    }, Step::Pad {
         name: pad_name,
         input: conv_out,
         output: padded,
@@ -605,12 +675,13 @@ fn relu_pad_maxpool_fusion_is_exact() {
         input: pool_in,
         output: end,
         op: nn::NonlinearOp::ReluMaxPool { k: 3, stride: 2 },
-        trunc_bits: 8,
+        trunc_bits,
     }] = &fused.steps[..]
     else {
         panic!("{:#?}", fused.steps);
     };
     assert_eq!((pool_in, pads, *mode), (padded, &[1; 4], nn::PadMode::Edge));
+    assert_eq!(trunc_bits, ws);
     // undo the fusion by hand
     let mut unfused = fused.clone();
     let mut relu_out = fused.tensors[*conv_out].clone();
@@ -625,7 +696,7 @@ fn relu_pad_maxpool_fusion_is_exact() {
             input: *conv_out,
             output: r,
             op: nn::NonlinearOp::Relu,
-            trunc_bits: 8,
+            trunc_bits: *trunc_bits,
         },
         Step::Pad {
             name: pad_name.clone(),

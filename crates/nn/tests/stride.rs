@@ -26,7 +26,7 @@ fn strided_convs_equal_the_strided_reference() {
         m.conv("conv", "input", "output", c_i, c_o, k, st, pad, true);
         let bytes = m.finish("input", &[c_i, h, h], "output", &[c_o, oh, oh], 17);
         let net = nn::import_bytes(&bytes).unwrap();
-        let prog = nn::lower(&net, s, 1_032_193).unwrap();
+        let prog = nn::lower(&net, s, 1_099_511_480_321).unwrap();
         let case = format!("{c_i}x{h}x{h} → {c_o} {k}x{k} s{st} pad {pad}");
         assert!(
             prog.steps
@@ -59,8 +59,14 @@ fn strided_convs_equal_the_strided_reference() {
             .unwrap();
         let (shape, weight, bias) = conv;
         assert_eq!(shape.stride, st);
-        let w: Vec<i64> = weight.iter().map(|&v| q(v as f64, s)).collect();
-        let b: Vec<i64> = bias.unwrap().iter().map(|&v| q(v as f64, 2 * s)).collect();
+        // the layer's own weight scale
+        let ws = nn::weight_scale_bits(weight.iter().map(|&v| v as f64), s);
+        assert!(prog.steps.iter().any(|st| matches!(
+            st,
+            nn::Step::Conv { weight_scale_bits, .. } if *weight_scale_bits == ws
+        )));
+        let w: Vec<i64> = weight.iter().map(|&v| q(v as f64, ws)).collect();
+        let b: Vec<i64> = bias.unwrap().iter().map(|&v| q(v as f64, s + ws)).collect();
         let mut r = rand::rngs::StdRng::seed_from_u64(k as u64 * 31 + h as u64);
         let x: Vec<i64> = (0..c_i * h * h)
             .map(|_| r.random_range(-300..300))

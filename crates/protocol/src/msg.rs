@@ -156,6 +156,8 @@ pub enum AbortReason {
     Malformed,
     /// The server has no free session slot.
     Busy,
+    /// The client refused its own input (out of the plan's range, or not finite).
+    Input,
     /// Something else went wrong on the sender's side.
     Internal,
 }
@@ -226,7 +228,7 @@ impl Msg {
 }
 
 /// Protocol errors.
-#[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[derive(Debug, thiserror::Error, PartialEq, Clone)]
 pub enum ProtocolError {
     /// Transport error.
     #[error(transparent)]
@@ -299,6 +301,33 @@ pub enum ProtocolError {
     /// The peer stopped.
     #[error("the peer aborted: {0:?}")]
     PeerAborted(AbortReason),
+    /// An input value outside the range the server's fixed-point plan is safe for
+    /// (checked before anything is encrypted).
+    #[error("input {input}: element {index} is {value}, outside the range [{lo}, {hi}] the server's fixed point is planned for ({count} element(s) outside); it could wrap modulo p and give a wrong answer")]
+    InputOutOfRange {
+        /// Which input of the batch.
+        input: usize,
+        /// The element farthest outside.
+        index: usize,
+        /// Its value.
+        value: f32,
+        /// Lower bound.
+        lo: f32,
+        /// Upper bound.
+        hi: f32,
+        /// Elements outside.
+        count: usize,
+    },
+    /// A NaN or infinity in an input.
+    #[error("input {input}: element {index} is {value}, not a finite number")]
+    NonFiniteInput {
+        /// Which input of the batch.
+        input: usize,
+        /// Element index.
+        index: usize,
+        /// The value.
+        value: f32,
+    },
 }
 
 /// Result alias.

@@ -7,15 +7,21 @@
 //!   the server adding its share to the query (GAZELLE's HomRec) without an HE
 //!   operation or any extra noise; for ENSEI layers likewise (the transform is linear).
 //! - Nonlinear (ReLU, MaxPool, truncation): the garbled-circuit step of `gc`; garbling and
-//!   the random OTs run in the offline phase, before the input is known. MaxPool windows
-//!   are gathered from the share vectors in the order `nn` documents (row-major within
-//!   a window), by both parties alike.
+//!   the random OTs run in the offline phase, before the input is known. The truncation
+//!   rounds to nearest: the server adds `2^(f−1)` to its share first (see
+//!   [`nn::Step::Nonlinear`]). MaxPool windows are gathered from the share vectors in the
+//!   order `nn` documents (row-major within a window), by both parties alike.
 //! - Square: GAZELLE's interactive Square ([`kernels::SquarePlan`]).
-//! - SumPool, Add: local on each party's shares.
-//! - At the end the server sends its share of the output; only the client learns it.
+//! - SumPool, Add (multiplying shares by public constants), Pad, SpaceToDepth: local on
+//!   each party's shares.
+//! - At the end the server sends its share of the output; only the client learns it and
+//!   divides out the pooling divisor ([`nn::dequantise`]).
 //!
-//! Session: `NetHello` (version, params) → `NetPlan` (the architecture without
-//! weights, and one method per linear step) → `Setup` (keys for every step) → the
+//! Session: `NetHello` (version, number of inputs) → `NetPlan` (the parameter set the
+//! server's fixed point needs, the architecture without weights, with the input range it
+//! is safe for, and one method per linear step) → the client checks every input against
+//! that range (a NaN, an infinity or an out-of-range value stops the session with a
+//! typed error before anything is encrypted) → `Setup` (keys for every step) → the
 //! server encodes every layer's weights (setup) → per input: offline (flooding zeros,
 //! garbling + OTs for every nonlinear step) → `Ready` → online steps → `Share` → after
 //! the last input `Close`.
@@ -82,28 +88,11 @@ pub struct InferenceReport {
     pub online_ms: f64,
 }
 
-/// The client's inputs: already quantised, or floats quantised at the scale the
-/// server's plan announces (the two-machine case, where the client has no model file).
-#[derive(Clone, Copy, Debug)]
-pub enum Inputs<'a> {
-    /// Fixed-point inputs at the program's scale.
-    Quantised(&'a [Vec<i64>]),
-    /// Float inputs.
-    Float(&'a [Vec<f32>]),
-}
-
-impl Inputs<'_> {
-    fn len(&self) -> usize {
-        match self {
-            Inputs::Quantised(v) => v.len(),
-            Inputs::Float(v) => v.len(),
-        }
-    }
-}
-
 /// The client's result.
 #[derive(Clone, Debug, Default)]
 pub struct ClientNetOutcome {
+    /// The parameter set the server's plan uses.
+    pub params: Option<Params>,
     /// The architecture the server announced (no weights): scales, shapes, steps.
     pub program: Option<Program>,
     /// Per input: the output in fixed point (centred), and the report.
@@ -148,15 +137,18 @@ pub enum NetMsg {
     Hello {
         /// Protocol version.
         version: u32,
-        /// Parameter hash (includes the NTT backend).
-        params_hash: String,
         /// Number of inputs.
         inputs: u32,
     },
-    /// Server: the architecture (weights removed) and a method per HE step.
+    /// Server: the parameter set, the architecture (weights removed) and a method per
+    /// HE step.
     Plan {
+        /// The parameter set (its plaintext modulus is the program's).
+        params: he::ParamsSpec,
+        /// Its hash (includes the NTT backend).
+        params_hash: String,
         /// The program without weights.
-        program: Program,
+        program: Box<Program>,
         /// Per step: the linear layer's plan.
         methods: Vec<Option<LayerSpec>>,
     },
@@ -335,8 +327,9 @@ fn check_pool(shape: &[usize], k_h: usize, k_w: usize, stride: usize, len: usize
     Ok(())
 }
 
-fn shift_add(a: &[u64], sa: u32, b: &[u64], sb: u32, p: u64) -> Vec<u64> {
-    let (fa, fb) = ((1u128 << sa) % p as u128, (1u128 << sb) % p as u128);
+/// `a·ma + b·mb mod p` elementwise (shares times public constants).
+fn mul_add(a: &[u64], ma: u64, b: &[u64], mb: u64, p: u64) -> Vec<u64> {
+    let (fa, fb) = (ma as u128 % p as u128, mb as u128 % p as u128);
     a.iter()
         .zip(b)
         .map(|(&x, &y)| ((x as u128 * fa + y as u128 * fb) % p as u128) as u64)
@@ -522,21 +515,11 @@ fn serve_network_inner<C: Channel>(
     let t0 = Instant::now();
     let c0 = ch.counters();
     let inputs = match recv_net(ch)? {
-        NetMsg::Hello {
-            version,
-            params_hash,
-            inputs,
-        } => {
+        NetMsg::Hello { version, inputs } => {
             if version != PROTOCOL_VERSION {
                 return Err(ProtocolError::Version {
                     ours: PROTOCOL_VERSION,
                     theirs: version,
-                });
-            }
-            if params_hash != params.hash() {
-                return Err(ProtocolError::Params {
-                    ours: params.hash(),
-                    theirs: params_hash,
                 });
             }
             inputs
@@ -566,7 +549,9 @@ fn serve_network_inner<C: Channel>(
     send_net(
         ch,
         &NetMsg::Plan {
-            program: architecture(prog),
+            params: params.spec(),
+            params_hash: params.hash(),
+            program: Box::new(architecture(prog)),
             methods: methods.clone(),
         },
     )?;
@@ -744,8 +729,18 @@ fn serve_network_inner<C: Channel>(
                     )?;
                     sq.server_output(&x, &cross)?
                 }
-                Step::Nonlinear { input, op, .. } => {
-                    let x = get(&shares, *input)?;
+                Step::Nonlinear {
+                    input,
+                    op,
+                    trunc_bits,
+                    ..
+                } => {
+                    // rounding to nearest: the server's share carries the offset
+                    let h = nn::round_offset(*trunc_bits) as u64 % p;
+                    let x: Vec<u64> = get(&shares, *input)?
+                        .into_iter()
+                        .map(|v| (v + h) % p)
+                        .collect();
                     let x = match op {
                         NonlinearOp::MaxPool { k, stride }
                         | NonlinearOp::ReluMaxPool { k, stride } => {
@@ -793,16 +788,10 @@ fn serve_network_inner<C: Channel>(
                 Step::Add {
                     a,
                     b: bb,
-                    shift_a,
-                    shift_b,
+                    mul_a,
+                    mul_b,
                     ..
-                } => shift_add(
-                    &get(&shares, *a)?,
-                    *shift_a,
-                    &get(&shares, *bb)?,
-                    *shift_b,
-                    p,
-                ),
+                } => mul_add(&get(&shares, *a)?, *mul_a, &get(&shares, *bb)?, *mul_b, p),
             };
             shares[step.output()] = Some(y);
             let d = ch.counters() - c;
@@ -892,12 +881,28 @@ fn ask<L: LinearLayer, C: Channel>(
     Ok(plan.decrypt(b, &resp)?)
 }
 
-/// Runs a network session as the client: one inference per input (quantised, at the
-/// program's scale). `progress(step, steps)` is told as each step starts.
+/// Runs a network session as the client: one inference per input (floats, checked
+/// against the plan's input range and quantised at the scale it announces). The
+/// parameter set is the one the server's plan names; `expect` (if given) must equal it.
+/// `progress(step, steps)` is told as each step starts.
 pub fn infer_client<C: Channel>(
     ch: &mut C,
-    params: &Params,
-    inputs: Inputs<'_>,
+    expect: Option<&Params>,
+    inputs: &[Vec<f32>],
+    garbler: Garbler,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<ClientNetOutcome> {
+    let r = infer_client_inner(ch, expect, inputs, garbler, progress);
+    if let Err(e) = &r {
+        crate::server::abort(ch, e);
+    }
+    r
+}
+
+fn infer_client_inner<C: Channel>(
+    ch: &mut C,
+    expect: Option<&Params>,
+    inputs: &[Vec<f32>],
     garbler: Garbler,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<ClientNetOutcome> {
@@ -907,12 +912,20 @@ pub fn infer_client<C: Channel>(
         ch,
         &NetMsg::Hello {
             version: PROTOCOL_VERSION,
-            params_hash: params.hash(),
-            inputs: inputs.len() as u32,
+            inputs: u32::try_from(inputs.len()).map_err(|_| ProtocolError::InputLength {
+                layer: 0,
+                expected: u32::MAX as usize,
+                actual: inputs.len(),
+            })?,
         },
     )?;
-    let (prog, methods) = match recv_net(ch)? {
-        NetMsg::Plan { program, methods } => (program, methods),
+    let (spec, hash, prog, methods) = match recv_net(ch)? {
+        NetMsg::Plan {
+            params,
+            params_hash,
+            program,
+            methods,
+        } => (params, params_hash, *program, methods),
         NetMsg::Hello { .. } => {
             return Err(ProtocolError::Unexpected {
                 expected: "Plan",
@@ -920,8 +933,60 @@ pub fn infer_client<C: Channel>(
             })
         }
     };
+    let params = Params::from_spec(&spec)?;
+    if params.hash() != hash {
+        return Err(ProtocolError::Params {
+            ours: params.hash(),
+            theirs: hash,
+        });
+    }
+    if let Some(want) = expect {
+        if want != &params {
+            return Err(ProtocolError::Params {
+                ours: want.hash(),
+                theirs: hash,
+            });
+        }
+    }
+    let params = &params;
     if methods.len() != prog.steps.len() || prog.p != params.p() || !ids_in_range(&prog) {
         return Err(ProtocolError::Plan);
+    }
+    // every input is checked before anything is encrypted
+    for (k, x) in inputs.iter().enumerate() {
+        match nn::check_input(&prog, x) {
+            Ok(()) => {}
+            Err(nn::NnError::InputOutOfRange {
+                index,
+                value,
+                lo,
+                hi,
+                count,
+            }) => {
+                return Err(ProtocolError::InputOutOfRange {
+                    input: k,
+                    index,
+                    value,
+                    lo,
+                    hi,
+                    count,
+                })
+            }
+            Err(nn::NnError::NonFinite { index, value, .. }) => {
+                return Err(ProtocolError::NonFiniteInput {
+                    input: k,
+                    index,
+                    value,
+                })
+            }
+            Err(_) => {
+                return Err(ProtocolError::InputLength {
+                    layer: 0,
+                    expected: prog.input_shape.iter().product(),
+                    actual: x.len(),
+                })
+            }
+        }
     }
     let plans = prog
         .steps
@@ -937,10 +1002,10 @@ pub fn infer_client<C: Channel>(
         .iter()
         .flatten()
         .fold(he::GaloisSpec::none(), |g, p| g.union(&p.galois()));
-    let inputs: Vec<Vec<i64>> = match inputs {
-        Inputs::Quantised(v) => v.to_vec(),
-        Inputs::Float(v) => v.iter().map(|x| nn::quantise_input(&prog, x)).collect(),
-    };
+    let inputs: Vec<Vec<i64>> = inputs
+        .iter()
+        .map(|x| nn::quantise_input(&prog, x))
+        .collect();
     let b = Bfv::keygen(params, galois)?;
     send(ch, &Msg::Setup(b.public_keys().clone()))?;
     let p = prog.p;
@@ -1086,18 +1151,12 @@ pub fn infer_client<C: Channel>(
                 Step::Add {
                     a,
                     b: bb,
-                    shift_a,
-                    shift_b,
+                    mul_a,
+                    mul_b,
                     ..
                 } => {
                     rep.steps[i].method = "local".into();
-                    shift_add(
-                        &get(&shares, *a)?,
-                        *shift_a,
-                        &get(&shares, *bb)?,
-                        *shift_b,
-                        p,
-                    )
+                    mul_add(&get(&shares, *a)?, *mul_a, &get(&shares, *bb)?, *mul_b, p)
                 }
             };
             shares[step.output()] = Some(y);
@@ -1133,5 +1192,6 @@ pub fn infer_client<C: Channel>(
     }
     send(ch, &Msg::Close)?;
     out.program = Some(prog);
+    out.params = Some(params.clone());
     Ok(out)
 }

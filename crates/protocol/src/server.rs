@@ -157,6 +157,9 @@ pub(crate) fn abort<C: Channel>(ch: &mut C, e: &ProtocolError) {
         ProtocolError::Malformed { .. } | ProtocolError::Unexpected { .. } => {
             AbortReason::Malformed
         }
+        ProtocolError::InputOutOfRange { .. } | ProtocolError::NonFiniteInput { .. } => {
+            AbortReason::Input
+        }
         ProtocolError::Net(_) | ProtocolError::PeerAborted(_) => return,
         _ => AbortReason::Internal,
     };

@@ -2,7 +2,10 @@
 //! channel: the client's reconstructed output equals the plaintext fixed-point
 //! reference bit for bit (nn::run_fixed, integer arithmetic), for an MLP with ReLU, a
 //! square-activation network (interactive Square + truncation), a CNN with MaxPool
-//! and a residual block with GlobalAveragePool; and a wrong parameter set is refused.
+//! and a residual block with GlobalAveragePool; the fixed point is planned on calibration
+//! inputs other than the ones checked; out-of-range or non-finite inputs are refused
+//! before anything is encrypted, and a parameter set other than the one asked for is
+//! refused.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
@@ -17,16 +20,32 @@ fn check(net_name: &str, inputs: usize) {
     check_bytes(net_name, &nn::zoo::onnx(net_name, 1).unwrap(), inputs, 0.0);
 }
 
-/// Inputs uniform in [lo, 1).
-fn check_bytes(net_name: &str, bytes: &[u8], inputs: usize, lo: f32) {
+/// `n` inputs uniform in [lo, 1) from `seed`.
+fn uniform(seed: u64, n: usize, len: usize, lo: f32) -> Vec<Vec<f32>> {
+    let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| (0..len).map(|_| r.random_range(lo..1.0)).collect())
+        .collect()
+}
+
+/// The plan of `bytes` from 8 calibration inputs uniform in [lo, 1).
+fn plan(bytes: &[u8], lo: f32) -> (nn::Program, Params) {
     let network = nn::import_bytes(bytes).unwrap();
     let len: usize = network.input_shape().iter().product();
-    let mut r = rand::rngs::StdRng::seed_from_u64(9);
-    let xs: Vec<Vec<f32>> = (0..inputs)
-        .map(|_| (0..len).map(|_| r.random_range(lo..1.0)).collect())
-        .collect();
-    let prog = nn::plan_fixed_point(&network, &xs, nn::CANDIDATE_MODULI, 6, 12).unwrap();
+    let prog = nn::plan_fixed_point(
+        &network,
+        &uniform(1009, 8, len, lo),
+        &nn::FixedPointOptions::default(),
+    )
+    .unwrap();
     let params = Params::preset(&prog.preset).unwrap();
+    (prog, params)
+}
+
+/// Test inputs uniform in [lo, 1), other than the calibration inputs.
+fn check_bytes(net_name: &str, bytes: &[u8], inputs: usize, lo: f32) {
+    let (prog, params) = plan(bytes, lo);
+    let xs = uniform(9, inputs, prog.input_shape.iter().product(), lo);
     let xq: Vec<Vec<i64>> = xs.iter().map(|x| nn::quantise_input(&prog, x)).collect();
     let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(300), Link::NONE);
     let (sp, sprog) = (params.clone(), prog.clone());
@@ -40,14 +59,8 @@ fn check_bytes(net_name: &str, bytes: &[u8], inputs: usize, lo: f32) {
             gc::Garbler::Server,
         )
     });
-    let out = infer_client(
-        &mut c,
-        &params,
-        protocol::network::Inputs::Quantised(&xq),
-        gc::Garbler::Server,
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let out = infer_client(&mut c, None, &xs, gc::Garbler::Server, &mut |_, _| {}).unwrap();
+    assert_eq!(out.params.as_ref(), Some(&params));
     let srv = server.join().unwrap().unwrap();
     assert_eq!(out.outputs.len(), inputs);
     assert_eq!(srv.inferences.len(), inputs);
@@ -178,14 +191,16 @@ fn minionn_cnn_equals_the_fixed_point_reference() {
     check("mnist-d", 1);
 }
 
-#[test]
-fn a_client_with_other_parameters_is_refused() {
-    let bytes = nn::zoo::onnx("mlp", 1).unwrap();
-    let network = nn::import_bytes(&bytes).unwrap();
-    let xs = vec![vec![0.5f32; 784]];
-    let prog = nn::plan_fixed_point(&network, &xs, nn::CANDIDATE_MODULI, 6, 12).unwrap();
-    let params = Params::preset(&prog.preset).unwrap();
-    let other = Params::preset("n8192-q164").unwrap();
+/// Runs a session of the `mlp` planned on calibration inputs in [0, 1) with the
+/// client's `inputs` and `expect`; returns both results.
+fn session(
+    inputs: Vec<Vec<f32>>,
+    expect: Option<Params>,
+) -> (
+    protocol::Result<protocol::network::ClientNetOutcome>,
+    protocol::Result<protocol::network::ServerNetOutcome>,
+) {
+    let (prog, params) = plan(&nn::zoo::onnx("mlp", 1).unwrap(), 0.0);
     let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(30), Link::NONE);
     let server = std::thread::spawn(move || {
         serve_network(
@@ -197,22 +212,72 @@ fn a_client_with_other_parameters_is_refused() {
             gc::Garbler::Server,
         )
     });
-    let xq = vec![vec![0i64; 784]];
-    let e = infer_client(
+    let client = infer_client(
         &mut c,
-        &other,
-        protocol::network::Inputs::Quantised(&xq),
+        expect.as_ref(),
+        &inputs,
         gc::Garbler::Server,
         &mut |_, _| {},
     );
+    (client, server.join().unwrap())
+}
+
+#[test]
+fn a_client_expecting_other_parameters_stops_before_its_keys() {
+    let other = Params::preset("n8192-q164").unwrap();
+    let (c, s) = session(vec![vec![0.5f32; 784]], Some(other));
+    assert!(matches!(c, Err(ProtocolError::Params { .. })), "{c:?}");
+    // the server heard the coarse reason while it waited for the keys
     assert_eq!(
-        e.unwrap_err(),
+        s.unwrap_err(),
         ProtocolError::PeerAborted(protocol::AbortReason::Params)
     );
-    assert!(matches!(
-        server.join().unwrap(),
-        Err(ProtocolError::Params { .. })
-    ));
+}
+
+/// Ten times a normal input is refused with the range error, a NaN or an infinity with
+/// the non-finite error, on the client before anything is encrypted (the server hears
+/// `Abort(Input)` while it waits for the client's keys), and no session sees it wrap.
+#[test]
+fn out_of_range_and_non_finite_inputs_are_refused_before_encryption() {
+    let normal = uniform(5, 1, 784, 0.0).remove(0);
+    let big: Vec<f32> = normal.iter().map(|v| 10.0 * v).collect();
+    let (c, s) = session(vec![normal.clone(), big], None);
+    match c {
+        Err(ProtocolError::InputOutOfRange {
+            input,
+            value,
+            lo,
+            hi,
+            count,
+            ..
+        }) => {
+            assert_eq!(input, 1);
+            assert!(
+                value > hi && lo <= 0.0 && hi < 10.0 && count > 1,
+                "{value} {lo} {hi}"
+            );
+        }
+        other => panic!("expected InputOutOfRange, got {other:?}"),
+    }
+    assert_eq!(
+        s.unwrap_err(),
+        ProtocolError::PeerAborted(protocol::AbortReason::Input)
+    );
+    for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        let mut x = normal.clone();
+        x[17] = bad;
+        let (c, s) = session(vec![x], None);
+        match c {
+            Err(ProtocolError::NonFiniteInput { input, index, .. }) => {
+                assert_eq!((input, index), (0, 17))
+            }
+            other => panic!("expected NonFiniteInput, got {other:?}"),
+        }
+        assert!(s.is_err());
+    }
+    // the normal input alone runs
+    let (c, s) = session(vec![normal], None);
+    assert!(c.is_ok() && s.is_ok());
 }
 
 /// A server whose plan names a tensor that does not exist is refused (no indexing
@@ -241,12 +306,14 @@ fn a_plan_with_unknown_tensors_is_refused() {
     if let nn::Step::Linear { output, .. } = &mut prog.steps[0] {
         *output = bad;
     }
-    let params = Params::preset("n8192").unwrap();
     let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(30), Link::NONE);
     let server = std::thread::spawn(move || {
         s.recv().unwrap();
+        let params = Params::preset("n8192").unwrap();
         let m = NetMsg::Plan {
-            program: prog,
+            params: params.spec(),
+            params_hash: params.hash(),
+            program: Box::new(prog),
             methods,
         };
         let frame = bincode::DefaultOptions::new()
@@ -255,11 +322,10 @@ fn a_plan_with_unknown_tensors_is_refused() {
             .unwrap();
         s.send(&frame).unwrap();
     });
-    let xq = vec![vec![0i64; 784]];
     let e = infer_client(
         &mut c,
-        &params,
-        protocol::network::Inputs::Quantised(&xq),
+        None,
+        &[vec![0f32; 784]],
         gc::Garbler::Server,
         &mut |_, _| {},
     );

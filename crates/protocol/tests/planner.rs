@@ -111,7 +111,11 @@ fn a_zero_memory_budget_encodes_every_layer_on_the_fly_with_the_same_result() {
     let network = nn::import_bytes(&nn::zoo::onnx("mnist-d", 1).unwrap()).unwrap();
     let mut r = rand::rngs::StdRng::seed_from_u64(3);
     let xs: Vec<Vec<f32>> = vec![(0..784).map(|_| r.random_range(0.0..1.0)).collect()];
-    let prog = nn::plan_fixed_point(&network, &xs, nn::CANDIDATE_MODULI, 6, 12).unwrap();
+    let calibration: Vec<Vec<f32>> = (0..4)
+        .map(|_| (0..784).map(|_| r.random_range(0.0..1.0)).collect())
+        .collect();
+    let prog =
+        nn::plan_fixed_point(&network, &calibration, &nn::FixedPointOptions::default()).unwrap();
     let params = Params::preset(&prog.preset).unwrap();
     let xq: Vec<Vec<i64>> = xs.iter().map(|x| nn::quantise_input(&prog, x)).collect();
     let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(300), Link::NONE);
@@ -129,8 +133,8 @@ fn a_zero_memory_budget_encodes_every_layer_on_the_fly_with_the_same_result() {
     });
     let out = infer_client(
         &mut c,
-        &params,
-        protocol::network::Inputs::Quantised(&xq),
+        Some(&params),
+        &xs,
         gc::Garbler::Server,
         &mut |_, _| {},
     )

@@ -1,0 +1,780 @@
+//! Choosing the fixed point by agreement with the float model, and the input range a
+//! program is safe for.
+//!
+//! [`plan_fixed_point`] lowers the network at every candidate number of fractional
+//! bits `s` it needs to look at, runs the fixed-point reference and the float model
+//! ([`crate::run_float`]) on the calibration inputs and measures how far the
+//! dequantised outputs are from the float ones (max and mean `|Δ|` over every output
+//! of every calibration input). It then takes the **cheapest** plaintext modulus `p`
+//! (the smallest: garbled circuits and OT grow with `log p`, the HE ciphertexts do not)
+//! for which some `s` both
+//! * fits: every value the two parties reconstruct stays below `(p−1)/2 / 2^`
+//!   [`HEADROOM_BITS`] on the calibration inputs, and
+//! * agrees: the calibration error is at most `tolerance / `[`TOLERANCE_SAFETY`] (so
+//!   that unseen inputs keep within the tolerance),
+//!
+//! and with that `p` the `s` with the smallest error (the largest that fits). A network
+//! that no candidate serves is an error before any encryption: [`NnError::Overflow`]
+//! when nothing fits, else [`NnError::Precision`] naming the layer whose output loses
+//! the most relative precision.
+//!
+//! **Input range.** The program carries the range of input values it is safe for
+//! ([`InputRange`]): the calibration inputs' `[min, max]` widened by
+//! [`RANGE_WIDENING`] around its centre (or the range the caller gives). Worst-case
+//! interval arithmetic through every step ([`worst_case_bounds`]) decides its basis:
+//! if no input in the range can push any value out of `(−p/2, p/2)`, the range is
+//! [`RangeBasis::WorstCase`] (a guarantee); otherwise [`RangeBasis::Calibration`]
+//! (values on the calibration inputs keep [`HEADROOM_BITS`] bits of headroom; inputs in
+//! the range are assumed to behave like them). The client refuses an input outside the
+//! range, or with a NaN or infinity, before anything is encrypted ([`check_input`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::NnError;
+use crate::ir::{Network, PadMode};
+use crate::quant::{bits, calibrate, lower, step_max, NonlinearOp, Program, Step};
+use crate::reference::{
+    dequantise_tensor, execute, pad_indices, quantise_input, round_offset, run_float_all,
+    space_to_depth_indices, window_indices,
+};
+
+/// Default tolerance: max `|Δ|` between fixed-point and float outputs (logits).
+pub const DEFAULT_TOLERANCE: f64 = 0.05;
+/// The calibration error must be at most the tolerance divided by this.
+pub const TOLERANCE_SAFETY: f64 = 2.0;
+/// Values on the calibration inputs stay this many bits below `(p−1)/2`.
+pub const HEADROOM_BITS: u32 = 2;
+/// The input range is the calibration range widened by this factor around its centre.
+pub const RANGE_WIDENING: f32 = 1.5;
+
+/// What an [`InputRange`] rests on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RangeBasis {
+    /// Worst-case interval bounds: no input in the range can make a value leave
+    /// `(−p/2, p/2)`.
+    WorstCase,
+    /// Calibration maxima: on the calibration inputs every value keeps `headroom_bits`
+    /// bits below `(p−1)/2`; inputs in the range are assumed to behave alike.
+    Calibration {
+        /// Headroom kept, bits.
+        headroom_bits: u32,
+    },
+}
+
+/// The input values a program is safe for (every element in `[lo, hi]`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InputRange {
+    /// Smallest allowed value.
+    pub lo: f32,
+    /// Largest allowed value.
+    pub hi: f32,
+    /// Guarantee or calibration.
+    pub basis: RangeBasis,
+}
+
+/// Agreement of the fixed-point program with the float model.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Accuracy {
+    /// Largest `|fixed − float|` over all outputs of all inputs.
+    pub max_abs_err: f64,
+    /// Mean `|fixed − float|`.
+    pub mean_abs_err: f64,
+    /// The tolerance the plan was chosen for.
+    pub tolerance: f64,
+    /// Number of (calibration) inputs measured.
+    pub inputs: usize,
+}
+
+/// How [`plan_fixed_point`] chooses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FixedPointOptions {
+    /// Candidate plaintext moduli with their parameter preset names.
+    pub candidates: Vec<(u64, String)>,
+    /// Smallest number of fractional bits tried.
+    pub min_frac_bits: u32,
+    /// Largest number of fractional bits tried.
+    pub max_frac_bits: u32,
+    /// Max `|Δ|` between fixed-point and float outputs.
+    pub tolerance: f64,
+    /// The input range, instead of the calibration range widened.
+    pub input_range: Option<(f32, f32)>,
+}
+
+impl Default for FixedPointOptions {
+    fn default() -> Self {
+        Self {
+            candidates: crate::CANDIDATE_MODULI
+                .iter()
+                .map(|&(p, n)| (p, n.to_string()))
+                .collect(),
+            min_frac_bits: crate::DEFAULT_MIN_FRAC_BITS,
+            max_frac_bits: crate::DEFAULT_MAX_FRAC_BITS,
+            tolerance: DEFAULT_TOLERANCE,
+            input_range: None,
+        }
+    }
+}
+
+impl FixedPointOptions {
+    /// The defaults with these candidates and fractional-bit range.
+    pub fn with(candidates: &[(u64, &str)], min_frac_bits: u32, max_frac_bits: u32) -> Self {
+        Self {
+            candidates: candidates
+                .iter()
+                .map(|&(p, n)| (p, n.to_string()))
+                .collect(),
+            min_frac_bits,
+            max_frac_bits,
+            ..Self::default()
+        }
+    }
+    /// With this tolerance.
+    pub fn tolerance(self, tolerance: f64) -> Self {
+        Self { tolerance, ..self }
+    }
+}
+
+/// One lowering, measured on the calibration inputs.
+struct Eval {
+    prog: Program,
+    /// Largest value any step must reconstruct (`None`: beyond 2^62).
+    needed: Option<u128>,
+    /// Step (or input) with the largest value.
+    worst: String,
+    max_err: f64,
+    mean_err: f64,
+}
+
+fn fits(needed: Option<u128>, p: u64) -> bool {
+    needed.is_some_and(|m| m << HEADROOM_BITS <= (p as u128 - 1) / 2)
+}
+
+fn evaluate(
+    net: &Network,
+    s: u32,
+    p: u64,
+    calibration: &[Vec<f32>],
+    floats: &[Vec<f32>],
+) -> Result<Eval, NnError> {
+    let mut prog = lower(net, s, p)?;
+    let max = match calibrate(&mut prog, calibration) {
+        Ok(m) => m,
+        Err(NnError::RangeExceeded { step, layer, .. }) => {
+            return Ok(Eval {
+                prog,
+                needed: None,
+                worst: if step == 0 { "input".into() } else { layer },
+                max_err: f64::INFINITY,
+                mean_err: f64::INFINITY,
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let (i, &needed) = max
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, m)| **m)
+        .unwrap_or((0, &0));
+    let worst = prog
+        .steps
+        .get(i)
+        .map_or_else(|| "input".to_string(), |st| st.name().to_string());
+    let (max_err, mean_err) = output_error(&prog, calibration, floats)?;
+    Ok(Eval {
+        prog,
+        needed: Some(needed),
+        worst,
+        max_err,
+        mean_err,
+    })
+}
+
+/// Max and mean `|fixed − float|` of the outputs (no range check: the caller decides).
+fn output_error(
+    prog: &Program,
+    inputs: &[Vec<f32>],
+    floats: &[Vec<f32>],
+) -> Result<(f64, f64), NnError> {
+    let (mut max, mut sum, mut n) = (0f64, 0f64, 0usize);
+    for (x, f) in inputs.iter().zip(floats) {
+        let vals = execute(prog, &quantise_input(prog, x), false)?;
+        let y = dequantise_tensor(prog, prog.output, &vals[prog.output]);
+        for (a, b) in y.iter().zip(f) {
+            let d = (*a as f64 - *b as f64).abs();
+            max = max.max(d);
+            sum += d;
+            n += 1;
+        }
+    }
+    Ok((max, if n == 0 { 0.0 } else { sum / n as f64 }))
+}
+
+/// The lowerings looked at, by `s`.
+struct Search<'a> {
+    net: &'a Network,
+    calibration: &'a [Vec<f32>],
+    floats: Vec<Vec<f32>>,
+    p_max: u64,
+    lo_s: u32,
+    cache: Vec<Option<Eval>>,
+}
+
+impl Search<'_> {
+    fn at(&mut self, s: u32) -> Result<&Eval, NnError> {
+        let k = (s - self.lo_s) as usize;
+        if self.cache[k].is_none() {
+            self.cache[k] = Some(evaluate(
+                self.net,
+                s,
+                self.p_max,
+                self.calibration,
+                &self.floats,
+            )?);
+        }
+        self.cache[k]
+            .as_ref()
+            .ok_or_else(|| NnError::Plan("internal: evaluation missing".into()))
+    }
+    fn fits(&mut self, s: u32, p: u64) -> Result<bool, NnError> {
+        Ok(fits(self.at(s)?.needed, p))
+    }
+}
+
+/// Picks `s` and `p` by agreement with the float model (see the module doc) and fills
+/// the program's bounds, input range and accuracy.
+pub fn plan_fixed_point(
+    net: &Network,
+    calibration: &[Vec<f32>],
+    opts: &FixedPointOptions,
+) -> Result<Program, NnError> {
+    if calibration.is_empty() {
+        return Err(NnError::Plan("no calibration inputs".into()));
+    }
+    if opts.candidates.is_empty() {
+        return Err(NnError::Plan("no candidate plaintext moduli".into()));
+    }
+    let (lo_s, hi_s) = (opts.min_frac_bits, opts.max_frac_bits);
+    if lo_s == 0 || lo_s > hi_s || hi_s > 30 {
+        return Err(NnError::Plan(format!(
+            "fractional-bit range {lo_s}..={hi_s} (must be within 1..=30)"
+        )));
+    }
+    if opts.tolerance.is_nan() || opts.tolerance <= 0.0 {
+        return Err(NnError::Plan(format!(
+            "tolerance {} must be positive",
+            opts.tolerance
+        )));
+    }
+    net.validate()?;
+    let n_in: usize = net.input_shape().iter().product();
+    for (k, x) in calibration.iter().enumerate() {
+        if x.len() != n_in {
+            return Err(NnError::Length {
+                what: format!("calibration input {k}"),
+                expected: n_in,
+                actual: x.len(),
+            });
+        }
+        if let Some((i, v)) = x.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(NnError::NonFinite {
+                what: format!("calibration input {k}"),
+                index: i,
+                value: *v,
+            });
+        }
+    }
+    let mut cands = opts.candidates.clone();
+    cands.sort_by_key(|c| c.0);
+    let p_max = cands.last().map_or(0, |c| c.0);
+    let mut search = Search {
+        net,
+        calibration,
+        floats: calibration
+            .iter()
+            .map(|x| crate::run_float(net, x))
+            .collect(),
+        p_max,
+        lo_s,
+        cache: (lo_s..=hi_s).map(|_| None).collect(),
+    };
+    let target = opts.tolerance / TOLERANCE_SAFETY;
+    let mut chosen = None;
+    'moduli: for (p, preset) in &cands {
+        if !search.fits(lo_s, *p)? {
+            continue;
+        }
+        // the largest s that fits (values grow with s)
+        let (mut a, mut b) = (lo_s, hi_s);
+        while a < b {
+            let mid = (a + b).div_ceil(2);
+            if search.fits(mid, *p)? {
+                a = mid;
+            } else {
+                b = mid - 1;
+            }
+        }
+        // the error normally falls with s; look two below in case it does not
+        for s in (a.saturating_sub(2).max(lo_s)..=a).rev() {
+            let e = search.at(s)?;
+            if fits(e.needed, *p) && e.max_err <= target {
+                chosen = Some((s, *p, preset.clone()));
+                break 'moduli;
+            }
+        }
+    }
+    let Some((s, p, preset)) = chosen else {
+        return Err(no_plan(&mut search, opts));
+    };
+    let Some(e) = search.cache[(s - lo_s) as usize].take() else {
+        return Err(NnError::Plan("internal: evaluation missing".into()));
+    };
+    let mut prog = e.prog;
+    prog.p = p;
+    prog.preset = preset;
+    calibrate(&mut prog, calibration)?;
+    prog.accuracy = Some(Accuracy {
+        max_abs_err: e.max_err,
+        mean_abs_err: e.mean_err,
+        tolerance: opts.tolerance,
+        inputs: calibration.len(),
+    });
+    let (lo, hi) = match opts.input_range {
+        Some((lo, hi)) => (lo, hi),
+        None => calibration_range(calibration),
+    };
+    if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+        return Err(NnError::Plan(format!("input range [{lo}, {hi}] is empty")));
+    }
+    let basis = if worst_case_fits(&prog, lo, hi) {
+        RangeBasis::WorstCase
+    } else {
+        RangeBasis::Calibration {
+            headroom_bits: HEADROOM_BITS,
+        }
+    };
+    prog.input_range = Some(InputRange { lo, hi, basis });
+    Ok(prog)
+}
+
+/// The error when no candidate serves the network.
+fn no_plan(search: &mut Search<'_>, opts: &FixedPointOptions) -> NnError {
+    let p_max = search.p_max;
+    // the most accurate s that fits the largest modulus
+    let best = search
+        .cache
+        .iter()
+        .flatten()
+        .filter(|e| fits(e.needed, p_max))
+        .min_by(|a, b| a.max_err.total_cmp(&b.max_err));
+    if let Some(e) = best {
+        let (layer, op, rel) = precision_loss(search.net, &e.prog, search.calibration)
+            .unwrap_or_else(|| ("?".into(), "?".into(), f64::NAN));
+        return NnError::Precision {
+            tolerance: opts.tolerance,
+            achieved: e.max_err,
+            frac_bits: e.prog.frac_bits,
+            p_bits: bits(p_max as u128),
+            layer,
+            op,
+            relative_error: rel,
+        };
+    }
+    match search.at(search.lo_s) {
+        Ok(e) => NnError::Overflow {
+            layer: e.worst.clone(),
+            needed_bits: e.needed.map_or(63, |m| bits((m << HEADROOM_BITS) * 2 + 1)),
+            p_bits: bits(p_max as u128),
+        },
+        Err(e) => e,
+    }
+}
+
+/// The calibration inputs' `[min, max]`, widened by [`RANGE_WIDENING`] around its
+/// centre.
+pub fn calibration_range(calibration: &[Vec<f32>]) -> (f32, f32) {
+    let (lo, hi) = calibration
+        .iter()
+        .flatten()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    if lo > hi {
+        return (0.0, 0.0);
+    }
+    let (c, r) = ((lo + hi) / 2.0, (hi - lo) / 2.0 * RANGE_WIDENING);
+    (c - r, c + r)
+}
+
+/// The agreement of `prog` with the float network on `inputs` (values that leave the
+/// range are not checked here; [`crate::run_fixed`] does that).
+pub fn float_agreement(
+    net: &Network,
+    prog: &Program,
+    inputs: &[Vec<f32>],
+    tolerance: f64,
+) -> Result<Accuracy, NnError> {
+    let floats: Vec<Vec<f32>> = inputs.iter().map(|x| crate::run_float(net, x)).collect();
+    let (max_abs_err, mean_abs_err) = output_error(prog, inputs, &floats)?;
+    Ok(Accuracy {
+        max_abs_err,
+        mean_abs_err,
+        tolerance,
+        inputs: inputs.len(),
+    })
+}
+
+/// Checks an input before it is quantised and encrypted: its length, every value finite
+/// and inside the program's [`InputRange`]. For an out-of-range input the error names
+/// the element farthest outside and how many are outside.
+pub fn check_input(prog: &Program, x: &[f32]) -> Result<(), NnError> {
+    let n: usize = prog.input_shape.iter().product();
+    if x.len() != n {
+        return Err(NnError::Length {
+            what: "input".into(),
+            expected: n,
+            actual: x.len(),
+        });
+    }
+    if let Some((i, v)) = x.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        return Err(NnError::NonFinite {
+            what: "input".into(),
+            index: i,
+            value: *v,
+        });
+    }
+    let Some(r) = prog.input_range else {
+        return Ok(());
+    };
+    let outside = |v: f32| (r.lo - v).max(v - r.hi);
+    let bad: Vec<(usize, f32)> = x
+        .iter()
+        .enumerate()
+        .filter(|(_, &v)| outside(v) > 0.0)
+        .map(|(i, &v)| (i, v))
+        .collect();
+    match bad
+        .iter()
+        .max_by(|a, b| outside(a.1).total_cmp(&outside(b.1)))
+    {
+        Some(&(index, value)) => Err(NnError::InputOutOfRange {
+            index,
+            value,
+            lo: r.lo,
+            hi: r.hi,
+            count: bad.len(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Worst-case interval bounds: for inputs with every element in `[lo, hi]`, the largest
+/// `|value|` of every tensor (index = tensor id), computed by interval arithmetic through
+/// every step; `None` once a bound passes 2^62.
+pub fn worst_case_bounds(prog: &Program, lo: f32, hi: f32) -> Option<Vec<u128>> {
+    let f = 2f64.powi(prog.frac_bits as i32);
+    let (ql, qh) = ((lo as f64 * f).round(), (hi as f64 * f).round());
+    let cap = (1i128 << 62) as f64;
+    if ql.abs() >= cap || qh.abs() >= cap {
+        return None;
+    }
+    type Iv = (Vec<i128>, Vec<i128>);
+    let n_in = prog.tensors.get(prog.input)?.len();
+    let mut iv: Vec<Option<Iv>> = vec![None; prog.tensors.len()];
+    iv[prog.input] = Some((vec![ql as i128; n_in], vec![qh as i128; n_in]));
+    let limit = 1i128 << 62;
+    let ok = |v: &[i128]| v.iter().all(|x| x.abs() < limit);
+    let to64 = |v: &[i128]| v.iter().map(|&x| x as i64).collect::<Vec<i64>>();
+    let split = |w: &[i64]| -> (Vec<i64>, Vec<i64>) {
+        (
+            w.iter().map(|&v| v.max(0)).collect(),
+            w.iter().map(|&v| v.min(0)).collect(),
+        )
+    };
+    for st in &prog.steps {
+        let get = |t: usize| iv.get(t).and_then(|v| v.as_ref());
+        let out: Iv = match st {
+            Step::Linear {
+                input,
+                rows,
+                cols,
+                weight,
+                bias,
+                ..
+            } => {
+                let (l, h) = get(*input)?;
+                let (wp, wn) = split(weight);
+                let m =
+                    |w: &[i64], x: &[i128]| kernels::reference::matvec(w, &to64(x), *rows, *cols);
+                let add = |a: Vec<i128>, b: Vec<i128>| -> Vec<i128> {
+                    a.iter()
+                        .zip(&b)
+                        .zip(bias)
+                        .map(|((x, y), c)| x + y + *c as i128)
+                        .collect()
+                };
+                (add(m(&wp, l), m(&wn, h)), add(m(&wp, h), m(&wn, l)))
+            }
+            Step::Conv {
+                input,
+                shape,
+                weight,
+                bias,
+                ..
+            } => {
+                let (l, h) = get(*input)?;
+                let (wp, wn) = split(weight);
+                let c = |w: &[i64], x: &[i128]| kernels::reference::conv(shape, &to64(x), w);
+                let (oh, ow, _, _) = kernels::reference::conv_output(shape);
+                let per = (oh * ow).max(1);
+                let add = |a: Vec<i128>, b: Vec<i128>| -> Vec<i128> {
+                    a.iter()
+                        .zip(&b)
+                        .enumerate()
+                        .map(|(i, (x, y))| x + y + bias.get(i / per).copied().unwrap_or(0) as i128)
+                        .collect()
+                };
+                // padded positions of a SAME convolution read zeros: inside [l, h] only
+                // if 0 is; include it.
+                let (l0, h0): (Vec<i128>, Vec<i128>) = if shape.padding == kernels::Padding::Same {
+                    (
+                        l.iter().map(|&v| v.min(0)).collect(),
+                        h.iter().map(|&v| v.max(0)).collect(),
+                    )
+                } else {
+                    (l.clone(), h.clone())
+                };
+                (add(c(&wp, &l0), c(&wn, &h0)), add(c(&wp, &h0), c(&wn, &l0)))
+            }
+            Step::Nonlinear {
+                input,
+                op,
+                trunc_bits,
+                ..
+            } => {
+                let (l, h) = get(*input)?;
+                let sh = &prog.tensors[*input].shape;
+                let r = round_offset(*trunc_bits);
+                if !ok(&l.iter().map(|v| v + r).collect::<Vec<_>>())
+                    || !ok(&h.iter().map(|v| v + r).collect::<Vec<_>>())
+                {
+                    return None;
+                }
+                let pool = |v: &[i128], k: usize, s: usize, relu: bool| -> Option<Vec<i128>> {
+                    if sh.len() != 3 || sh[1] < k || sh[2] < k || s == 0 {
+                        return None;
+                    }
+                    Some(
+                        window_indices(sh, k, k, s)
+                            .chunks(k * k)
+                            .map(|w| {
+                                let m = w.iter().map(|&i| v[i]).max().unwrap_or(0);
+                                if relu {
+                                    m.max(0)
+                                } else {
+                                    m
+                                }
+                            })
+                            .collect(),
+                    )
+                };
+                let (l2, h2) = match op {
+                    NonlinearOp::Relu => (
+                        l.iter().map(|v| (*v).max(0)).collect(),
+                        h.iter().map(|v| (*v).max(0)).collect(),
+                    ),
+                    NonlinearOp::Identity => (l.clone(), h.clone()),
+                    NonlinearOp::MaxPool { k, stride } => {
+                        (pool(l, *k, *stride, false)?, pool(h, *k, *stride, false)?)
+                    }
+                    NonlinearOp::ReluMaxPool { k, stride } => {
+                        (pool(l, *k, *stride, true)?, pool(h, *k, *stride, true)?)
+                    }
+                };
+                let t = |v: Vec<i128>| -> Vec<i128> {
+                    v.into_iter().map(|x| (x + r) >> trunc_bits).collect()
+                };
+                (t(l2), t(h2))
+            }
+            Step::Square { input, .. } => {
+                let (l, h) = get(*input)?;
+                l.iter()
+                    .zip(h)
+                    .map(|(&a, &b)| {
+                        let (a2, b2) = (a * a, b * b);
+                        let top = a2.max(b2);
+                        let bottom = if a <= 0 && b >= 0 { 0 } else { a2.min(b2) };
+                        (bottom, top)
+                    })
+                    .unzip()
+            }
+            Step::SumPool {
+                input,
+                k_h,
+                k_w,
+                stride,
+                ..
+            } => {
+                let (l, h) = get(*input)?;
+                let sh = &prog.tensors[*input].shape;
+                if sh.len() != 3 || sh[1] < *k_h || sh[2] < *k_w || *stride == 0 {
+                    return None;
+                }
+                let idx = window_indices(sh, *k_h, *k_w, *stride);
+                let sum = |v: &[i128]| -> Vec<i128> {
+                    idx.chunks(k_h * k_w)
+                        .map(|w| w.iter().map(|&i| v[i]).sum())
+                        .collect()
+                };
+                (sum(l), sum(h))
+            }
+            Step::Pad {
+                input, pads, mode, ..
+            } => {
+                let (l, h) = get(*input)?;
+                let sh = &prog.tensors[*input].shape;
+                if sh.len() != 3 || sh[1] == 0 || sh[2] == 0 {
+                    return None;
+                }
+                let idx = pad_indices(sh, *pads, *mode);
+                let g = |v: &[i128]| -> Vec<i128> {
+                    idx.iter().map(|i| i.map_or(0, |i| v[i])).collect()
+                };
+                debug_assert!(matches!(mode, PadMode::Zero | PadMode::Edge));
+                (g(l), g(h))
+            }
+            Step::SpaceToDepth {
+                input,
+                stride,
+                phases,
+                out_h,
+                out_w,
+                ..
+            } => {
+                let (l, h) = get(*input)?;
+                let sh = &prog.tensors[*input].shape;
+                if sh.len() != 3 || *stride == 0 {
+                    return None;
+                }
+                let idx = space_to_depth_indices(sh, *stride, *phases, *out_h, *out_w);
+                let g = |v: &[i128]| -> Vec<i128> {
+                    idx.iter().map(|i| i.map_or(0, |i| v[i])).collect()
+                };
+                (g(l), g(h))
+            }
+            Step::Add {
+                a, b, mul_a, mul_b, ..
+            } => {
+                let ((la, ha), (lb, hb)) = (get(*a)?, get(*b)?);
+                let (ma, mb) = (*mul_a as i128, *mul_b as i128);
+                (
+                    la.iter().zip(lb).map(|(x, y)| x * ma + y * mb).collect(),
+                    ha.iter().zip(hb).map(|(x, y)| x * ma + y * mb).collect(),
+                )
+            }
+        };
+        if !ok(&out.0) || !ok(&out.1) {
+            return None;
+        }
+        iv[st.output()] = Some(out);
+    }
+    Some(
+        iv.iter()
+            .map(|v| {
+                v.as_ref().map_or(0, |(l, h)| {
+                    l.iter()
+                        .chain(h)
+                        .map(|x| x.unsigned_abs())
+                        .max()
+                        .unwrap_or(0)
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Whether no input with every element in `[lo, hi]` can push a value of `prog` out of
+/// `(−p/2, p/2)` (including the rounding offsets the nonlinear steps add).
+pub fn worst_case_fits(prog: &Program, lo: f32, hi: f32) -> bool {
+    let Some(t) = worst_case_bounds(prog, lo, hi) else {
+        return false;
+    };
+    let half = (prog.p as u128).saturating_sub(1) / 2;
+    t[prog.input] <= half && prog.steps.iter().all(|st| step_max(st, &t) <= half)
+}
+
+/// The layer that loses the most relative precision: per step, the relative error of
+/// its output (max `|fixed − float|` over max `|float|`, on up to 4 calibration inputs)
+/// minus the largest relative error among its inputs. Returns the layer's name, op
+/// kind and the relative error of its output. Program tensors are matched to the
+/// network's by name; steps the lowering adds inherit their input's error.
+pub fn precision_loss(
+    net: &Network,
+    prog: &Program,
+    calibration: &[Vec<f32>],
+) -> Option<(String, String, f64)> {
+    let inputs = &calibration[..calibration.len().min(4)];
+    let by_name: std::collections::HashMap<&str, usize> = net
+        .tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.as_str(), i))
+        .collect();
+    let mut err = vec![None::<f64>; prog.tensors.len()];
+    let mut scale = vec![0f64; prog.tensors.len()];
+    for x in inputs {
+        let floats = run_float_all(net, x);
+        let fixed = execute(prog, &quantise_input(prog, x), false).ok()?;
+        for (t, info) in prog.tensors.iter().enumerate() {
+            let Some(&i) = by_name.get(info.name.as_str()) else {
+                continue;
+            };
+            let f = &floats[i];
+            if f.len() != fixed[t].len() {
+                continue;
+            }
+            let y = dequantise_tensor(prog, t, &fixed[t]);
+            let d = y
+                .iter()
+                .zip(f)
+                .map(|(a, b)| (*a as f64 - *b as f64).abs())
+                .fold(0f64, f64::max);
+            let m = f.iter().map(|v| v.abs() as f64).fold(0f64, f64::max);
+            err[t] = Some(err[t].unwrap_or(0.0).max(d));
+            scale[t] = scale[t].max(m);
+        }
+    }
+    let mut rel: Vec<f64> = err
+        .iter()
+        .zip(&scale)
+        .map(|(e, s)| e.map_or(f64::NAN, |e| e / s.max(1e-6)))
+        .collect();
+    if rel[prog.input].is_nan() {
+        rel[prog.input] = 0.0;
+    }
+    let mut best: Option<(usize, f64)> = None;
+    for (i, st) in prog.steps.iter().enumerate() {
+        let before = st
+            .inputs()
+            .iter()
+            .map(|&t| rel[t])
+            .filter(|v| !v.is_nan())
+            .fold(0f64, f64::max);
+        let o = st.output();
+        if rel[o].is_nan() {
+            rel[o] = before;
+            continue;
+        }
+        let loss = rel[o] - before;
+        if best.is_none_or(|(_, b)| loss > b) {
+            best = Some((i, loss));
+        }
+    }
+    let (i, _) = best?;
+    let st = &prog.steps[i];
+    let kind = net
+        .nodes
+        .iter()
+        .find(|n| n.name == st.name())
+        .map_or("step", |n| n.op.kind());
+    Some((st.name().to_string(), kind.to_string(), rel[st.output()]))
+}
