@@ -254,38 +254,10 @@ pub fn run(a: &InferArgs) -> Res<()> {
         )
     };
     let (prog, params, source) = a.fixed.plan(&network, Some(default_calibration))?;
-    let method = a.method.clone();
-    if method != "auto"
-        && kernels::Method::parse(&method).is_none()
-        && kernels::ConvMethod::parse(&method).is_none()
-    {
-        return Err(format!("unknown method `{method}`").into());
-    }
-    let link = a.link.link()?;
-    let (planner, _) = a.planner.planner(&params, &link)?;
-    let mem_limit = a.planner.mem_limit_bytes()?;
-    let fixed = crate::plan::method_per_layer(&prog, &params, &planner, mem_limit, method)?;
     let garbler: gc::Garbler = a.garbler.parse()?;
-    let timeout = Duration::from_secs(a.link.timeout.max(600));
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?.to_string();
-    let (sp, sprog) = (params.clone(), prog.clone());
-    let server = thread::spawn(move || -> Result<_, String> {
-        let (stream, _) = listener.accept().map_err(|e| e.to_string())?;
-        let mut ch =
-            TcpChannel::new(stream, DEFAULT_MAX_FRAME, timeout, link).map_err(|e| e.to_string())?;
-        serve_network_with(&mut ch, &sp, &sprog, &fixed, &link, garbler, mem_limit)
-            .map_err(|e| e.to_string())
-    });
-    let mut ch = TcpChannel::connect(&addr, DEFAULT_MAX_FRAME, timeout, link)?;
-    let pb = crate::timing::progress(prog.steps.len() as u64, "private inference");
-    let client = infer_client(&mut ch, Some(&params), &inputs, garbler, &mut |i, _| {
-        pb.set_position(i as u64)
-    });
-    pb.finish_and_clear();
-    let srv = server.join().map_err(|_| "the server thread panicked")?;
-    let client = client?;
-    let srv = srv.map_err(|e| format!("server: {e}"))?;
+    let (client, srv) = run_over_loopback(
+        &prog, &params, &inputs, &a.method, garbler, &a.link, &a.planner, true,
+    )?;
     let mut outputs = Vec::new();
     for (x, (y, rep)) in inputs.iter().zip(&client.outputs) {
         let want = nn::run_fixed(&prog, &nn::quantise_input(&prog, x))?;
@@ -348,6 +320,61 @@ pub fn run(a: &InferArgs) -> Res<()> {
         return Err("a private result differs from the plaintext fixed-point reference".into());
     }
     Ok(())
+}
+
+/// Runs the network privately with the server in a thread and the client here, over
+/// a loopback TCP connection: the server plans every linear layer (`method` or the
+/// planner's pick), the client sends `inputs` (checked against the plan's range).
+#[allow(clippy::too_many_arguments)]
+pub fn run_over_loopback(
+    prog: &nn::Program,
+    params: &he::Params,
+    inputs: &[Vec<f32>],
+    method: &str,
+    garbler: gc::Garbler,
+    link_args: &LinkArgs,
+    planner_args: &crate::costs::PlannerArgs,
+    show_progress: bool,
+) -> Res<(
+    protocol::network::ClientNetOutcome,
+    protocol::network::ServerNetOutcome,
+)> {
+    if method != "auto"
+        && kernels::Method::parse(method).is_none()
+        && kernels::ConvMethod::parse(method).is_none()
+    {
+        return Err(format!("unknown method `{method}`").into());
+    }
+    let link = link_args.link()?;
+    let (planner, _) = planner_args.planner(params, &link)?;
+    let mem_limit = planner_args.mem_limit_bytes()?;
+    let fixed =
+        crate::plan::method_per_layer(prog, params, &planner, mem_limit, method.to_string())?;
+    let timeout = Duration::from_secs(link_args.timeout.max(600));
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?.to_string();
+    let (sp, sprog) = (params.clone(), prog.clone());
+    let server = thread::spawn(move || -> Result<_, String> {
+        let (stream, _) = listener.accept().map_err(|e| e.to_string())?;
+        let mut ch =
+            TcpChannel::new(stream, DEFAULT_MAX_FRAME, timeout, link).map_err(|e| e.to_string())?;
+        serve_network_with(&mut ch, &sp, &sprog, &fixed, &link, garbler, mem_limit)
+            .map_err(|e| e.to_string())
+    });
+    let mut ch = TcpChannel::connect(&addr, DEFAULT_MAX_FRAME, timeout, link)?;
+    let pb = if show_progress {
+        crate::timing::progress(prog.steps.len() as u64, "private inference")
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let client = infer_client(&mut ch, Some(params), inputs, garbler, &mut |i, _| {
+        pb.set_position(i as u64)
+    });
+    pb.finish_and_clear();
+    let srv = server.join().map_err(|_| "the server thread panicked")?;
+    let client = client?;
+    let srv = srv.map_err(|e| format!("server: {e}"))?;
+    Ok((client, srv))
 }
 
 fn print_report(r: &Report) {

@@ -14,6 +14,7 @@ mod costs;
 mod demo;
 mod fixed;
 mod infer;
+mod inspect;
 mod plan;
 mod samples;
 mod timing;
@@ -47,6 +48,9 @@ enum Cmd {
     /// Private inference of a whole network (ONNX, or a built-in one), client and
     /// server over loopback TCP, checked against the plaintext fixed-point reference.
     Infer(infer::InferArgs),
+    /// What helina makes of a model: the imported graph, the fixed point (scales, p),
+    /// its agreement with the float model, the input range and the method per layer.
+    Inspect(inspect::InspectArgs),
     /// Per linear layer of a network: every method's predicted time and bytes, and the
     /// pick.
     Plan(plan::PlanArgs),
@@ -141,6 +145,7 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Demo(a) => demo::run(&a),
         Cmd::Infer(a) => infer::run(&a),
+        Cmd::Inspect(a) => inspect::run(&a),
         Cmd::Plan(a) => plan::run(&a),
         Cmd::Export(a) => export(&a),
         Cmd::Server(a) => twoparty::server(&a),

@@ -312,3 +312,31 @@ fn a_network_server_needs_calibration_or_a_range() {
         "{e}"
     );
 }
+
+/// `helina demo` (the README's first command): the embedded digit classifier over
+/// loopback TCP, the private predictions equal the float model's and the labels.
+#[test]
+fn the_demo_classifies_digits_privately() {
+    let out = Command::new(BIN)
+        .args(["demo", "--limit", "3", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let images = j["images"].as_array().unwrap();
+    assert_eq!(images.len(), 3);
+    let (_, reference) = read_f32(&fixture("digits-cnn-bn-test-reference.npy"));
+    for (i, im) in images.iter().enumerate() {
+        assert_eq!(im["prediction"], im["float_prediction"]);
+        assert_eq!(im["prediction"].as_i64(), im["label"].as_i64());
+        assert!(im["max_abs_err"].as_f64().unwrap() <= TOLERANCE);
+        for (a, b) in im["logits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(&reference[i * 10..(i + 1) * 10])
+        {
+            assert!((a.as_f64().unwrap() - *b as f64).abs() <= TOLERANCE);
+        }
+    }
+}

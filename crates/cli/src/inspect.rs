@@ -1,0 +1,259 @@
+//! `helina inspect m.onnx`: what helina makes of a model before anything is encrypted —
+//! the imported graph with shapes, the fixed point (parameter set, fractional bits,
+//! each tensor's scale and pooling divisor, each layer's weight scale and accumulator
+//! bits), the agreement with the float model on the calibration inputs, the input range
+//! the plan is safe for, and the method the planner picks for every linear layer.
+
+use clap::Args;
+use serde::Serialize;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// The model (ONNX).
+    #[arg(conflicts_with = "net")]
+    model: Option<String>,
+    /// A built-in network instead (calibrated on seeded random inputs in [0, 1)).
+    #[arg(long)]
+    net: Option<String>,
+    #[command(flatten)]
+    fixed: crate::fixed::FixedPointArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    link: crate::twoparty::LinkArgs,
+    #[command(flatten)]
+    planner: crate::costs::PlannerArgs,
+}
+
+#[derive(Serialize)]
+struct NodeRow {
+    name: String,
+    op: String,
+    inputs: Vec<Vec<usize>>,
+    output: Vec<usize>,
+}
+
+#[derive(Serialize)]
+struct StepRow {
+    name: String,
+    kind: String,
+    output: String,
+    shape: Vec<usize>,
+    scale_bits: u32,
+    divisor: u64,
+    weight_scale_bits: Option<u32>,
+    trunc_bits: Option<u32>,
+    calibration_bits: Option<u32>,
+    worst_case_bits: Option<u32>,
+    method: Option<String>,
+    predicted_ms: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    input_shape: Vec<usize>,
+    nodes: Vec<NodeRow>,
+    params: String,
+    p: u64,
+    frac_bits: u32,
+    calibration: String,
+    accuracy: Option<nn::Accuracy>,
+    input_range: Option<nn::InputRange>,
+    steps: Vec<StepRow>,
+    predicted_linear_ms: f64,
+}
+
+fn kind(st: &nn::Step) -> String {
+    match st {
+        nn::Step::Linear { .. } => "linear".into(),
+        nn::Step::Conv { .. } => "conv".into(),
+        nn::Step::Nonlinear { op, .. } => format!("{op:?}"),
+        nn::Step::Square { .. } => "square".into(),
+        nn::Step::SumPool { k_h, k_w, .. } => format!("sumpool {k_h}x{k_w}"),
+        nn::Step::Add { mul_a, mul_b, .. } => format!("add (x{mul_a}, x{mul_b})"),
+        nn::Step::Pad { .. } => "pad".into(),
+        nn::Step::SpaceToDepth { .. } => "space-to-depth".into(),
+    }
+}
+
+pub fn run(a: &InspectArgs) -> Res<()> {
+    let (name, bytes) = match (&a.model, &a.net) {
+        (Some(p), None) => (
+            p.clone(),
+            std::fs::read(p).map_err(|e| format!("{p}: {e}"))?,
+        ),
+        (None, Some(n)) => (
+            n.clone(),
+            nn::zoo::onnx(n, 1).ok_or(format!("unknown network `{n}`"))?,
+        ),
+        _ => return Err("give a model file (helina inspect m.onnx) or --net NAME".into()),
+    };
+    let network = nn::import_bytes(&bytes)?;
+    let default = a.net.as_ref().map(|_| {
+        use rand::{Rng, SeedableRng};
+        let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(11);
+        let len: usize = network.input_shape().iter().product();
+        let xs: Vec<Vec<f32>> = (0..32)
+            .map(|_| (0..len).map(|_| r.random_range(0.0f32..1.0)).collect())
+            .collect();
+        (xs, "32 seeded random inputs in [0, 1)")
+    });
+    let (prog, params, source) = a.fixed.plan(&network, default)?;
+    let link = a.link.link()?;
+    let (planner, _) = a.planner.planner(&params, &link)?;
+    let layers =
+        crate::plan::plan_layers(&prog, &params, &planner, a.planner.mem_limit_bytes()?, None)?;
+    let nodes = network
+        .nodes
+        .iter()
+        .map(|n| NodeRow {
+            name: n.name.clone(),
+            op: n.op.kind().into(),
+            inputs: n
+                .inputs
+                .iter()
+                .map(|&t| network.shape(t).to_vec())
+                .collect(),
+            output: network.shape(n.output).to_vec(),
+        })
+        .collect();
+    let mut total = 0.0;
+    let steps = prog
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, st)| {
+            let t = &prog.tensors[st.output()];
+            let bound = prog.bounds.iter().find(|b| b.step == i);
+            let layer = layers.iter().find(|l| l.step == i);
+            let predicted = layer.and_then(|l| l.picked()).map(|c| c.predicted_ms);
+            total += predicted.unwrap_or(0.0);
+            StepRow {
+                name: st.name().into(),
+                kind: kind(st),
+                output: t.name.clone(),
+                shape: t.shape.clone(),
+                scale_bits: t.scale_bits,
+                divisor: t.divisor,
+                weight_scale_bits: match st {
+                    nn::Step::Linear {
+                        weight_scale_bits, ..
+                    }
+                    | nn::Step::Conv {
+                        weight_scale_bits, ..
+                    } => Some(*weight_scale_bits),
+                    _ => None,
+                },
+                trunc_bits: match st {
+                    nn::Step::Nonlinear { trunc_bits, .. } => Some(*trunc_bits),
+                    _ => None,
+                },
+                calibration_bits: bound.map(|b| b.calibration_bits),
+                worst_case_bits: bound.map(|b| b.worst_case_bits),
+                method: layer.map(|l| l.pick.method().name().to_string()),
+                predicted_ms: predicted,
+            }
+        })
+        .collect();
+    let report = Report {
+        model: name,
+        input_shape: network.input_shape().to_vec(),
+        nodes,
+        params: params.name().into(),
+        p: prog.p,
+        frac_bits: prog.frac_bits,
+        calibration: source.to_string(),
+        accuracy: prog.accuracy,
+        input_range: prog.input_range,
+        steps,
+        predicted_linear_ms: total,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    print(&report);
+    Ok(())
+}
+
+fn print(r: &Report) {
+    println!("helina inspect: {} (input {:?})", r.model, r.input_shape);
+    println!(
+        "graph ({} nodes after import: BatchNormalization folded, Identity/Dropout removed):",
+        r.nodes.len()
+    );
+    for n in &r.nodes {
+        println!(
+            "  {:<32} {:<14} {:?} -> {:?}",
+            n.name.chars().take(32).collect::<String>(),
+            n.op,
+            n.inputs,
+            n.output
+        );
+    }
+    println!(
+        "fixed point: {} (p = {}), {} fractional bits; calibration: {}",
+        r.params, r.p, r.frac_bits, r.calibration
+    );
+    if let Some(acc) = r.accuracy {
+        println!(
+            "float agreement on the calibration inputs: max |Δ| {:.3e}, mean {:.3e} over {} inputs (tolerance {}, the plan must meet half of it)",
+            acc.max_abs_err, acc.mean_abs_err, acc.inputs, acc.tolerance
+        );
+    }
+    if let Some(ir) = r.input_range {
+        println!(
+            "input range: [{}, {}], {}",
+            ir.lo,
+            ir.hi,
+            match ir.basis {
+                nn::RangeBasis::WorstCase =>
+                    "guaranteed: worst-case interval bounds of every value fit p".to_string(),
+                nn::RangeBasis::Calibration { headroom_bits } => format!(
+                    "from the calibration maxima ({headroom_bits} bits of headroom below p/2); worst-case bounds do not fit p"
+                ),
+            }
+        );
+    }
+    println!(
+        "  {:<28} {:<24} {:<16} {:>5} {:>7} {:>5} {:>5} {:>6} {:>6} {:<11} {:>9}",
+        "step",
+        "kind",
+        "shape",
+        "scale",
+        "divisor",
+        "w",
+        "trunc",
+        "calib",
+        "worst",
+        "method",
+        "pred ms"
+    );
+    let o = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_default();
+    for s in &r.steps {
+        println!(
+            "  {:<28} {:<24} {:<16} {:>5} {:>7} {:>5} {:>5} {:>6} {:>6} {:<11} {:>9}",
+            s.name.chars().take(28).collect::<String>(),
+            s.kind.chars().take(24).collect::<String>(),
+            format!("{:?}", s.shape),
+            s.scale_bits,
+            s.divisor,
+            o(s.weight_scale_bits),
+            o(s.trunc_bits),
+            o(s.calibration_bits),
+            o(s.worst_case_bits),
+            s.method.clone().unwrap_or_default(),
+            s.predicted_ms
+                .map(|v| format!("{v:.1}"))
+                .unwrap_or_default()
+        );
+    }
+    println!(
+        "scale: fractional bits of each step's output; w: the layer's weight scale; calib / worst: accumulator bits on the calibration inputs / worst case; predicted linear time {:.1} ms",
+        r.predicted_linear_ms
+    );
+}
