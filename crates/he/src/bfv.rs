@@ -25,7 +25,7 @@ use fhe::bfv::{
     BfvParameters, Ciphertext, Encoding, EvaluationKey, EvaluationKeyBuilder, Plaintext, PublicKey,
     SecretKey,
 };
-use fhe::proto::bfv::{Ciphertext as CtProto, EvaluationKey as EkProto};
+use fhe::proto::bfv::{Ciphertext as CtProto, EvaluationKey as EkProto, PublicKey as PkProto};
 use fhe_math::ntt::NttOperator;
 use fhe_math::rq::{
     dot_product, traits::TryConvertFrom, Context, Poly, Representation, SubstitutionExponent,
@@ -147,7 +147,7 @@ pub struct Bfv {
     params: Params,
     info: SlotInfo,
     sk: Option<SecretKey>,
-    pk: PublicKey,
+    pk: Option<PublicKey>,
     galois: GaloisSpec,
     normalized: BTreeSet<usize>,
     rot_keys: BTreeMap<usize, RotKey>,
@@ -242,7 +242,74 @@ fn decode_poly(
     Ok(p)
 }
 
+/// Decodes and validates a client's public key as the border checks every key: one
+/// ciphertext at level 0 of exactly two NTT-form polynomials (or one and a 32-byte seed),
+/// degree n, every coefficient reduced, and neither polynomial degenerate — each RNS row
+/// of its coefficients must hold at least n/2 distinct values, as a uniformly random
+/// polynomial does (this rejects the zero key, which would disable re-randomisation,
+/// and constant, periodic or sparse ones).
+fn decode_public_key(bytes: &[u8], params: &Params) -> Result<PublicKey> {
+    const WHAT: &str = "public key";
+    let proto = PkProto::decode(bytes).map_err(|e| malformed(WHAT, e.to_string()))?;
+    let ct = proto
+        .c
+        .as_ref()
+        .ok_or_else(|| malformed(WHAT, "no ciphertext"))?;
+    if ct.level != 0 {
+        return Err(malformed(WHAT, format!("level {} instead of 0", ct.level)));
+    }
+    let seeded = !ct.seed.is_empty();
+    match (ct.c.len(), seeded) {
+        (2, false) | (1, true) => {}
+        (k, _) => {
+            return Err(malformed(
+                WHAT,
+                format!("{k} polynomials (seeded: {seeded}); expected 2, or 1 and a seed"),
+            ))
+        }
+    }
+    if seeded && ct.seed.len() != 32 {
+        return Err(malformed(WHAT, "seed is not 32 bytes"));
+    }
+    let n = params.n();
+    let ctx = params.fhe.context_at_level(0)?.clone();
+    for b in &ct.c {
+        // the distinct-values test runs on the power-basis coefficients (the wire form):
+        // the NTT of a constant polynomial looks as spread out as a random one
+        let mut poly = decode_poly(b, &ctx, n, REPR_NTT, WHAT)?;
+        poly.change_representation(Representation::PowerBasis);
+        for row in poly.coefficients().outer_iter() {
+            let mut v: Vec<u64> = row.to_vec();
+            v.sort_unstable();
+            v.dedup();
+            if v.len() < n / 2 {
+                return Err(malformed(
+                    WHAT,
+                    format!(
+                        "a degenerate polynomial: {} distinct coefficients of {n} in an RNS row",
+                        v.len()
+                    ),
+                ));
+            }
+        }
+    }
+    // The polynomials are well-formed: fhe.rs's own decoder now cannot fail or panic.
+    PublicKey::from_bytes(bytes, &params.fhe).map_err(|e| malformed(WHAT, e.to_string()))
+}
+
 impl Bfv {
+    /// An instance without keys, for encoding and preparing plaintexts only (weights
+    /// encoded once per server and shared by every session); anything that needs a key
+    /// is [`HeError::MissingKey`].
+    pub fn encoder(params: &Params) -> Result<Self> {
+        let public = PublicKeys {
+            galois: GaloisSpec::none(),
+            public_key: Vec::new(),
+            galois_keys: Vec::new(),
+        };
+        Self::from_public(params, public, None)
+    }
+
     /// A client: fresh secret key, public key and the declared Galois keys (from a CSPRNG).
     pub fn keygen(params: &Params, galois: GaloisSpec) -> Result<Self> {
         let mut rng = rand::rng();
@@ -263,20 +330,21 @@ impl Bfv {
             public_key: pk.to_bytes(),
             galois_keys: ek.to_bytes(),
         };
-        let mut me = Self::from_public(params, public, pk)?;
+        let mut me = Self::from_public(params, public, Some(pk))?;
         me.sk = Some(sk);
         me.fhe_ek = Some(ek);
         Ok(me)
     }
 
-    /// A server: the client's public material, validated.
+    /// A server: the client's public material, validated (public key as in
+    /// [`decode_public_key`], every Galois key decoded and checked, exactly the declared
+    /// ones).
     pub fn server(params: &Params, public: &PublicKeys) -> Result<Self> {
-        let pk = PublicKey::from_bytes(&public.public_key, &params.fhe)
-            .map_err(|e| malformed("public key", e.to_string()))?;
-        Self::from_public(params, public.clone(), pk)
+        let pk = decode_public_key(&public.public_key, params)?;
+        Self::from_public(params, public.clone(), Some(pk))
     }
 
-    fn from_public(params: &Params, public: PublicKeys, pk: PublicKey) -> Result<Self> {
+    fn from_public(params: &Params, public: PublicKeys, pk: Option<PublicKey>) -> Result<Self> {
         let n = params.n();
         let galois = public.galois.clone();
         let normalized = galois.normalized(n / 2);
@@ -399,6 +467,12 @@ impl Bfv {
         self.sk
             .as_ref()
             .ok_or(HeError::MissingKey { key: "secret key" })
+    }
+
+    fn pk(&self) -> Result<&PublicKey> {
+        self.pk
+            .as_ref()
+            .ok_or(HeError::MissingKey { key: "public key" })
     }
 
     fn wrap(&self, c: Vec<Poly>) -> Result<BfvCt> {
@@ -628,7 +702,7 @@ impl Backend for Bfv {
     }
 
     fn encrypt_pk(&self, pt: &BfvPt) -> Result<BfvCt> {
-        let ct = self.pk.try_encrypt(&pt.0, &mut rand::rng())?;
+        let ct = self.pk()?.try_encrypt(&pt.0, &mut rand::rng())?;
         Ok(BfvCt { ct, seeded: false })
     }
 
@@ -639,7 +713,7 @@ impl Backend for Bfv {
         }
         let zero = Plaintext::zero(Encoding::simd_at_level(0), self.par())?;
         let mut rng = rand::rng();
-        let ct = self.pk.try_encrypt(&zero, &mut rng)?;
+        let ct = self.pk()?.try_encrypt(&zero, &mut rng)?;
         let mut c: Vec<Poly> = ct.to_vec();
         if bits > 0 {
             c[0] += &self.flood_noise(bits, &mut rng)?;

@@ -163,3 +163,94 @@ fn flooding_costs_about_its_bits_of_budget() {
         Err(HeError::FloodTooLarge { bits: 100, .. })
     ));
 }
+
+/// Mirror of fhe-math's `Rq` protobuf, to craft public keys the way a hostile client
+/// would.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RqWire {
+    #[prost(int32, tag = "1")]
+    representation: i32,
+    #[prost(uint32, tag = "2")]
+    degree: u32,
+    #[prost(bytes = "vec", tag = "3")]
+    coefficients: Vec<u8>,
+    #[prost(bool, tag = "4")]
+    allow_variable_time: bool,
+}
+
+/// The public key with every polynomial changed by `f`.
+fn crafted(public: &PublicKeys, f: impl Fn(&mut RqWire)) -> PublicKeys {
+    use prost::Message;
+    let mut pk = fhe::proto::bfv::PublicKey::decode(public.public_key.as_slice()).unwrap();
+    let ct = pk.c.as_mut().unwrap();
+    for b in &mut ct.c {
+        let mut rq = RqWire::decode(b.as_slice()).unwrap();
+        f(&mut rq);
+        *b = rq.encode_to_vec();
+    }
+    PublicKeys {
+        public_key: pk.encode_to_vec(),
+        ..public.clone()
+    }
+}
+
+/// A public key in power-basis form (which used to panic inside fhe-math when the
+/// server encrypted zeros with it), the zero key (no re-randomisation), a constant key,
+/// a key at another level and one with a third polynomial: each refused at the border
+/// as `Malformed`, never a panic; the genuine key is accepted and works.
+#[test]
+fn crafted_public_keys_are_refused_at_the_border() {
+    use prost::Message;
+    let public = client().public_keys().clone();
+    let refused = |k: &PublicKeys, why: &str| match Bfv::server(params(), k) {
+        Err(HeError::Malformed { what, .. }) => assert_eq!(what, "public key", "{why}"),
+        other => panic!("{why}: {other:?}"),
+    };
+    refused(&crafted(&public, |rq| rq.representation = 1), "power basis");
+    refused(
+        &crafted(&public, |rq| {
+            rq.coefficients.iter_mut().for_each(|b| *b = 0)
+        }),
+        "zero key",
+    );
+    refused(
+        &crafted(&public, |rq| {
+            // every coefficient 1 in each limb: little-endian packing of the value 1
+            // repeats with the limb's bit width, so write a pattern and let the border
+            // judge it; a constant byte fill is degenerate whatever the packing
+            rq.coefficients.iter_mut().for_each(|b| *b = 0x11)
+        }),
+        "constant",
+    );
+    refused(&crafted(&public, |rq| rq.degree *= 2), "degree");
+    let mut pk = fhe::proto::bfv::PublicKey::decode(public.public_key.as_slice()).unwrap();
+    pk.c.as_mut().unwrap().level = 1;
+    refused(
+        &PublicKeys {
+            public_key: pk.encode_to_vec(),
+            ..public.clone()
+        },
+        "level",
+    );
+    let mut pk = fhe::proto::bfv::PublicKey::decode(public.public_key.as_slice()).unwrap();
+    let c = pk.c.as_mut().unwrap();
+    let extra = c.c[0].clone();
+    c.c.push(extra);
+    refused(
+        &PublicKeys {
+            public_key: pk.encode_to_vec(),
+            ..public.clone()
+        },
+        "three polynomials",
+    );
+    // the genuine key encrypts flooded zeros the client can decrypt
+    let s = Bfv::server(params(), &public).unwrap();
+    assert!(s.encrypt_zero_flood(30).is_ok());
+    // an encoder has no key at all
+    let e = Bfv::encoder(params()).unwrap();
+    assert!(e.prepare(&[1, 2, 3]).is_ok());
+    assert_eq!(
+        e.encrypt_zero_flood(30).unwrap_err(),
+        HeError::MissingKey { key: "public key" }
+    );
+}

@@ -5,7 +5,9 @@
 //! assuming independent noise coefficients and worst-case weights:
 //! - fresh public-key encryption: σ² ≈ n·10·10 (the u·e term dominates);
 //! - a key switch (rotation) adds Σ_i d_i·e_i, digits d_i uniform below q_i:
-//!   σ² += L·n·q_max²/3·10;
+//!   σ² += L·n·q_max²/3·10; a rotation composed of `h` key switches (a step without a
+//!   key of its own, beyond the Galois-key budget: one hop per set bit) adds `h` of
+//!   them, σ of the key-switch term × h ([`NoiseModel::with_hops`]);
 //! - a ScMult by a plaintext with centred coefficients |w| ≤ p/2: σ² ← n·(p/2)²·σ²;
 //! - a sum of k terms: σ ← k·σ (as if fully correlated, the safe side).
 //!
@@ -13,8 +15,10 @@
 //! 2^-40 over all n coefficients (√(2 ln(2n·2^40)) < 9 for n ≤ 2^17). Flooding
 //! (`share_output`): the smudging lemma gives statistical distance ≤ n·B_kernel/B_flood
 //! over the n coefficients, so B_flood = 2^40 · n · B_kernel; with the tail event the
-//! response is within 2^-39 of one that depends on W·x + r alone. Correct decryption needs
-//! B_flood < q/(2p); a margin of [`MARGIN_BITS`] is kept on top.
+//! response is within 2^-39 of one that depends on W·x + r alone. Over a session of R
+//! responses the distance is at most R·2^-39 (union bound; the servers report R and
+//! this bound per session). Correct decryption needs B_flood < q/(2p); a margin of
+//! [`MARGIN_BITS`] is kept on top.
 
 use he::Params;
 
@@ -67,6 +71,14 @@ impl NoiseModel {
             sc_mult: 0.5 * n.log2() + (params.p() as f64 / 2.0).log2(),
         }
     }
+    /// The model for a kernel whose rotations take up to `hops` key switches each
+    /// (composed rotations, beyond the Galois-key budget).
+    pub fn with_hops(&self, hops: usize) -> Self {
+        Self {
+            key_switch: self.key_switch + (hops.max(1) as f64).log2(),
+            ..*self
+        }
+    }
     /// After a rotation (log2 σ).
     pub fn rotate(&self, b: f64) -> f64 {
         log2_add(b, self.key_switch)
@@ -86,6 +98,11 @@ impl NoiseModel {
     /// Flooding bits for a kernel whose noise has log2 σ = `kernel` (bound 9σ).
     pub fn flood_bits(&self, kernel: f64) -> u32 {
         (kernel + TAIL_BITS + FLOOD_SECURITY_BITS as f64 + (self.n as f64).log2()).ceil() as u32
+    }
+    /// log2 of the statistical distance bound of `responses` flooded responses: each
+    /// within 2^-(FLOOD_SECURITY_BITS − 1) of a simulated one, union bound over them.
+    pub fn session_distance_log2(responses: usize) -> f64 {
+        -(FLOOD_SECURITY_BITS as f64 - 1.0) + (responses.max(1) as f64).log2()
     }
     /// Bits the whole response needs: flooding + p + 1 + margin.
     pub fn needed_bits(&self, kernel: f64) -> u32 {

@@ -70,6 +70,19 @@ impl Rotations {
             .map(|p| p as i64)
             .collect()
     }
+    /// The most key switches one rotation takes (1 unless composed: then the largest
+    /// number of set bits of a needed step).
+    pub fn max_hops(&self) -> usize {
+        if self.composed {
+            self.needed
+                .iter()
+                .map(|s| s.count_ones() as usize)
+                .max()
+                .unwrap_or(1)
+        } else {
+            1
+        }
+    }
     /// Extra plain rotations that composing adds for one rotation by `step`.
     pub fn extra_hops(&self, step: i64) -> usize {
         self.hops(step).len().saturating_sub(1)

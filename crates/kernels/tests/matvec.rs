@@ -347,3 +347,79 @@ fn encoded_matrices_save_and_load() {
         Err(KernelError::PlanMismatch { .. })
     ));
 }
+
+/// The flooding is real. Every encryption of zero the server adds (the pool, drawn
+/// before the query) decrypts with the client's key to noise of the flooding size:
+/// its budget is log2 q − log2 p − flood_bits − 1 within a few bits, where a plain
+/// public-key encryption has ~100 bits more. After the switch to the last level the
+/// flooded noise is scaled below the switch's own rounding noise, so a response keeps
+/// the budget of the unflooded result (flooding costs the client nothing) and
+/// decrypts to the right shares.
+#[test]
+fn flooding_is_real_and_responses_decrypt() {
+    let params = n8192();
+    for method in [Method::Gala, Method::Hybrid] {
+        let plan = MatvecPlan::new(method, 16, 128, real(params)).unwrap();
+        let bits = plan.flood_bits(params).unwrap();
+        let client = Bfv::keygen(params, plan.galois()).unwrap();
+        let server = Bfv::server(params, client.public_keys()).unwrap();
+        let expected = params.log_q_at(0) - (params.p() as f64).log2() - bits as f64 - 1.0;
+        let budget = |c: &he::BfvCt| {
+            let c = client.deserialize(&server.serialize(c).unwrap()).unwrap();
+            client.noise_budget(&c).unwrap().unwrap() as f64
+        };
+        let flooded = budget(&server.encrypt_zero_flood(bits).unwrap());
+        let plain = budget(&server.encrypt_zero_flood(0).unwrap());
+        assert!(
+            (flooded - expected).abs() <= 3.0,
+            "{method}: a pool zero leaves {flooded} bits, {bits}-bit flooding predicts {expected:.1}"
+        );
+        assert!(plain > flooded + 80.0, "{method}: {plain} vs {flooded}");
+        let (w, x) = random_problem(16, 128, 70);
+        let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
+        let m = plan.encode(&server, &w).unwrap();
+        let q: Vec<_> = plan
+            .query(&client, &xr)
+            .unwrap()
+            .iter()
+            .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
+            .collect();
+        let mut pool = FloodPool::new(bits);
+        pool.fill(&server, plan.output_cts()).unwrap();
+        let (resp, s) = plan.respond(&server, &m, &q, &mut pool).unwrap();
+        let raw = server
+            .switch_to_last(&plan.compute(&server, &m, &q).unwrap()[0])
+            .unwrap();
+        for r in &resp {
+            assert!((budget(r) - budget(&raw)).abs() <= 2.0, "{method}");
+        }
+        let resp: Vec<_> = resp
+            .iter()
+            .map(|c| client.deserialize(&server.serialize(c).unwrap()).unwrap())
+            .collect();
+        let c = plan.decrypt(&client, &resp).unwrap();
+        assert_eq!(
+            reconstruct(&c, &s, params.p()),
+            reference(&w, &x, 16, 128, params.p())
+        );
+    }
+}
+
+/// A rotation composed of several key switches (beyond the Galois-key budget) counts
+/// each of them in the noise bound that sizes the flooding.
+#[test]
+fn composed_rotations_count_every_key_switch_in_the_noise() {
+    let params = n8192();
+    let slots = real(params);
+    let composed = MatvecPlan::with_key_budget(Method::Diagonal, 16, 128, slots, Some(64)).unwrap();
+    let keyed = MatvecPlan::with_key_budget(Method::Diagonal, 16, 128, slots, None).unwrap();
+    assert!(composed.rotations().composed() && !keyed.rotations().composed());
+    let hops = composed.rotations().max_hops();
+    assert_eq!(hops, 7, "steps up to 127 take up to 7 power-of-two hops");
+    let m = kernels::noise::NoiseModel::new(params);
+    assert!(composed.kernel_noise(&m) > keyed.kernel_noise(&m) + 1.0);
+    assert!(composed.flood_bits(params).unwrap() > keyed.flood_bits(params).unwrap());
+    // one-hop model: unchanged
+    assert_eq!(m.with_hops(1).key_switch, m.key_switch);
+    assert!((m.with_hops(7).key_switch - m.key_switch - 7f64.log2()).abs() < 1e-9);
+}

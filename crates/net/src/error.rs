@@ -22,10 +22,16 @@ pub enum NetError {
     /// The peer closed the connection between frames.
     #[error("the peer disconnected")]
     Disconnected,
-    /// The peer sent nothing within the timeout.
-    #[error("the peer stalled: nothing received within {millis} ms")]
+    /// A frame was not done within the timeout (the peer stalled, or sent too slowly).
+    #[error("the peer stalled: a frame was not done within {millis} ms")]
     Timeout {
         /// The timeout.
+        millis: u64,
+    },
+    /// The session's deadline passed.
+    #[error("the session's time limit of {millis} ms is over")]
+    Deadline {
+        /// The time the session was given.
         millis: u64,
     },
     /// Another I/O failure.

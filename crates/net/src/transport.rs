@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +56,10 @@ pub trait Channel {
     fn recv(&mut self) -> Result<Vec<u8>>;
     /// The counters so far.
     fn counters(&self) -> Counters;
+    /// A deadline for everything that follows (a session's time limit): a send or
+    /// receive that would end after it fails with [`NetError::Deadline`]. `None` lifts
+    /// it. Channels without time limits ignore it.
+    fn set_deadline(&mut self, _deadline: Option<Instant>) {}
 }
 
 /// Shared bookkeeping of both channel kinds.
@@ -66,6 +70,8 @@ struct State {
     link: Link,
     counters: Counters,
     sending: bool,
+    /// The session deadline, and when it was set (for the error's duration).
+    deadline: Option<(Instant, Instant)>,
 }
 
 impl State {
@@ -76,6 +82,25 @@ impl State {
             link,
             counters: Counters::default(),
             sending: false,
+            deadline: None,
+        }
+    }
+    /// When the frame that starts now must be done: `timeout` from now, or the session
+    /// deadline if that comes first (`true`: the session deadline rules).
+    fn frame_deadline(&self) -> (Instant, bool) {
+        let frame = Instant::now() + self.timeout;
+        match self.deadline {
+            Some((d, _)) if d < frame => (d, true),
+            _ => (frame, false),
+        }
+    }
+    /// The error for a frame that missed its deadline.
+    fn late(&self, session: bool) -> NetError {
+        match (session, self.deadline) {
+            (true, Some((d, set))) => NetError::Deadline {
+                millis: d.saturating_duration_since(set).as_millis() as u64,
+            },
+            _ => self.timeout_error(),
         }
     }
     fn before_send(&mut self, len: usize) -> Result<()> {
@@ -134,7 +159,9 @@ fn fill<R: Read>(r: &mut R, buf: &mut [u8]) -> Result<usize> {
 
 /// Reads one length-prefixed frame (4-byte big-endian length, then the bytes) from a
 /// stream: the frame decoder of every channel over a byte stream. A length above `max`
-/// is refused before anything is allocated.
+/// is refused before anything is allocated, and the buffer grows with the bytes that
+/// actually arrive (a peer that announces a large frame and sends little makes the
+/// reader allocate little).
 pub fn read_frame<R: Read>(r: &mut R, max: usize) -> Result<Vec<u8>> {
     let mut header = [0u8; HEADER as usize];
     match fill(r, &mut header)? {
@@ -154,8 +181,19 @@ pub fn read_frame<R: Read>(r: &mut R, max: usize) -> Result<Vec<u8>> {
             max: max as u64,
         });
     }
-    let mut frame = vec![0u8; len];
-    let got = fill(r, &mut frame)?;
+    let mut frame = Vec::with_capacity(len.min(64 << 10));
+    let got = match r.take(len as u64).read_to_end(&mut frame) {
+        Ok(k) => k,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            return Err(NetError::Timeout { millis: 0 })
+        }
+        Err(e) => return Err(e.into()),
+    };
     if got < len {
         return Err(NetError::Truncated {
             expected: len as u64,
@@ -165,11 +203,30 @@ pub fn read_frame<R: Read>(r: &mut R, max: usize) -> Result<Vec<u8>> {
     Ok(frame)
 }
 
-/// A TCP channel.
+/// A TCP channel. Every frame, sent or received, must be done within `timeout` of its
+/// start (a peer that drips bytes cannot hold a frame open), and within the session
+/// deadline if one is set ([`Channel::set_deadline`]).
 #[derive(Debug)]
 pub struct TcpChannel {
     stream: TcpStream,
     state: State,
+}
+
+/// Reads from a stream, each read bounded by what is left until a deadline.
+struct DeadlineReader<'a> {
+    stream: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl Read for DeadlineReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        (&*self.stream).read(buf)
+    }
 }
 
 impl TcpChannel {
@@ -198,17 +255,48 @@ impl Channel for TcpChannel {
             len: frame.len() as u64,
             max: u32::MAX as u64,
         })?;
-        let mut buf = Vec::with_capacity(frame.len() + HEADER as usize);
-        buf.extend_from_slice(&len.to_be_bytes());
-        buf.extend_from_slice(frame);
-        self.stream.write_all(&buf)?;
+        let (deadline, session) = self.state.frame_deadline();
+        let mut at = 0;
+        let header = len.to_be_bytes();
+        let total = HEADER as usize + frame.len();
+        while at < total {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(self.state.late(session));
+            }
+            self.stream.set_write_timeout(Some(left))?;
+            let chunk = if at < HEADER as usize {
+                &header[at..]
+            } else {
+                &frame[at - HEADER as usize..]
+            };
+            match self.stream.write(chunk) {
+                Ok(0) => return Err(NetError::Disconnected),
+                Ok(k) => at += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(self.state.late(session))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         self.stream.flush()?;
         Ok(())
     }
 
     fn recv(&mut self) -> Result<Vec<u8>> {
-        let frame = read_frame(&mut self.stream, self.state.max).map_err(|e| match e {
-            NetError::Timeout { .. } => self.state.timeout_error(),
+        let (deadline, session) = self.state.frame_deadline();
+        let mut r = DeadlineReader {
+            stream: &self.stream,
+            deadline,
+        };
+        let frame = read_frame(&mut r, self.state.max).map_err(|e| match e {
+            NetError::Timeout { .. } => self.state.late(session),
             e => e,
         })?;
         self.state.after_recv(frame.len());
@@ -217,6 +305,10 @@ impl Channel for TcpChannel {
 
     fn counters(&self) -> Counters {
         self.state.counters
+    }
+
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.state.deadline = deadline.map(|d| (d, Instant::now()));
     }
 }
 
@@ -257,7 +349,11 @@ impl Channel for MemChannel {
     }
 
     fn recv(&mut self) -> Result<Vec<u8>> {
-        match self.rx.recv_timeout(self.state.timeout) {
+        let (deadline, session) = self.state.frame_deadline();
+        match self
+            .rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
             Ok(f) => {
                 if f.len() > self.state.max {
                     return Err(NetError::Oversized {
@@ -268,12 +364,16 @@ impl Channel for MemChannel {
                 self.state.after_recv(f.len());
                 Ok(f)
             }
-            Err(RecvTimeoutError::Timeout) => Err(self.state.timeout_error()),
+            Err(RecvTimeoutError::Timeout) => Err(self.state.late(session)),
             Err(RecvTimeoutError::Disconnected) => Err(NetError::Disconnected),
         }
     }
 
     fn counters(&self) -> Counters {
         self.state.counters
+    }
+
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.state.deadline = deadline.map(|d| (d, Instant::now()));
     }
 }

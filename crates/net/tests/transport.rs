@@ -150,3 +150,83 @@ fn link_emulation_delays_by_bytes_and_rtt() {
         Err(NetError::BadLink { .. })
     ));
 }
+
+fn peak_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// A peer that announces a frame and then sends one byte every 100 ms is cut off when
+/// the frame's time is up (not after the frame: each byte alone would arrive well
+/// within a per-read timeout), and the announced length is not allocated up front.
+#[test]
+fn a_dripping_peer_is_cut_off_at_the_frame_deadline() {
+    let (l, addr) = listener();
+    let drip = thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(&(200u32 << 20).to_be_bytes()).unwrap();
+        for _ in 0..40 {
+            if s.write_all(b"x").is_err() {
+                break;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let (s, _) = l.accept().unwrap();
+    let before = peak_rss_kb();
+    let mut c = TcpChannel::new(s, 256 << 20, Duration::from_millis(600), Link::NONE).unwrap();
+    let t = Instant::now();
+    let e = c.recv().unwrap_err();
+    let took = t.elapsed();
+    assert_eq!(e, NetError::Timeout { millis: 600 });
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    // 200 MiB announced, a handful of bytes received: far less than that allocated
+    assert!(
+        peak_rss_kb() < before + 50_000,
+        "{before} → {}",
+        peak_rss_kb()
+    );
+    drop(c);
+    drip.join().unwrap();
+}
+
+/// A session deadline stops a peer that keeps every frame in time but never ends.
+#[test]
+fn the_session_deadline_ends_a_chatty_peer() {
+    let (l, addr) = listener();
+    let chatty = thread::spawn(move || {
+        let mut c = TcpChannel::connect(&addr, 1 << 10, T, Link::NONE).unwrap();
+        for _ in 0..50 {
+            if c.send(b"still here").is_err() {
+                break;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let (s, _) = l.accept().unwrap();
+    let mut c = TcpChannel::new(s, 1 << 10, T, Link::NONE).unwrap();
+    c.set_deadline(Some(Instant::now() + Duration::from_millis(400)));
+    let t = Instant::now();
+    let e = loop {
+        if let Err(e) = c.recv() {
+            break e;
+        }
+    };
+    assert!(
+        matches!(e, NetError::Deadline { millis } if (390..=400).contains(&millis)),
+        "{e:?}"
+    );
+    assert!(t.elapsed() < Duration::from_millis(900));
+    drop(c);
+    chatty.join().unwrap();
+    // in memory too
+    let (mut a, _b) = MemChannel::pair(1 << 10, T, Link::NONE);
+    a.set_deadline(Some(Instant::now() + Duration::from_millis(50)));
+    assert!(matches!(a.recv(), Err(NetError::Deadline { .. })));
+}

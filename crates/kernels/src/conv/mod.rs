@@ -515,6 +515,7 @@ impl ConvPlan {
 
     /// Worst-case kernel noise bits.
     pub fn kernel_noise(&self, m: &NoiseModel) -> f64 {
+        let m = &m.with_hops(self.rot.max_hops());
         if let Some((e, _)) = &self.ensei {
             return ensei::noise(e, m);
         }

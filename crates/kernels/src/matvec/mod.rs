@@ -411,6 +411,7 @@ impl MatvecPlan {
     /// Worst-case noise bits of the kernel's result (see [`crate::noise`]).
     pub fn kernel_noise(&self, m: &NoiseModel) -> f64 {
         let g = &self.geom;
+        let m = &m.with_hops(self.rot.max_hops());
         match self.method {
             Method::Naive => naive::noise(g, m),
             Method::Diagonal => diagonal::noise(g, m),
