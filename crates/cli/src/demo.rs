@@ -261,7 +261,7 @@ pub fn run(a: &DemoArgs) -> Res<()> {
     if runs.is_empty() {
         return Err(format!("--method {}: no such method for these layers", a.method).into());
     }
-    let model = Model::new(
+    let model = Model::public_demo(
         shapes
             .iter()
             .map(|&shape| ServedLayer {
@@ -275,11 +275,11 @@ pub fn run(a: &DemoArgs) -> Res<()> {
     let addr = listener.local_addr()?.to_string();
     let (tx, rx) = mpsc::channel();
     let opts = ServeOptions {
-        max_frame: DEFAULT_MAX_FRAME,
         timeout: Duration::from_secs(a.link.timeout),
         link,
         max_concurrent: 1,
         stop_after: Some(runs.len()),
+        ..ServeOptions::new(DEFAULT_MAX_FRAME)
     };
     let server_params = params.clone();
     let server = thread::spawn(move || {

@@ -74,9 +74,18 @@ pub struct ServerArgs {
     /// Stop after this many connections (default: serve forever).
     #[arg(long)]
     sessions: Option<usize>,
-    /// Sessions served at once; more are refused as busy.
+    /// Sessions served at once (one layer or a network); more are refused as busy.
     #[arg(long, default_value_t = 4)]
     max_clients: usize,
+    /// A session must end within this many seconds (default: no limit; every frame is
+    /// still bounded by --timeout).
+    #[arg(long)]
+    session_timeout: Option<u64>,
+    /// Memory one session may use, MB (flooding zeros, ciphertexts, garbled tables),
+    /// checked before it allocates; default: the available memory divided by
+    /// --max-clients.
+    #[arg(long)]
+    session_memory: Option<f64>,
     #[command(flatten)]
     link: LinkArgs,
     /// Planner options (network models; a single layer uses the reference costs).
@@ -283,6 +292,26 @@ pub fn load_model(path: &str) -> Res<(LayerShape, Vec<i64>)> {
     Ok((layer, w))
 }
 
+/// The accept loop's options: frame and session deadlines, concurrency, memory.
+fn serve_options(a: &ServerArgs) -> Res<ServeOptions> {
+    let session_memory = match a.session_memory {
+        Some(mb) if !(mb.is_finite() && mb > 0.0) => {
+            return Err(format!("--session-memory {mb}: give a size in MB > 0").into())
+        }
+        Some(mb) => Some((mb * 1e6) as u64),
+        None => None,
+    };
+    Ok(ServeOptions {
+        timeout: Duration::from_secs(a.link.timeout),
+        session_timeout: a.session_timeout.map(Duration::from_secs),
+        session_memory,
+        link: a.link.link()?,
+        max_concurrent: a.max_clients.max(1),
+        stop_after: a.sessions,
+        ..ServeOptions::new(DEFAULT_MAX_FRAME)
+    })
+}
+
 pub fn server(a: &ServerArgs) -> Res<()> {
     if let Some(path) = a.model.as_deref().filter(|p| p.ends_with(".onnx")) {
         return network_server(a, path);
@@ -312,14 +341,13 @@ pub fn server(a: &ServerArgs) -> Res<()> {
             })
             .collect::<Res<Vec<_>>>()?,
     };
-    let model = Arc::new(Model::new(layers)?);
-    let opts = ServeOptions {
-        max_frame: DEFAULT_MAX_FRAME,
-        timeout: Duration::from_secs(a.link.timeout),
-        link: a.link.link()?,
-        max_concurrent: a.max_clients.max(1),
-        stop_after: a.sessions,
-    };
+    // the sample layers' weights come from a public seed: only they may be revealed
+    let model = Arc::new(if a.model.is_some() {
+        Model::new(layers)?
+    } else {
+        Model::public_demo(layers)?
+    });
+    let opts = serve_options(a)?;
     let listener = TcpListener::bind(&a.listen)?;
     eprintln!(
         "helina server: listening on {} ({}; {} layer(s): {})",
@@ -596,53 +624,44 @@ fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
         prog.p,
         crate::fixed::describe(&prog)
     );
-    let shared = Arc::new((params, prog, fixed));
-    let mut handles = Vec::new();
-    for (i, conn) in listener.incoming().enumerate() {
-        let stream = match conn {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("helina server: accept failed: {e}");
-                continue;
-            }
-        };
-        let peer = stream
-            .peer_addr()
-            .map(|p| p.to_string())
-            .unwrap_or_default();
-        let shared = shared.clone();
-        let timeout = Duration::from_secs(a.link.timeout);
-        handles.push(std::thread::spawn(move || {
-            let (params, prog, fixed) = &*shared;
-            let t = Instant::now();
-            let r = TcpChannel::new(stream, DEFAULT_MAX_FRAME, timeout, link)
-                .map_err(protocol::ProtocolError::from)
-                .and_then(|mut ch| {
-                    protocol::network::serve_network_with(
-                        &mut ch, params, prog, fixed, &link, garbler, mem_limit,
-                    )
-                });
-            match r {
-                Ok(o) => eprintln!(
-                    "helina server: {peer}: {} inference(s) in {:.1} ms; encoded weights {:.1} MB, {} layer(s) on the fly; peak RSS {}",
-                    o.inferences.len(),
-                    t.elapsed().as_secs_f64() * 1e3,
-                    o.encoded_bytes as f64 / 1e6,
-                    o.on_the_fly_layers,
-                    o.peak_rss_bytes
-                        .map_or("n/a".into(), |b| format!("{:.1} MB", b as f64 / 1e6))
-                ),
-                Err(e) => eprintln!("helina server: {peer}: session failed: {e}"),
-            }
-        }));
-        handles.retain(|h| !h.is_finished());
-        if a.sessions.is_some_and(|n| i + 1 >= n) {
-            break;
+    let opts = serve_options(a)?;
+    let budget = opts
+        .session_memory
+        .unwrap_or_else(|| protocol::default_session_memory(opts.max_concurrent));
+    let server =
+        protocol::network::NetworkServer::new(&params, &prog, &fixed, &link, garbler, mem_limit)?
+            .with_session_memory(Some(budget));
+    eprintln!(
+        "helina server: weights encoded once for every session in {:.0} ms ({} layer(s) on the fly); a session needs about {:.1} MB (budget {:.1} MB), at most {} at once",
+        server.encode_ms(),
+        server.on_the_fly_layers(),
+        server.session_bytes()? as f64 / 1e6,
+        budget as f64 / 1e6,
+        opts.max_concurrent
+    );
+    let server = Arc::new(server);
+    protocol::serve_sessions(
+        listener,
+        &opts,
+        move |ch| server.serve(ch),
+        |rep| {
+            match &rep.result {
+            Ok(o) => eprintln!(
+                "helina server: {}: {} inference(s) in {:.1} ms; encoded weights {:.1} MB, {} layer(s) on the fly; {} responses (statistical distance ≤ 2^{:.1}); peak RSS {}",
+                rep.peer,
+                o.inferences.len(),
+                rep.elapsed_ms,
+                o.encoded_bytes as f64 / 1e6,
+                o.on_the_fly_layers,
+                o.responses,
+                o.distance_log2,
+                o.peak_rss_bytes
+                    .map_or("n/a".into(), |b| format!("{:.1} MB", b as f64 / 1e6))
+            ),
+            Err(e) => eprintln!("helina server: {}: session failed: {e}", rep.peer),
         }
-    }
-    for h in handles {
-        let _ = h.join();
-    }
+        },
+    )?;
     Ok(())
 }
 

@@ -321,7 +321,11 @@ fn the_demo_classifies_digits_privately() {
         .args(["demo", "--limit", "3", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let images = j["images"].as_array().unwrap();
     assert_eq!(images.len(), 3);

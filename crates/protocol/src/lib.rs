@@ -11,7 +11,8 @@
 //! 3. server: offline work (weights encoded, flooding zeros precomputed) → `Ready`;
 //! 4. per layer: client → `Query` (seeded symmetric ciphertexts), server → `Response`
 //!    (masked, flooded, last-level ciphertexts); each side keeps its share;
-//! 5. client → `Reveal` (demo only, insecure: the server sends its shares) or `Close`.
+//! 5. client → `Close`, or `Reveal`: a server of public demonstration weights sends its
+//!    shares (insecure, for checking the demo); any other server refuses it.
 //!
 //! Errors sent to the peer are coarse ([`AbortReason`]); the detail stays local.
 
@@ -20,14 +21,16 @@ mod msg;
 pub mod network;
 mod plan;
 mod server;
+mod sessions;
 
 pub use client::{query, ClientOutcome, Phase};
 pub use msg::{
     decode, encode, recv, send, AbortReason, LayerMethod, LayerRequest, LayerShape, LayerSpec, Msg,
     ProtocolError, Result, PROTOCOL_VERSION,
 };
-pub use plan::{choose, Candidate, Objective, Plan, Planner};
+pub use plan::{choose, Candidate, Encoded, Objective, Plan, Planner, ServerBackend};
 pub use server::{
-    serve, serve_tcp, Model, PhaseCounters, PhaseTimes, ServeOptions, ServedLayer, ServerOutcome,
-    SessionReport,
+    serve, serve_tcp, serve_with, Encodings, LayerSessionReport, Model, PhaseCounters, PhaseTimes,
+    ServedLayer, ServerOutcome,
 };
+pub use sessions::{default_session_memory, serve_sessions, ServeOptions, SessionReport};

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The public architecture of one linear layer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LayerShape {
     /// W·x with an n_o x n_i matrix.
     Matvec {
@@ -93,7 +93,7 @@ impl LayerMethod {
 }
 
 /// One linear layer with its method: the plan both parties run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LayerSpec {
     /// W·x with an n_o x n_i matrix.
     Matvec {
@@ -158,6 +158,8 @@ pub enum AbortReason {
     Busy,
     /// The client refused its own input (out of the plan's range, or not finite).
     Input,
+    /// The server does not do what was asked (e.g. reveal the shares of private weights).
+    Refused,
     /// Something else went wrong on the sender's side.
     Internal,
 }
@@ -301,6 +303,47 @@ pub enum ProtocolError {
     /// The peer stopped.
     #[error("the peer aborted: {0:?}")]
     PeerAborted(AbortReason),
+    /// A Hello asking for more layers than the server holds.
+    #[error("{requested} layers requested, the server holds {held}")]
+    TooManyLayers {
+        /// Requests in the Hello.
+        requested: usize,
+        /// Layers the server holds.
+        held: usize,
+    },
+    /// A request no held layer (not taken by an earlier request) matches.
+    #[error("request {request}: the server holds no (further) layer of shape {shape:?}")]
+    NotServed {
+        /// Index of the request.
+        request: usize,
+        /// Its shape.
+        shape: LayerShape,
+    },
+    /// A network session asking for more inferences than a session may run.
+    #[error("{requested} inputs requested in one session, at most {max}")]
+    TooManyInputs {
+        /// Inputs asked for.
+        requested: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// A session whose memory would exceed its budget (checked before allocating).
+    #[error("the session needs {needed} bytes of memory, its budget is {budget}")]
+    SessionMemory {
+        /// Bytes the session would allocate.
+        needed: u64,
+        /// The budget.
+        budget: u64,
+    },
+    /// A client asked for the server's shares of private weights.
+    #[error("the server's shares are revealed only for public demonstration weights")]
+    RevealRefused,
+    /// A failure inside the session that is not the peer's doing (a panic, contained).
+    #[error("internal error: {detail}")]
+    Internal {
+        /// What happened.
+        detail: String,
+    },
     /// An input value outside the range the server's fixed-point plan is safe for
     /// (checked before anything is encrypted).
     #[error("input {input}: element {index} is {value}, outside the range [{lo}, {hi}] the server's fixed point is planned for ({count} element(s) outside); it could wrap modulo p and give a wrong answer")]

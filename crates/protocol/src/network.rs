@@ -38,8 +38,8 @@ use serde::{Deserialize, Serialize};
 use crate::msg::{
     recv, send, unexpected, LayerShape, LayerSpec, Msg, ProtocolError, Result, PROTOCOL_VERSION,
 };
-use crate::plan::{choose, Plan};
-use crate::server::{answer, PhaseCounters};
+use crate::plan::{answer, choose, Encoded, Plan, ServerBackend};
+use crate::server::PhaseCounters;
 
 /// Cost of one step of one inference, from one party's point of view.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -112,14 +112,19 @@ pub struct ServerNetOutcome {
     pub inferences: Vec<InferenceReport>,
     /// Setup traffic.
     pub setup: Counters,
-    /// Setup time (weight encoding), ms.
+    /// Setup time (handshake and keys), ms.
     pub setup_ms: f64,
-    /// Encoded weights held in memory for the session, bytes.
+    /// Encoded weights the server holds for all its sessions, bytes.
     pub encoded_bytes: u64,
     /// Layers whose weights are encoded on the fly per query (beyond the budget).
     pub on_the_fly_layers: usize,
     /// Peak resident memory of the server process after the session, bytes (Linux).
     pub peak_rss_bytes: Option<u64>,
+    /// Response ciphertexts sent.
+    pub responses: usize,
+    /// log2 of the statistical distance between this session's responses and ones that
+    /// depend on the layers' results alone (each within 2^-39, union bound).
+    pub distance_log2: f64,
 }
 
 /// Peak resident memory of this process so far (Linux `VmHWM`), bytes.
@@ -447,32 +452,440 @@ fn add_mod(a: &[u64], b: &[u64], p: u64) -> Vec<u64> {
     a.iter().zip(b).map(|(x, y)| (x + y) % p).collect()
 }
 
-type Srv = Counting<Bfv>;
-
-/// A linear step's server state.
-enum Encoded {
-    Matvec(kernels::MatvecPlan, kernels::EncodedMatrix<Srv>),
-    Conv(Box<kernels::ConvPlan>, kernels::EncodedFilters<Srv>),
-    /// Beyond the memory budget: encoded when the query arrives, dropped after.
+/// One linear step's weights on the server: encoded once for every session, or (beyond
+/// the memory budget) encoded when its query arrives and dropped after.
+enum LayerState {
+    Held(Encoded),
     OnTheFly(Plan),
 }
 
-fn encode(plan: Plan, b: &Srv, weight: &[i64]) -> Result<Encoded> {
-    Ok(match plan {
-        Plan::Matvec(p) => {
-            let m = p.encode_weights(b, weight)?;
-            Encoded::Matvec(p, m)
+/// Inferences one network session may ask for.
+pub const MAX_INPUTS_PER_SESSION: u32 = 4096;
+
+/// A network server: the program with its weights, the method of every linear step and
+/// the weights encoded once (those beyond the memory budget are encoded per query),
+/// shared by all its sessions ([`NetworkServer::serve`]).
+pub struct NetworkServer {
+    params: Params,
+    prog: Program,
+    methods: Vec<Option<LayerSpec>>,
+    layers: Vec<Option<LayerState>>,
+    garbler: Garbler,
+    encoded_bytes: u64,
+    on_the_fly_layers: usize,
+    encode_ms: f64,
+    session_memory: Option<u64>,
+}
+
+impl NetworkServer {
+    /// Plans every linear step (`fixed` may fix a method, else the cheapest predicted on
+    /// `link`) and encodes the weights in order while they fit `mem_limit` bytes; the
+    /// rest are encoded on the fly when their query arrives (the encoding then counts in
+    /// that step's online time).
+    pub fn new(
+        params: &Params,
+        prog: &Program,
+        fixed: &dyn Fn(&LayerShape) -> Option<crate::msg::LayerMethod>,
+        link: &Link,
+        garbler: Garbler,
+        mem_limit: Option<u64>,
+    ) -> Result<Self> {
+        let t = Instant::now();
+        if prog.p != params.p() {
+            return Err(ProtocolError::Plan);
         }
-        Plan::Conv(p) => {
-            let m = p.encode_weights(b, weight)?;
-            Encoded::Conv(p, m)
+        let methods = prog
+            .steps
+            .iter()
+            .map(|s| {
+                layer_shape(s)
+                    .map(|shape| match fixed(&shape) {
+                        Some(m) => shape.with(m),
+                        None => choose(&shape, params, link).map(|(spec, _)| spec),
+                    })
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let encoder: ServerBackend = Counting::new(Bfv::encoder(params)?);
+        let model = kernels::CostModel::reference(params);
+        let (mut held, mut on_the_fly_layers) = (0u64, 0);
+        let mut layers = Vec::with_capacity(prog.steps.len());
+        for (step, spec) in prog.steps.iter().zip(&methods) {
+            layers.push(match (step, spec) {
+                (Step::Linear { weight, .. } | Step::Conv { weight, .. }, Some(spec)) => {
+                    let plan = Plan::new(spec, params)?;
+                    let size = match mem_limit {
+                        Some(_) => plan.estimate(params, &model)?.encoded_bytes,
+                        None => 0,
+                    };
+                    if mem_limit.is_some_and(|limit| held + size > limit) {
+                        on_the_fly_layers += 1;
+                        Some(LayerState::OnTheFly(plan))
+                    } else {
+                        held += size;
+                        Some(LayerState::Held(plan.encode(&encoder, weight)?))
+                    }
+                }
+                _ => None,
+            });
         }
-    })
+        Ok(Self {
+            params: params.clone(),
+            prog: prog.clone(),
+            methods,
+            layers,
+            garbler,
+            encoded_bytes: held,
+            on_the_fly_layers,
+            encode_ms: t.elapsed().as_secs_f64() * 1e3,
+            session_memory: None,
+        })
+    }
+
+    /// With a memory budget per session (checked before a session allocates).
+    pub fn with_session_memory(self, session_memory: Option<u64>) -> Self {
+        Self {
+            session_memory,
+            ..self
+        }
+    }
+
+    /// Encoded weights held, bytes (0 when no memory budget was given: not estimated).
+    pub fn encoded_bytes(&self) -> u64 {
+        self.encoded_bytes
+    }
+    /// Linear steps whose weights are encoded per query.
+    pub fn on_the_fly_layers(&self) -> usize {
+        self.on_the_fly_layers
+    }
+    /// Time the weights' encoding took, ms.
+    pub fn encode_ms(&self) -> f64 {
+        self.encode_ms
+    }
+    /// The parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+    /// The program (with its weights).
+    pub fn program(&self) -> &Program {
+        &self.prog
+    }
+
+    /// Memory one inference of a session allocates, bytes (an upper estimate): flooding
+    /// zeros, query and response ciphertexts of every HE step, the garbled tables and
+    /// labels of every nonlinear step (all made in the offline phase, before `Ready`),
+    /// every tensor's two share vectors, and the largest weights encoded on the fly.
+    pub fn session_bytes(&self) -> Result<u64> {
+        let prog = &self.prog;
+        let params = &self.params;
+        let ct = params.ct_wire_size(0, false) as u64;
+        let mut total: u64 = prog.tensors.iter().map(|t| t.len() as u64 * 16).sum();
+        let mut fly = 0u64;
+        let model = kernels::CostModel::reference(params);
+        for (step, state) in prog.steps.iter().zip(&self.layers) {
+            total += match (step, state) {
+                (_, Some(LayerState::Held(e))) => e.plan().session_bytes(params),
+                (_, Some(LayerState::OnTheFly(plan))) => {
+                    fly = fly.max(plan.estimate(params, &model)?.encoded_bytes);
+                    plan.session_bytes(params)
+                }
+                (Step::Square { input, .. }, _) => {
+                    let sq = SquarePlan::new(prog.tensors[*input].len(), slots(params))?;
+                    (3 * sq.output_cts() + sq.query_cts()) as u64 * ct
+                }
+                (
+                    Step::Nonlinear {
+                        input,
+                        op,
+                        trunc_bits,
+                        ..
+                    },
+                    _,
+                ) => {
+                    let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
+                    spec.and_gates() * 32 + spec.inputs() as u64 * spec.bits() as u64 * 48
+                }
+                _ => 0,
+            };
+        }
+        Ok(total + fly)
+    }
+
+    /// Serves one network session. A failure is answered with a coarse `Abort` and
+    /// returned.
+    pub fn serve<C: Channel>(&self, ch: &mut C) -> Result<ServerNetOutcome> {
+        let r = self.serve_inner(ch);
+        if let Err(e) = &r {
+            crate::server::abort(ch, e);
+        }
+        r
+    }
+
+    fn serve_inner<C: Channel>(&self, ch: &mut C) -> Result<ServerNetOutcome> {
+        let (params, prog, garbler) = (&self.params, &self.prog, self.garbler);
+        let t0 = Instant::now();
+        let c0 = ch.counters();
+        let inputs = match recv_net(ch)? {
+            NetMsg::Hello { version, inputs } => {
+                if version != PROTOCOL_VERSION {
+                    return Err(ProtocolError::Version {
+                        ours: PROTOCOL_VERSION,
+                        theirs: version,
+                    });
+                }
+                inputs
+            }
+            NetMsg::Plan { .. } => {
+                return Err(ProtocolError::Unexpected {
+                    expected: "network Hello",
+                    got: "Plan",
+                })
+            }
+        };
+        if inputs > MAX_INPUTS_PER_SESSION {
+            return Err(ProtocolError::TooManyInputs {
+                requested: inputs as u64,
+                max: MAX_INPUTS_PER_SESSION as u64,
+            });
+        }
+        crate::server::check_memory(self.session_bytes()?, self.session_memory)?;
+        send_net(
+            ch,
+            &NetMsg::Plan {
+                params: params.spec(),
+                params_hash: params.hash(),
+                program: Box::new(architecture(prog)),
+                methods: self.methods.clone(),
+            },
+        )?;
+        let keys = match recv(ch)? {
+            Msg::Setup(k) => k,
+            m => return Err(unexpected("Setup", &m)),
+        };
+        let b: ServerBackend = Counting::new(Bfv::server(params, &keys)?);
+        let mut out = ServerNetOutcome {
+            setup: ch.counters() - c0,
+            setup_ms: t0.elapsed().as_secs_f64() * 1e3,
+            encoded_bytes: self.encoded_bytes,
+            on_the_fly_layers: self.on_the_fly_layers,
+            ..Default::default()
+        };
+        let p = prog.p;
+        for _ in 0..inputs {
+            let mut rep = InferenceReport::default();
+            let c_off = ch.counters();
+            let t_off = Instant::now();
+            // Offline: flooding zeros per HE step, garbling + OTs per nonlinear step.
+            let mut pools: Vec<Option<FloodPool<ServerBackend>>> = Vec::new();
+            let mut pres: Vec<Option<ServerPre>> = Vec::new();
+            for (i, step) in prog.steps.iter().enumerate() {
+                let t = Instant::now();
+                let c = ch.counters();
+                let mut r = StepReport {
+                    layer: step.name().to_string(),
+                    kind: kind(step).into(),
+                    shape: prog.tensors[step.output()].shape.clone(),
+                    ..Default::default()
+                };
+                let (pool, pre) = match (step, &self.layers[i]) {
+                    (_, Some(state)) => {
+                        let plan = match state {
+                            LayerState::Held(e) => e.plan(),
+                            LayerState::OnTheFly(plan) => {
+                                r.on_the_fly = true;
+                                plan.clone()
+                            }
+                        };
+                        r.method = plan.method_name();
+                        (Some(plan.flood_pool(&b, params)?), None)
+                    }
+                    (Step::Square { input, .. }, _) => {
+                        r.method = "square".into();
+                        let sq = SquarePlan::new(prog.tensors[*input].len(), slots(params))?;
+                        (Some(fill(&sq, &b, params)?), None)
+                    }
+                    (
+                        Step::Nonlinear {
+                            input,
+                            op,
+                            trunc_bits,
+                            ..
+                        },
+                        _,
+                    ) => {
+                        let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
+                        r.method = "gc".into();
+                        r.and_gates = spec.and_gates();
+                        (
+                            None,
+                            Some(gc::server_offline(ch, &spec, garbler).map_err(gc_err)?),
+                        )
+                    }
+                    _ => {
+                        r.method = "local".into();
+                        (None, None)
+                    }
+                };
+                b.take();
+                pools.push(pool);
+                pres.push(pre);
+                let d = ch.counters() - c;
+                r.offline_ms = t.elapsed().as_secs_f64() * 1e3;
+                r.bytes_sent = d.bytes_sent;
+                r.bytes_received = d.bytes_received;
+                rep.steps.push(r);
+            }
+            send(ch, &Msg::Ready)?;
+            rep.offline_ms = t_off.elapsed().as_secs_f64() * 1e3;
+            let c_on = ch.counters();
+            rep.traffic.offline = c_on - c_off;
+            let t_on = Instant::now();
+            // Online.
+            let mut shares: Vec<Option<Vec<u64>>> = vec![None; prog.tensors.len()];
+            shares[prog.input] = Some(vec![0; prog.tensors[prog.input].len()]);
+            let get = |shares: &[Option<Vec<u64>>], id: usize| -> Result<Vec<u64>> {
+                shares[id].clone().ok_or(ProtocolError::Plan)
+            };
+            for (i, step) in prog.steps.iter().enumerate() {
+                let t = Instant::now();
+                let c = ch.counters();
+                let y = match step {
+                    Step::Linear { input, .. } | Step::Conv { input, .. } => {
+                        let x = get(&shares, *input)?;
+                        let cts = query_cts(ch, i)?;
+                        let pool = pools[i].as_mut().ok_or(ProtocolError::Plan)?;
+                        let (resp, mine) = match &self.layers[i] {
+                            Some(LayerState::Held(e)) => e.answer(&b, pool, &cts)?,
+                            Some(LayerState::OnTheFly(plan)) => {
+                                let w = match step {
+                                    Step::Linear { weight, .. } | Step::Conv { weight, .. } => {
+                                        weight
+                                    }
+                                    _ => return Err(ProtocolError::Plan),
+                                };
+                                plan.clone().encode(&b, w)?.answer(&b, pool, &cts)?
+                            }
+                            None => return Err(ProtocolError::Plan),
+                        };
+                        out.responses += resp.len();
+                        send(
+                            ch,
+                            &Msg::Response {
+                                layer: i as u32,
+                                cts: resp,
+                            },
+                        )?;
+                        add_mod(&mine, &clear_linear(step, &x, p), p)
+                    }
+                    Step::Square { input, .. } => {
+                        let x = get(&shares, *input)?;
+                        let sq = SquarePlan::new(x.len(), slots(params))?;
+                        let cts = query_cts(ch, i)?;
+                        let w: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+                        let m = sq.encode_weights(&b, &w)?;
+                        let pool = pools[i].as_mut().ok_or(ProtocolError::Plan)?;
+                        let (resp, cross) = answer(&sq, &b, &m, pool, &cts)?;
+                        out.responses += resp.len();
+                        send(
+                            ch,
+                            &Msg::Response {
+                                layer: i as u32,
+                                cts: resp,
+                            },
+                        )?;
+                        sq.server_output(&x, &cross)?
+                    }
+                    Step::Nonlinear {
+                        input,
+                        op,
+                        trunc_bits,
+                        ..
+                    } => {
+                        // rounding to nearest: the server's share carries the offset
+                        let h = nn::round_offset(*trunc_bits) as u64 % p;
+                        let x: Vec<u64> = get(&shares, *input)?
+                            .into_iter()
+                            .map(|v| (v + h) % p)
+                            .collect();
+                        let x = match op {
+                            NonlinearOp::MaxPool { k, stride }
+                            | NonlinearOp::ReluMaxPool { k, stride } => {
+                                gather_windows(&prog.tensors[*input].shape, *k, *stride, &x)?
+                            }
+                            _ => x,
+                        };
+                        let pre = pres[i].take().ok_or(ProtocolError::Plan)?;
+                        gc::server_online(ch, pre, &x).map_err(gc_err)?
+                    }
+                    Step::SumPool {
+                        input,
+                        k_h,
+                        k_w,
+                        stride,
+                        ..
+                    } => {
+                        let x = get(&shares, *input)?;
+                        sum_pool(&prog.tensors[*input].shape, *k_h, *k_w, *stride, &x, p)?
+                    }
+                    Step::Pad {
+                        input, pads, mode, ..
+                    } => {
+                        let x = get(&shares, *input)?;
+                        pad_share(&prog.tensors[*input].shape, *pads, *mode, &x)?
+                    }
+                    Step::SpaceToDepth {
+                        input,
+                        stride,
+                        phases,
+                        out_h,
+                        out_w,
+                        ..
+                    } => {
+                        let x = get(&shares, *input)?;
+                        space_to_depth_share(
+                            &prog.tensors[*input].shape,
+                            *stride,
+                            *phases,
+                            *out_h,
+                            *out_w,
+                            &x,
+                        )?
+                    }
+                    Step::Add {
+                        a,
+                        b: bb,
+                        mul_a,
+                        mul_b,
+                        ..
+                    } => mul_add(&get(&shares, *a)?, *mul_a, &get(&shares, *bb)?, *mul_b, p),
+                };
+                shares[step.output()] = Some(y);
+                let d = ch.counters() - c;
+                let r = &mut rep.steps[i];
+                r.ms = t.elapsed().as_secs_f64() * 1e3;
+                r.bytes_sent += d.bytes_sent;
+                r.bytes_received += d.bytes_received;
+                r.online_bytes = d.bytes_sent + d.bytes_received;
+                r.rounds = d.flights;
+                r.counts = b.take();
+            }
+            send(ch, &Msg::Share(vec![get(&shares, prog.output)?]))?;
+            rep.online_ms = t_on.elapsed().as_secs_f64() * 1e3;
+            rep.traffic.online = ch.counters() - c_on;
+            out.inferences.push(rep);
+        }
+        out.peak_rss_bytes = peak_rss_bytes();
+        out.distance_log2 = kernels::noise::NoiseModel::session_distance_log2(out.responses);
+        match recv(ch)? {
+            Msg::Close => Ok(out),
+            m => Err(unexpected("Close", &m)),
+        }
+    }
 }
 
 /// Serves one network session: `prog` holds the weights; `fixed` may fix the method of
-/// a linear layer (else the cheapest predicted on `link`). A failure is answered with
-/// a coarse `Abort` and returned.
+/// a linear layer (else the cheapest predicted on `link`). The weights are encoded for
+/// this session alone; a server of many sessions makes one [`NetworkServer`].
 pub fn serve_network<C: Channel>(
     ch: &mut C,
     params: &Params,
@@ -496,322 +909,12 @@ pub fn serve_network_with<C: Channel>(
     garbler: Garbler,
     mem_limit: Option<u64>,
 ) -> Result<ServerNetOutcome> {
-    let r = serve_network_inner(ch, params, prog, fixed, link, garbler, mem_limit);
-    if let Err(e) = &r {
-        crate::server::abort(ch, e);
-    }
-    r
-}
-
-fn serve_network_inner<C: Channel>(
-    ch: &mut C,
-    params: &Params,
-    prog: &Program,
-    fixed: &dyn Fn(&LayerShape) -> Option<crate::msg::LayerMethod>,
-    link: &Link,
-    garbler: Garbler,
-    mem_limit: Option<u64>,
-) -> Result<ServerNetOutcome> {
-    let t0 = Instant::now();
-    let c0 = ch.counters();
-    let inputs = match recv_net(ch)? {
-        NetMsg::Hello { version, inputs } => {
-            if version != PROTOCOL_VERSION {
-                return Err(ProtocolError::Version {
-                    ours: PROTOCOL_VERSION,
-                    theirs: version,
-                });
-            }
-            inputs
+    match NetworkServer::new(params, prog, fixed, link, garbler, mem_limit) {
+        Ok(server) => server.serve(ch),
+        Err(e) => {
+            crate::server::abort(ch, &e);
+            Err(e)
         }
-        NetMsg::Plan { .. } => {
-            return Err(ProtocolError::Unexpected {
-                expected: "network Hello",
-                got: "Plan",
-            })
-        }
-    };
-    if prog.p != params.p() {
-        return Err(ProtocolError::Plan);
-    }
-    let methods = prog
-        .steps
-        .iter()
-        .map(|s| {
-            layer_shape(s)
-                .map(|shape| match fixed(&shape) {
-                    Some(m) => shape.with(m),
-                    None => choose(&shape, params, link).map(|(spec, _)| spec),
-                })
-                .transpose()
-        })
-        .collect::<Result<Vec<_>>>()?;
-    send_net(
-        ch,
-        &NetMsg::Plan {
-            params: params.spec(),
-            params_hash: params.hash(),
-            program: Box::new(architecture(prog)),
-            methods: methods.clone(),
-        },
-    )?;
-    let keys = match recv(ch)? {
-        Msg::Setup(k) => k,
-        m => return Err(unexpected("Setup", &m)),
-    };
-    let b: Srv = Counting::new(Bfv::server(params, &keys)?);
-    // Setup: encode every linear layer's weights once per session, while they fit the
-    // memory budget.
-    let mut encoded: Vec<Option<Encoded>> = Vec::with_capacity(prog.steps.len());
-    let mut held = 0u64;
-    let mut on_the_fly_layers = 0;
-    let model = kernels::CostModel::reference(params);
-    for (step, spec) in prog.steps.iter().zip(&methods) {
-        encoded.push(match (step, spec) {
-            (Step::Linear { weight, .. } | Step::Conv { weight, .. }, Some(spec)) => {
-                let plan = Plan::new(spec, params)?;
-                let size = match mem_limit {
-                    Some(_) => plan.estimate(params, &model)?.encoded_bytes,
-                    None => 0,
-                };
-                if mem_limit.is_some_and(|limit| held + size > limit) {
-                    on_the_fly_layers += 1;
-                    Some(Encoded::OnTheFly(plan))
-                } else {
-                    held += size;
-                    Some(encode(plan, &b, weight)?)
-                }
-            }
-            _ => None,
-        });
-    }
-    b.take();
-    let mut out = ServerNetOutcome {
-        setup: ch.counters() - c0,
-        setup_ms: t0.elapsed().as_secs_f64() * 1e3,
-        encoded_bytes: held,
-        on_the_fly_layers,
-        ..Default::default()
-    };
-    let p = prog.p;
-    for _ in 0..inputs {
-        let mut rep = InferenceReport::default();
-        let c_off = ch.counters();
-        let t_off = Instant::now();
-        // Offline: flooding zeros per HE step, garbling + OTs per nonlinear step.
-        let mut pools: Vec<Option<FloodPool<Srv>>> = Vec::new();
-        let mut pres: Vec<Option<ServerPre>> = Vec::new();
-        for (i, step) in prog.steps.iter().enumerate() {
-            let t = Instant::now();
-            let c = ch.counters();
-            let mut r = StepReport {
-                layer: step.name().to_string(),
-                kind: kind(step).into(),
-                shape: prog.tensors[step.output()].shape.clone(),
-                ..Default::default()
-            };
-            let (pool, pre) = match (step, &encoded[i]) {
-                (_, Some(Encoded::Matvec(pl, _))) => {
-                    r.method = pl.method().name().into();
-                    (Some(fill(pl, &b, params)?), None)
-                }
-                (_, Some(Encoded::Conv(pl, _))) => {
-                    r.method = pl.method().name().into();
-                    (Some(fill(pl.as_ref(), &b, params)?), None)
-                }
-                (_, Some(Encoded::OnTheFly(plan))) => {
-                    r.on_the_fly = true;
-                    match plan {
-                        Plan::Matvec(pl) => {
-                            r.method = pl.method().name().into();
-                            (Some(fill(pl, &b, params)?), None)
-                        }
-                        Plan::Conv(pl) => {
-                            r.method = pl.method().name().into();
-                            (Some(fill(pl.as_ref(), &b, params)?), None)
-                        }
-                    }
-                }
-                (Step::Square { input, .. }, _) => {
-                    r.method = "square".into();
-                    let sq = SquarePlan::new(prog.tensors[*input].len(), slots(params))?;
-                    (Some(fill(&sq, &b, params)?), None)
-                }
-                (
-                    Step::Nonlinear {
-                        input,
-                        op,
-                        trunc_bits,
-                        ..
-                    },
-                    _,
-                ) => {
-                    let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
-                    r.method = "gc".into();
-                    r.and_gates = spec.and_gates();
-                    (
-                        None,
-                        Some(gc::server_offline(ch, &spec, garbler).map_err(gc_err)?),
-                    )
-                }
-                _ => {
-                    r.method = "local".into();
-                    (None, None)
-                }
-            };
-            b.take();
-            pools.push(pool);
-            pres.push(pre);
-            let d = ch.counters() - c;
-            r.offline_ms = t.elapsed().as_secs_f64() * 1e3;
-            r.bytes_sent = d.bytes_sent;
-            r.bytes_received = d.bytes_received;
-            rep.steps.push(r);
-        }
-        send(ch, &Msg::Ready)?;
-        rep.offline_ms = t_off.elapsed().as_secs_f64() * 1e3;
-        let c_on = ch.counters();
-        rep.traffic.offline = c_on - c_off;
-        let t_on = Instant::now();
-        // Online.
-        let mut shares: Vec<Option<Vec<u64>>> = vec![None; prog.tensors.len()];
-        shares[prog.input] = Some(vec![0; prog.tensors[prog.input].len()]);
-        let get = |shares: &[Option<Vec<u64>>], id: usize| -> Result<Vec<u64>> {
-            shares[id].clone().ok_or(ProtocolError::Plan)
-        };
-        for (i, step) in prog.steps.iter().enumerate() {
-            let t = Instant::now();
-            let c = ch.counters();
-            let y = match step {
-                Step::Linear { input, .. } | Step::Conv { input, .. } => {
-                    let x = get(&shares, *input)?;
-                    let cts = query_cts(ch, i)?;
-                    let pool = pools[i].as_mut().ok_or(ProtocolError::Plan)?;
-                    let (resp, mine) = match &encoded[i] {
-                        Some(Encoded::Matvec(pl, m)) => answer(pl, &b, m, pool, &cts)?,
-                        Some(Encoded::Conv(pl, m)) => answer(pl.as_ref(), &b, m, pool, &cts)?,
-                        Some(Encoded::OnTheFly(plan)) => {
-                            let w = match step {
-                                Step::Linear { weight, .. } | Step::Conv { weight, .. } => weight,
-                                _ => return Err(ProtocolError::Plan),
-                            };
-                            match encode(plan.clone(), &b, w)? {
-                                Encoded::Matvec(pl, m) => answer(&pl, &b, &m, pool, &cts)?,
-                                Encoded::Conv(pl, m) => answer(pl.as_ref(), &b, &m, pool, &cts)?,
-                                Encoded::OnTheFly(_) => return Err(ProtocolError::Plan),
-                            }
-                        }
-                        None => return Err(ProtocolError::Plan),
-                    };
-                    send(
-                        ch,
-                        &Msg::Response {
-                            layer: i as u32,
-                            cts: resp,
-                        },
-                    )?;
-                    add_mod(&mine, &clear_linear(step, &x, p), p)
-                }
-                Step::Square { input, .. } => {
-                    let x = get(&shares, *input)?;
-                    let sq = SquarePlan::new(x.len(), slots(params))?;
-                    let cts = query_cts(ch, i)?;
-                    let w: Vec<i64> = x.iter().map(|&v| v as i64).collect();
-                    let m = sq.encode_weights(&b, &w)?;
-                    let pool = pools[i].as_mut().ok_or(ProtocolError::Plan)?;
-                    let (resp, cross) = answer(&sq, &b, &m, pool, &cts)?;
-                    send(
-                        ch,
-                        &Msg::Response {
-                            layer: i as u32,
-                            cts: resp,
-                        },
-                    )?;
-                    sq.server_output(&x, &cross)?
-                }
-                Step::Nonlinear {
-                    input,
-                    op,
-                    trunc_bits,
-                    ..
-                } => {
-                    // rounding to nearest: the server's share carries the offset
-                    let h = nn::round_offset(*trunc_bits) as u64 % p;
-                    let x: Vec<u64> = get(&shares, *input)?
-                        .into_iter()
-                        .map(|v| (v + h) % p)
-                        .collect();
-                    let x = match op {
-                        NonlinearOp::MaxPool { k, stride }
-                        | NonlinearOp::ReluMaxPool { k, stride } => {
-                            gather_windows(&prog.tensors[*input].shape, *k, *stride, &x)?
-                        }
-                        _ => x,
-                    };
-                    let pre = pres[i].take().ok_or(ProtocolError::Plan)?;
-                    gc::server_online(ch, pre, &x).map_err(gc_err)?
-                }
-                Step::SumPool {
-                    input,
-                    k_h,
-                    k_w,
-                    stride,
-                    ..
-                } => {
-                    let x = get(&shares, *input)?;
-                    sum_pool(&prog.tensors[*input].shape, *k_h, *k_w, *stride, &x, p)?
-                }
-                Step::Pad {
-                    input, pads, mode, ..
-                } => {
-                    let x = get(&shares, *input)?;
-                    pad_share(&prog.tensors[*input].shape, *pads, *mode, &x)?
-                }
-                Step::SpaceToDepth {
-                    input,
-                    stride,
-                    phases,
-                    out_h,
-                    out_w,
-                    ..
-                } => {
-                    let x = get(&shares, *input)?;
-                    space_to_depth_share(
-                        &prog.tensors[*input].shape,
-                        *stride,
-                        *phases,
-                        *out_h,
-                        *out_w,
-                        &x,
-                    )?
-                }
-                Step::Add {
-                    a,
-                    b: bb,
-                    mul_a,
-                    mul_b,
-                    ..
-                } => mul_add(&get(&shares, *a)?, *mul_a, &get(&shares, *bb)?, *mul_b, p),
-            };
-            shares[step.output()] = Some(y);
-            let d = ch.counters() - c;
-            let r = &mut rep.steps[i];
-            r.ms = t.elapsed().as_secs_f64() * 1e3;
-            r.bytes_sent += d.bytes_sent;
-            r.bytes_received += d.bytes_received;
-            r.online_bytes = d.bytes_sent + d.bytes_received;
-            r.rounds = d.flights;
-            r.counts = b.take();
-        }
-        send(ch, &Msg::Share(vec![get(&shares, prog.output)?]))?;
-        rep.online_ms = t_on.elapsed().as_secs_f64() * 1e3;
-        rep.traffic.online = ch.counters() - c_on;
-        out.inferences.push(rep);
-    }
-    out.peak_rss_bytes = peak_rss_bytes();
-    match recv(ch)? {
-        Msg::Close => Ok(out),
-        m => Err(unexpected("Close", &m)),
     }
 }
 
@@ -832,7 +935,11 @@ fn slots(params: &Params) -> he::SlotInfo {
     }
 }
 
-fn fill<L: LinearLayer>(plan: &L, b: &Srv, params: &Params) -> Result<FloodPool<Srv>> {
+fn fill<L: LinearLayer>(
+    plan: &L,
+    b: &ServerBackend,
+    params: &Params,
+) -> Result<FloodPool<ServerBackend>> {
     let mut pool = FloodPool::new(plan.flood_bits(params)?);
     pool.fill(b, plan.output_cts())?;
     Ok(pool)

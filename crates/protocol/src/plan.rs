@@ -4,8 +4,8 @@
 //! over the link + one round trip) wins. Methods that cannot run on the parameters
 //! (noise budget, key budget, slot count) are skipped.
 
-use he::{GaloisSpec, Params};
-use kernels::{ConvPlan, CostModel, Estimate, LinearLayer, MatvecPlan};
+use he::{Backend, Bfv, Counting, GaloisSpec, Params};
+use kernels::{ConvPlan, CostModel, Estimate, FloodPool, LinearLayer, MatvecPlan};
 use net::Link;
 
 use crate::msg::{LayerMethod, LayerShape, LayerSpec, ProtocolError, Result};
@@ -64,6 +64,128 @@ impl Plan {
             Plan::Conv(p) => kernels::estimate(p.as_ref(), params, model)?,
         })
     }
+    /// Response ciphertexts per query.
+    pub fn output_cts(&self) -> usize {
+        match self {
+            Plan::Matvec(p) => p.output_cts(),
+            Plan::Conv(p) => p.output_cts(),
+        }
+    }
+    /// Query ciphertexts.
+    pub fn query_cts(&self) -> usize {
+        match self {
+            Plan::Matvec(p) => p.query_cts(),
+            Plan::Conv(p) => p.query_cts(),
+        }
+    }
+    /// The method's name.
+    pub fn method_name(&self) -> String {
+        match self {
+            Plan::Matvec(p) => p.method_name(),
+            Plan::Conv(p) => p.method_name(),
+        }
+    }
+    /// The flooding encryptions of zero for one query (the server's offline work).
+    pub fn flood_pool(
+        &self,
+        b: &ServerBackend,
+        params: &Params,
+    ) -> Result<FloodPool<ServerBackend>> {
+        let bits = match self {
+            Plan::Matvec(p) => p.flood_bits(params)?,
+            Plan::Conv(p) => p.flood_bits(params)?,
+        };
+        let mut pool = FloodPool::new(bits);
+        pool.fill(b, self.output_cts())?;
+        Ok(pool)
+    }
+    /// Bytes the server holds per query while answering: the flooding zeros (fresh
+    /// ciphertexts at level 0) and the query and response ciphertexts.
+    pub fn session_bytes(&self, params: &Params) -> u64 {
+        let ct = params.ct_wire_size(0, false) as u64;
+        (2 * self.output_cts() + self.query_cts()) as u64 * ct
+    }
+    /// Encodes the weights (offline; the encodings do not depend on any client).
+    pub fn encode(self, b: &ServerBackend, weights: &[i64]) -> Result<Encoded> {
+        Ok(match self {
+            Plan::Matvec(p) => {
+                let m = p.encode_weights(b, weights)?;
+                Encoded::Matvec(p, m)
+            }
+            Plan::Conv(p) => {
+                let m = p.encode_weights(b, weights)?;
+                Encoded::Conv(p, m)
+            }
+        })
+    }
+}
+
+/// The backend a server computes with: fhe.rs BFV with the client's public keys only,
+/// counting its operations.
+pub type ServerBackend = Counting<Bfv>;
+
+/// A planned layer with its weights encoded (NTT + Shoup form prepared plaintexts).
+/// Encodings depend on the weights and the parameters only, so a server makes them once
+/// and shares them between sessions ([`Bfv::encoder`]).
+pub enum Encoded {
+    /// Matrix-vector.
+    Matvec(MatvecPlan, kernels::EncodedMatrix<ServerBackend>),
+    /// Convolution.
+    Conv(Box<ConvPlan>, kernels::EncodedFilters<ServerBackend>),
+}
+
+impl Encoded {
+    /// The plan.
+    pub fn plan(&self) -> Plan {
+        match self {
+            Encoded::Matvec(p, _) => Plan::Matvec(p.clone()),
+            Encoded::Conv(p, _) => Plan::Conv(p.clone()),
+        }
+    }
+    /// One query answered: validate and read the ciphertexts, run the kernel and
+    /// `share_output`, serialise the response; returns it and the server's share.
+    pub fn answer(
+        &self,
+        b: &ServerBackend,
+        pool: &mut FloodPool<ServerBackend>,
+        cts: &[Vec<u8>],
+    ) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
+        match self {
+            Encoded::Matvec(p, m) => answer(p, b, m, pool, cts),
+            Encoded::Conv(p, m) => answer(p.as_ref(), b, m, pool, cts),
+        }
+    }
+}
+
+/// One query answered by a kernel: the ciphertext count checked, each ciphertext
+/// validated while deserialised, the kernel and `share_output` run, the response
+/// serialised.
+pub(crate) fn answer<L: LinearLayer>(
+    plan: &L,
+    b: &ServerBackend,
+    m: &L::Encoded<ServerBackend>,
+    pool: &mut FloodPool<ServerBackend>,
+    cts: &[Vec<u8>],
+) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
+    if cts.len() != plan.query_cts() {
+        return Err(ProtocolError::Malformed {
+            detail: format!(
+                "query of {} ciphertexts, the layer takes {}",
+                cts.len(),
+                plan.query_cts()
+            ),
+        });
+    }
+    let q = cts
+        .iter()
+        .map(|c| b.deserialize(c))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let (resp, share) = plan.respond(b, m, &q, pool)?;
+    let out = resp
+        .iter()
+        .map(|c| b.serialize(c))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok((out, share))
 }
 
 /// One candidate method of the automatic choice.

@@ -1,30 +1,38 @@
-//! The server: a [`Model`] (the layers it can serve, with their weights and methods),
-//! one session over any channel ([`serve`]), and a TCP accept loop that runs sessions
-//! concurrently, one thread each, up to a limit ([`serve_tcp`]). One session's failure
-//! is logged and answered with a coarse `Abort`; it never stops the others.
+//! The server of single linear layers: a [`Model`] (the layers it can serve, with their
+//! weights and methods), one session over any channel ([`serve`]), and the TCP server
+//! ([`serve_tcp`], sessions run by [`crate::serve_sessions`]: concurrent up to a limit,
+//! deadlines per frame and per session, failures and panics contained). Encoded
+//! weights are made once per server and shared by its sessions ([`Encodings`]).
 //!
 //! Phases of a session (each with its own byte counters and time):
-//! - setup: `Hello` → `HelloOk` (the plan) → `Setup` (public key, Galois keys);
-//! - offline (input-independent): encoding the weights into prepared plaintexts and
-//!   precomputing the flooding encryptions of zero; ends with `Ready`;
-//! - online: per layer `Query` → `Response`; then `Close` (or `Reveal`, demo only).
+//! - setup: `Hello` → `HelloOk` (the plan) → `Setup` (public key, Galois keys; validated
+//!   at the border);
+//! - offline (input-independent): the flooding encryptions of zero, and the weights'
+//!   encoding the first time any session needs it; ends with `Ready`;
+//! - online: per layer `Query` → `Response`; then `Close` (or `Reveal`: answered only by
+//!   a server of public demo weights, [`Model::public_demo`]).
+//!
+//! What one client can make a server do is bounded before anything is allocated: at
+//! most as many layer requests as the server holds (each served layer once), and the
+//! session's memory (flooding zeros, query and response ciphertexts) within
+//! [`ServeOptions::session_memory`].
 
+use std::collections::HashMap;
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-use he::{Backend, Bfv, Counting, OpCounts, Params};
-use kernels::{FloodPool, LinearLayer};
-use net::{Channel, Counters, Link, TcpChannel};
-use tracing::{debug, info, warn};
+use he::{Bfv, Counting, OpCounts, Params};
+use kernels::noise::NoiseModel;
+use net::{Channel, Counters, Link};
+use tracing::{debug, warn};
 
 use crate::msg::{
     recv, send, unexpected, AbortReason, LayerMethod, LayerRequest, LayerShape, LayerSpec, Msg,
     ProtocolError, Result, PROTOCOL_VERSION,
 };
-use crate::plan::{choose, Plan};
+use crate::plan::{choose, Encoded, Plan, ServerBackend};
+use crate::sessions::{serve_sessions, ServeOptions, SessionReport};
 
 /// One layer a server can serve.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,10 +49,12 @@ pub struct ServedLayer {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Model {
     layers: Vec<ServedLayer>,
+    public_weights: bool,
 }
 
 impl Model {
-    /// Checks every layer's weight count and method kind.
+    /// A model of private weights: every layer's weight count and method kind checked;
+    /// a client's `Reveal` is refused.
     pub fn new(layers: Vec<ServedLayer>) -> Result<Model> {
         for (i, l) in layers.iter().enumerate() {
             if l.weights.len() != l.shape.weight_len() {
@@ -58,13 +68,29 @@ impl Model {
                 l.shape.with(m)?;
             }
         }
-        Ok(Model { layers })
+        Ok(Model {
+            layers,
+            public_weights: false,
+        })
+    }
+    /// A model of public demonstration weights (seeded, published): a client may ask
+    /// for the server's shares (`Reveal`) to check its result.
+    pub fn public_demo(layers: Vec<ServedLayer>) -> Result<Model> {
+        Ok(Model {
+            public_weights: true,
+            ..Model::new(layers)?
+        })
     }
     /// The layers.
     pub fn layers(&self) -> &[ServedLayer] {
         &self.layers
     }
-    /// The plan for a client's requests: each request matched by shape; the method is
+    /// Whether the weights are public (the server answers `Reveal`).
+    pub fn public_weights(&self) -> bool {
+        self.public_weights
+    }
+    /// The plan for a client's requests: at most as many as the layers held; each
+    /// request matched by shape to a held layer no earlier request took; the method is
     /// the server's if it fixed one (a different wish from the client is a plan
     /// mismatch), else the client's wish, else the cheapest predicted on `link`.
     pub fn plan(
@@ -73,15 +99,25 @@ impl Model {
         params: &Params,
         link: &Link,
     ) -> Result<Vec<(LayerSpec, usize)>> {
+        if requests.len() > self.layers.len() {
+            return Err(ProtocolError::TooManyLayers {
+                requested: requests.len(),
+                held: self.layers.len(),
+            });
+        }
+        let mut taken = vec![false; self.layers.len()];
         requests
             .iter()
-            .map(|r| {
-                let (i, served) = self
-                    .layers
-                    .iter()
-                    .enumerate()
-                    .find(|(_, l)| l.shape == r.shape)
-                    .ok_or(ProtocolError::Plan)?;
+            .enumerate()
+            .map(|(k, r)| {
+                let i = (0..self.layers.len())
+                    .find(|&i| !taken[i] && self.layers[i].shape == r.shape)
+                    .ok_or(ProtocolError::NotServed {
+                        request: k,
+                        shape: r.shape,
+                    })?;
+                taken[i] = true;
+                let served = &self.layers[i];
                 let spec = match (served.method, r.method) {
                     (Some(m), Some(w)) if m != w => return Err(ProtocolError::Plan),
                     (Some(m), _) | (None, Some(m)) => r.shape.with(m)?,
@@ -90,6 +126,46 @@ impl Model {
                 Ok((spec, i))
             })
             .collect()
+    }
+}
+
+/// Encoded weights a server shares between its sessions: per (held layer, plan),
+/// made the first time a session needs them (with a keyless [`Bfv::encoder`]: the
+/// encoding depends on the weights and the parameters only).
+pub struct Encodings {
+    params: Params,
+    encoder: ServerBackend,
+    made: Mutex<HashMap<(usize, LayerSpec), Arc<Encoded>>>,
+}
+
+impl Encodings {
+    /// No encodings yet, for these parameters.
+    pub fn new(params: &Params) -> Result<Self> {
+        Ok(Self {
+            params: params.clone(),
+            encoder: Counting::new(Bfv::encoder(params)?),
+            made: Mutex::new(HashMap::new()),
+        })
+    }
+    /// Layer `layer` of `model` encoded for `spec` (made now if no session made it yet).
+    pub fn get(&self, model: &Model, layer: usize, spec: &LayerSpec) -> Result<Arc<Encoded>> {
+        let key = (layer, spec.clone());
+        let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = made.get(&key) {
+            return Ok(e.clone());
+        }
+        let weights = &model.layers.get(layer).ok_or(ProtocolError::Plan)?.weights;
+        let e = Arc::new(Plan::new(spec, &self.params)?.encode(&self.encoder, weights)?);
+        made.insert(key, e.clone());
+        Ok(e)
+    }
+    /// How many encodings are held.
+    pub fn len(&self) -> usize {
+        self.made.lock().map_or(0, |m| m.len())
+    }
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -130,17 +206,35 @@ pub struct ServerOutcome {
     pub times: PhaseTimes,
     /// HE operations of each layer's online work.
     pub counts: Vec<OpCounts>,
+    /// Response ciphertexts sent.
+    pub responses: usize,
+    /// log2 of the statistical distance between this session's responses and
+    /// responses that depend on W·x + r alone (each within 2^-39, union bound).
+    pub distance_log2: f64,
 }
 
-/// Serves one client on `ch`. Any failure aborts the session with a coarse reason to
-/// the peer (the detail stays local) and is returned.
+/// Serves one client on `ch` with encodings of its own and no memory limit (tests,
+/// single sessions). Any failure aborts the session with a coarse reason to the peer
+/// (the detail stays local) and is returned.
 pub fn serve<C: Channel>(
     ch: &mut C,
     params: &Params,
     model: &Model,
     link: &Link,
 ) -> Result<ServerOutcome> {
-    let r = serve_inner(ch, params, model, link);
+    serve_with(ch, params, model, &Encodings::new(params)?, link, None)
+}
+
+/// [`serve`] with encodings shared between sessions and a memory limit for the session.
+pub fn serve_with<C: Channel>(
+    ch: &mut C,
+    params: &Params,
+    model: &Model,
+    encodings: &Encodings,
+    link: &Link,
+    memory: Option<u64>,
+) -> Result<ServerOutcome> {
+    let r = serve_inner(ch, params, model, encodings, link, memory);
     if let Err(e) = &r {
         abort(ch, e);
     }
@@ -153,10 +247,16 @@ pub(crate) fn abort<C: Channel>(ch: &mut C, e: &ProtocolError) {
     let reason = match e {
         ProtocolError::Version { .. } => AbortReason::Version,
         ProtocolError::Params { .. } => AbortReason::Params,
-        ProtocolError::Plan | ProtocolError::NoMethod { .. } => AbortReason::Plan,
-        ProtocolError::Malformed { .. } | ProtocolError::Unexpected { .. } => {
-            AbortReason::Malformed
-        }
+        ProtocolError::Plan
+        | ProtocolError::NoMethod { .. }
+        | ProtocolError::TooManyLayers { .. }
+        | ProtocolError::NotServed { .. }
+        | ProtocolError::TooManyInputs { .. } => AbortReason::Plan,
+        ProtocolError::SessionMemory { .. } => AbortReason::Busy,
+        ProtocolError::RevealRefused => AbortReason::Refused,
+        ProtocolError::Malformed { .. }
+        | ProtocolError::Unexpected { .. }
+        | ProtocolError::He(he::HeError::Malformed { .. }) => AbortReason::Malformed,
         ProtocolError::InputOutOfRange { .. } | ProtocolError::NonFiniteInput { .. } => {
             AbortReason::Input
         }
@@ -166,69 +266,21 @@ pub(crate) fn abort<C: Channel>(ch: &mut C, e: &ProtocolError) {
     let _ = send(ch, &Msg::Abort(reason));
 }
 
-type Server = Counting<Bfv>;
-
-/// One layer after the offline phase.
-enum Prepared {
-    Matvec(
-        kernels::MatvecPlan,
-        kernels::EncodedMatrix<Server>,
-        FloodPool<Server>,
-    ),
-    Conv(
-        Box<kernels::ConvPlan>,
-        kernels::EncodedFilters<Server>,
-        FloodPool<Server>,
-    ),
-}
-
-fn prepare<L: LinearLayer>(
-    plan: &L,
-    b: &Server,
-    params: &Params,
-    w: &[i64],
-) -> Result<(L::Encoded<Server>, FloodPool<Server>)> {
-    let m = plan.encode_weights(b, w)?;
-    let mut pool = FloodPool::new(plan.flood_bits(params)?);
-    pool.fill(b, plan.output_cts())?;
-    Ok((m, pool))
-}
-
-/// One query answered: validate and read the ciphertexts, run the kernel and
-/// `share_output`, serialise the response; returns it and the server's share.
-pub(crate) fn answer<L: LinearLayer>(
-    plan: &L,
-    b: &Server,
-    m: &L::Encoded<Server>,
-    pool: &mut FloodPool<Server>,
-    cts: &[Vec<u8>],
-) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
-    if cts.len() != plan.query_cts() {
-        return Err(ProtocolError::Malformed {
-            detail: format!(
-                "query of {} ciphertexts, the layer takes {}",
-                cts.len(),
-                plan.query_cts()
-            ),
-        });
+/// Checks a session's memory need against its budget, before it allocates.
+pub(crate) fn check_memory(needed: u64, memory: Option<u64>) -> Result<()> {
+    match memory {
+        Some(budget) if needed > budget => Err(ProtocolError::SessionMemory { needed, budget }),
+        _ => Ok(()),
     }
-    let q = cts
-        .iter()
-        .map(|c| b.deserialize(c))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let (resp, share) = plan.respond(b, m, &q, pool)?;
-    let out = resp
-        .iter()
-        .map(|c| b.serialize(c))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok((out, share))
 }
 
 fn serve_inner<C: Channel>(
     ch: &mut C,
     params: &Params,
     model: &Model,
+    encodings: &Encodings,
     link: &Link,
+    memory: Option<u64>,
 ) -> Result<ServerOutcome> {
     let t0 = Instant::now();
     let c0 = ch.counters();
@@ -257,6 +309,14 @@ fn serve_inner<C: Channel>(
         }
         m => return Err(unexpected("Hello", &m)),
     };
+    let planned = plan
+        .iter()
+        .map(|(spec, _)| Plan::new(spec, params))
+        .collect::<Result<Vec<_>>>()?;
+    check_memory(
+        planned.iter().map(|p| p.session_bytes(params)).sum(),
+        memory,
+    )?;
     let specs: Vec<LayerSpec> = plan.iter().map(|(s, _)| s.clone()).collect();
     debug!(plan = ?specs, "handshake accepted");
     send(
@@ -280,18 +340,8 @@ fn serve_inner<C: Channel>(
 
     // Offline: everything that does not depend on the client's input.
     let mut prepared = Vec::with_capacity(plan.len());
-    for (spec, i) in &plan {
-        let w = &model.layers[*i].weights;
-        prepared.push(match Plan::new(spec, params)? {
-            Plan::Matvec(p) => {
-                let (m, pool) = prepare(&p, &b, params, w)?;
-                Prepared::Matvec(p, m, pool)
-            }
-            Plan::Conv(p) => {
-                let (m, pool) = prepare(p.as_ref(), &b, params, w)?;
-                Prepared::Conv(p, m, pool)
-            }
-        });
+    for ((spec, i), p) in plan.iter().zip(&planned) {
+        prepared.push((encodings.get(model, *i, spec)?, p.flood_pool(&b, params)?));
     }
     b.take();
     send(ch, &Msg::Ready)?;
@@ -303,21 +353,19 @@ fn serve_inner<C: Channel>(
         plan: specs,
         ..Default::default()
     };
-    for (i, prep) in prepared.iter_mut().enumerate() {
+    for (i, (encoded, pool)) in prepared.iter_mut().enumerate() {
         let cts = match recv(ch)? {
             Msg::Query { layer, cts } if layer as usize == i => cts,
             m => return Err(unexpected("Query for the next layer", &m)),
         };
         let t = Instant::now();
-        let (resp, share) = match prep {
-            Prepared::Matvec(p, m, pool) => answer(p, &b, m, pool, &cts)?,
-            Prepared::Conv(p, m, pool) => answer(p.as_ref(), &b, m, pool, &cts)?,
-        };
+        let (resp, share) = encoded.answer(&b, pool, &cts)?;
         debug!(
             layer = i,
             ms = t.elapsed().as_secs_f64() * 1e3,
             "query answered"
         );
+        out.responses += resp.len();
         send(
             ch,
             &Msg::Response {
@@ -328,11 +376,16 @@ fn serve_inner<C: Channel>(
         out.shares.push(share);
         out.counts.push(b.take());
     }
+    out.distance_log2 = NoiseModel::session_distance_log2(out.responses);
     match recv(ch)? {
         Msg::Close => {}
-        Msg::Reveal => {
+        Msg::Reveal if model.public_weights => {
             out.revealed = true;
             send(ch, &Msg::Share(out.shares.clone()))?;
+        }
+        Msg::Reveal => {
+            warn!("a client asked for the server's shares of private weights: refused");
+            return Err(ProtocolError::RevealRefused);
         }
         m => return Err(unexpected("Close or Reveal", &m)),
     }
@@ -350,38 +403,14 @@ fn serve_inner<C: Channel>(
     Ok(out)
 }
 
-/// How a TCP server runs.
-#[derive(Clone, Debug)]
-pub struct ServeOptions {
-    /// Frame size limit.
-    pub max_frame: usize,
-    /// Read/write timeout per message.
-    pub timeout: Duration,
-    /// Emulated link.
-    pub link: Link,
-    /// Sessions that may run at once; more are refused with `Abort(Busy)`.
-    pub max_concurrent: usize,
-    /// Stop accepting after this many connections (`None`: serve forever).
-    pub stop_after: Option<usize>,
-}
-
 /// One finished session of [`serve_tcp`].
-#[derive(Clone, Debug)]
-pub struct SessionReport {
-    /// The peer's address.
-    pub peer: String,
-    /// The outcome.
-    pub result: Result<ServerOutcome>,
-    /// Wall-clock time, ms.
-    pub elapsed_ms: f64,
-    /// Everything the socket carried.
-    pub counters: Counters,
-}
+pub type LayerSessionReport = SessionReport<ServerOutcome>;
 
-/// Accepts connections and serves each on its own thread (at most
-/// `opts.max_concurrent` at once). `on_session` is called from the session's thread
-/// when it ends, with its report. Returns after `opts.stop_after` connections have
-/// been served (all of them joined), or never.
+/// Serves `model` over TCP: sessions run by [`serve_sessions`] (concurrent up to
+/// `opts.max_concurrent`, frame and session deadlines, failures contained), sharing one
+/// set of encoded weights, each within `opts.session_memory` (default: the available
+/// memory divided among the concurrent sessions). Returns after `opts.stop_after`
+/// connections, or never.
 pub fn serve_tcp<F>(
     listener: TcpListener,
     params: &Params,
@@ -390,75 +419,19 @@ pub fn serve_tcp<F>(
     on_session: F,
 ) -> Result<()>
 where
-    F: Fn(SessionReport) + Send + Sync + 'static,
+    F: Fn(LayerSessionReport) + Send + Sync + 'static,
 {
-    let on_session = Arc::new(on_session);
-    let running = Arc::new(AtomicUsize::new(0));
-    let mut handles = Vec::new();
-    let mut accepted = 0usize;
-    for conn in listener.incoming() {
-        let stream = match conn {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(error = %e, "accept failed");
-                continue;
-            }
-        };
-        accepted += 1;
-        let peer = stream
-            .peer_addr()
-            .map(|p| p.to_string())
-            .unwrap_or_else(|_| "?".into());
-        let mut ch = match TcpChannel::new(stream, opts.max_frame, opts.timeout, opts.link) {
-            Ok(c) => c,
-            Err(e) => {
-                warn!(%peer, error = %e, "connection setup failed");
-                continue;
-            }
-        };
-        if running.load(Ordering::SeqCst) >= opts.max_concurrent {
-            warn!(%peer, "busy: refusing the session");
-            let _ = send(&mut ch, &Msg::Abort(AbortReason::Busy));
-            on_session(SessionReport {
-                peer,
-                result: Err(ProtocolError::PeerAborted(AbortReason::Busy)),
-                elapsed_ms: 0.0,
-                counters: ch.counters(),
-            });
-        } else {
-            running.fetch_add(1, Ordering::SeqCst);
-            let (params, model, link) = (params.clone(), model.clone(), opts.link);
-            let (running, on_session) = (running.clone(), on_session.clone());
-            handles.push(thread::spawn(move || {
-                info!(%peer, "session started");
-                let t = Instant::now();
-                let result = serve(&mut ch, &params, &model, &link);
-                running.fetch_sub(1, Ordering::SeqCst);
-                match &result {
-                    Ok(o) => info!(
-                        %peer,
-                        setup_ms = o.times.setup_ms,
-                        offline_ms = o.times.offline_ms,
-                        online_ms = o.times.online_ms,
-                        "session done"
-                    ),
-                    Err(e) => tracing::error!(%peer, error = %e, "session failed"),
-                }
-                on_session(SessionReport {
-                    peer,
-                    result,
-                    elapsed_ms: t.elapsed().as_secs_f64() * 1e3,
-                    counters: ch.counters(),
-                });
-            }));
-        }
-        handles.retain(|h| !h.is_finished());
-        if opts.stop_after.is_some_and(|n| accepted >= n) {
-            break;
-        }
-    }
-    for h in handles {
-        let _ = h.join();
-    }
-    Ok(())
+    let encodings = Arc::new(Encodings::new(params)?);
+    let params = params.clone();
+    let link = opts.link;
+    let memory = Some(
+        opts.session_memory
+            .unwrap_or_else(|| crate::sessions::default_session_memory(opts.max_concurrent)),
+    );
+    serve_sessions(
+        listener,
+        opts,
+        move |ch| serve_with(ch, &params, &model, &encodings, &link, memory),
+        on_session,
+    )
 }

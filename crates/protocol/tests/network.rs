@@ -332,3 +332,83 @@ fn a_plan_with_unknown_tensors_is_refused() {
     assert_eq!(e.unwrap_err(), ProtocolError::Plan);
     server.join().unwrap();
 }
+
+/// One network server, its weights encoded once, taking two sessions at a time: two
+/// clients hold the slots, a third is told `Busy` at once; when the two end, a client
+/// is served (its result bit-exact) without any weight encoding in its session.
+#[test]
+fn one_more_network_client_than_the_limit_is_told_busy() {
+    use std::sync::{Arc, Mutex};
+    let (prog, params) = plan(&nn::zoo::onnx("mlp", 1).unwrap(), 0.0);
+    let server = Arc::new(
+        protocol::network::NetworkServer::new(
+            &params,
+            &prog,
+            &|_| None,
+            &Link::NONE,
+            gc::Garbler::Server,
+            None,
+        )
+        .unwrap(),
+    );
+    assert!(server.encode_ms() > 0.0);
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let reports: Arc<Mutex<Vec<protocol::SessionReport<protocol::network::ServerNetOutcome>>>> =
+        Arc::default();
+    let r = reports.clone();
+    let h = std::thread::spawn(move || {
+        let opts = protocol::ServeOptions {
+            timeout: Duration::from_secs(2),
+            max_concurrent: 2,
+            stop_after: Some(4),
+            ..protocol::ServeOptions::new(1 << 30)
+        };
+        protocol::serve_sessions(
+            l,
+            &opts,
+            move |ch| server.serve(ch),
+            move |rep| r.lock().unwrap().push(rep),
+        )
+        .unwrap();
+    });
+    // two clients that connect and stay silent hold both slots
+    let held: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let xs = uniform(9, 1, 784, 0.0);
+    let mut c =
+        net::TcpChannel::connect(&addr, 1 << 30, Duration::from_secs(30), Link::NONE).unwrap();
+    let busy = infer_client(&mut c, None, &xs, gc::Garbler::Server, &mut |_, _| {});
+    assert_eq!(
+        busy.unwrap_err(),
+        ProtocolError::PeerAborted(protocol::AbortReason::Busy)
+    );
+    // the silent ones time out (frame deadline 2 s) and free their slots
+    let t = std::time::Instant::now();
+    while reports.lock().unwrap().len() < 3 {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(held);
+    let mut c =
+        net::TcpChannel::connect(&addr, 1 << 30, Duration::from_secs(30), Link::NONE).unwrap();
+    let out = infer_client(&mut c, None, &xs, gc::Garbler::Server, &mut |_, _| {}).unwrap();
+    h.join().unwrap();
+    let xq = nn::quantise_input(&prog, &xs[0]);
+    assert_eq!(out.outputs[0].0, nn::run_fixed(&prog, &xq).unwrap());
+    let reports = reports.lock().unwrap();
+    let timeouts = reports
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.result,
+                Err(ProtocolError::Net(net::NetError::Timeout { .. }))
+            )
+        })
+        .count();
+    assert_eq!(timeouts, 2);
+    let served = reports.iter().find_map(|r| r.result.as_ref().ok()).unwrap();
+    assert!(served.responses > 0 && served.distance_log2 < -30.0);
+}

@@ -40,7 +40,7 @@ fn conv_shape() -> ConvShape {
     }
 }
 
-type Reports = Arc<Mutex<Vec<SessionReport>>>;
+type Reports = Arc<Mutex<Vec<SessionReport<protocol::ServerOutcome>>>>;
 
 /// A concurrent TCP server for `sessions` connections; returns its address, the
 /// reports and the accept loop's handle.
@@ -55,11 +55,10 @@ fn server(
     let r = reports.clone();
     let h = thread::spawn(move || {
         let opts = ServeOptions {
-            max_frame: MAX,
             timeout: T,
-            link: Link::NONE,
             max_concurrent,
             stop_after: Some(sessions),
+            ..ServeOptions::new(MAX)
         };
         serve_tcp(l, params(), Arc::new(model), &opts, move |rep| {
             r.lock().unwrap().push(rep)
@@ -116,7 +115,7 @@ fn matvec_and_conv_layers_end_to_end_concurrently() {
     let img: Vec<i64> = (0..3 * 64).map(|_| r.random_range(-20..=20)).collect();
     let mv = LayerShape::Matvec { rows, cols };
     let cv = LayerShape::Conv(conv_shape());
-    let model = Model::new(vec![
+    let model = Model::public_demo(vec![
         ServedLayer {
             shape: mv,
             method: None,
@@ -206,7 +205,7 @@ fn matvec_and_conv_layers_end_to_end_concurrently() {
 }
 
 fn small() -> Model {
-    Model::new(vec![ServedLayer {
+    Model::public_demo(vec![ServedLayer {
         shape: LayerShape::Matvec { rows: 2, cols: 8 },
         method: Some(LayerMethod::Matvec(Method::Heliks)),
         weights: vec![1; 16],
@@ -301,7 +300,12 @@ fn mismatches_and_garbage_are_typed_errors_and_the_server_keeps_serving() {
         count(&|r| matches!(r, Err(ProtocolError::Params { .. }))),
         1
     );
-    assert_eq!(count(&|r| matches!(r, Err(ProtocolError::Plan))), 2);
+    // a shape the server lacks, a method it does not run
+    assert_eq!(
+        count(&|r| matches!(r, Err(ProtocolError::NotServed { request: 0, .. }))),
+        1
+    );
+    assert_eq!(count(&|r| matches!(r, Err(ProtocolError::Plan))), 1);
     assert_eq!(
         count(&|r| matches!(r, Err(ProtocolError::Malformed { .. }))),
         1

@@ -92,7 +92,7 @@ impl std::fmt::Display for ConvMethod {
 }
 
 /// Zero padding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Padding {
     /// Output ceil(h / s) x ceil(w / s) (TensorFlow's SAME: the extra pad goes bottom/right).
     Same,
@@ -101,7 +101,7 @@ pub enum Padding {
 }
 
 /// A convolution layer's shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ConvShape {
     /// Input channels.
     pub c_i: usize,
