@@ -33,7 +33,6 @@ use protocol::{LayerMethod, LayerShape, Plan};
 use serde::Serialize;
 
 use crate::bench_linear::measure;
-use crate::plan::plan_layers;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -74,9 +73,9 @@ pub struct NetworkArgs {
     #[arg(long)]
     plot: Option<PathBuf>,
     #[command(flatten)]
-    link: crate::twoparty::LinkArgs,
+    link: crate::args::LinkArgs,
     #[command(flatten)]
-    planner: crate::costs::PlannerArgs,
+    planner: crate::args::PlannerArgs,
 }
 
 #[derive(Serialize, Clone, Default)]
@@ -278,24 +277,19 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
     let frac = 8;
     let prog = nn::lower(&network, frac, params.p())?;
     let link = a.link.link()?;
-    let (planner, source) = a.planner.planner(&params, &link)?;
-    let bytes_per_s = link.bandwidth_bps.map(|b| b / 8.0).unwrap_or(0.0);
-    let rtt_ms = link.rtt.as_secs_f64() * 1e3;
-    let wire_ms = |bytes: u64| {
-        rtt_ms
-            + if bytes_per_s > 0.0 {
-                bytes as f64 / bytes_per_s * 1e3
-            } else {
-                0.0
-            }
-    };
-    let planned = plan_layers(
-        &prog,
+    let (planner, source) = a
+        .planner
+        .planning(link, protocol::MethodChoice::Auto)?
+        .planner(&params)?;
+    let network_plan = protocol::NetworkPlan::new(
+        prog.clone(),
         &params,
         &planner,
         a.planner.mem_limit_bytes()?,
+        &protocol::MethodChoice::Auto,
         a.layers,
     )?;
+    let planned = &network_plan.layers;
     let last_step = match a.layers {
         Some(_) => planned.last().map_or(0, |l| l.step),
         None => prog.steps.len(),
@@ -353,9 +347,8 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                 };
                 let plan = Plan::new(&l.shape.with(method)?, &params)?;
                 let parallel = plan.parallel();
-                row.predicted_server_ms = (est.server_ms
-                    + if l.on_the_fly { est.encode_ms } else { 0.0 })
-                    / planner.threads.clamp(1, parallel.max(1)) as f64;
+                row.predicted_server_ms =
+                    planner.server_ms(est.server_ms, est.encode_ms, parallel, l.on_the_fly);
                 row.galois_keys = est.galois_keys;
                 row.encoded_bytes = est.encoded_bytes;
                 if row.pick {
@@ -373,13 +366,15 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                     row.chunks = chunks;
                     row.measured = true;
                     row.correct = Some(m.correct);
-                    row.predicted_in_run_ms = Some(
-                        (m.predicted_server_ms + if on_the_fly { m.offline_ms } else { 0.0 })
-                            / planner.threads.clamp(1, parallel.max(1)) as f64,
-                    );
+                    row.predicted_in_run_ms = Some(planner.server_ms(
+                        m.predicted_server_ms,
+                        m.offline_ms,
+                        parallel,
+                        on_the_fly,
+                    ));
                     if chunks > 1 && !l.on_the_fly {
-                        row.predicted_server_ms +=
-                            est.encode_ms / planner.threads.clamp(1, parallel.max(1)) as f64;
+                        row.predicted_server_ms =
+                            planner.server_ms(est.server_ms, est.encode_ms, parallel, true);
                     }
                     let encode = if on_the_fly { m.offline_ms } else { 0.0 };
                     row.server_ms = m.server_ms + encode;
@@ -387,7 +382,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                     row.bytes_up = m.bytes_up;
                     row.bytes_down = m.bytes_down;
                     row.bytes = m.bytes_up + m.bytes_down;
-                    row.ms = m.online_ms + encode + wire_ms(row.bytes);
+                    row.ms = m.online_ms + encode + planner.wire_ms(row.bytes);
                     row.perm = m.perm;
                     row.dec_perm = m.dec_perm;
                     row.hst_perm = m.hst_perm;
@@ -418,7 +413,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                 trunc_bits,
                 ..
             } => {
-                let spec = protocol::network::gc_spec(&prog, *input, *op, *trunc_bits)?;
+                let spec = protocol::gc_spec(&prog, *input, *op, *trunc_bits)?;
                 let kind = match op {
                     nn::NonlinearOp::Relu => "relu",
                     nn::NonlinearOp::MaxPool { .. } => "maxpool",
@@ -446,7 +441,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                     method: "gc".into(),
                     pick: true,
                     measured: bfv && spec.count <= per.4,
-                    ms: per.1 * scale + wire_ms(online_bytes),
+                    ms: per.1 * scale + planner.wire_ms(online_bytes),
                     server_ms: per.1 * scale,
                     offline_ms: per.0 * scale,
                     bytes: online_bytes,
@@ -478,7 +473,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                     bytes_up: e.bytes_up,
                     bytes_down: e.bytes_down,
                     bytes: e.bytes_up + e.bytes_down,
-                    ms: e.server_ms + wire_ms(e.bytes_up + e.bytes_down),
+                    ms: e.server_ms + planner.wire_ms(e.bytes_up + e.bytes_down),
                     elements: count as u64,
                     ..Default::default()
                 };
@@ -615,7 +610,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
         median_prediction_error: errors.get(errors.len() / 2).copied(),
         worst_in_run_prediction_error: errors_in_run.last().copied(),
         median_in_run_prediction_error: errors_in_run.get(errors_in_run.len() / 2).copied(),
-        peak_rss_bytes: crate::costs::peak_rss_bytes(),
+        peak_rss_bytes: protocol::peak_rss_bytes(),
         table_ix: table_ix(&name, &prog)?,
         wall_s: 0.0,
         totals_by_method,
@@ -771,7 +766,7 @@ fn table_ix(name: &str, prog: &nn::Program) -> Res<Option<TableIx>> {
     let mut gz = OpCounts::default();
     let mut ga = OpCounts::default();
     for step in &prog.steps {
-        match protocol::network::layer_shape(step) {
+        match protocol::layer_shape(step) {
             Some(LayerShape::Matvec { rows, cols }) => {
                 for (m, acc) in [(Method::Hybrid, &mut gz), (Method::Gala, &mut ga)] {
                     let plan = MatvecPlan::with_key_budget(m, rows, cols, slots, None)?;

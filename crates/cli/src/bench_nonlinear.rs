@@ -115,7 +115,7 @@ fn square_once(params: &Params, count: usize) -> Res<Row> {
             .iter()
             .map(|c| he::Backend::serialize(&srv, c))
             .collect::<Result<Vec<_>, _>>()?;
-        send(&mut sch, &Msg::Response { layer: 0, cts })?;
+        send(&mut sch, &Msg::Response { step: 0, cts })?;
         Ok((splan.server_output(&b, &cross)?, offline_ms))
     });
     let client = Bfv::keygen(params, plan.galois())?;
@@ -133,7 +133,7 @@ fn square_once(params: &Params, count: usize) -> Res<Row> {
         .iter()
         .map(|c| he::Backend::serialize(&client, c))
         .collect::<Result<Vec<_>, _>>()?;
-    send(&mut cch, &Msg::Query { layer: 0, cts })?;
+    send(&mut cch, &Msg::Query { step: 0, cts })?;
     let cts = match recv(&mut cch)? {
         Msg::Response { cts, .. } => cts,
         m => return Err(format!("expected Response, got {}", m.kind()).into()),

@@ -126,7 +126,7 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
             prepare_us: m["prepare"],
             galois_key_bytes: (b.public_keys().galois_bytes() / GROUP) as u64,
         };
-        let path = crate::costs::cache_path(&params)?;
+        let path = helina::costs::cache_path(&params)?;
         model
             .save(&path)
             .map_err(|e| format!("writing {}: {e}", path.display()))?;

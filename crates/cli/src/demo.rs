@@ -113,9 +113,12 @@ fn network(a: &DemoArgs) -> Res<()> {
     let mut images = npy_f32(TEST, len)?;
     let labels = npyz::NpyFile::new(LABELS)?.into_vec::<i64>()?;
     images.truncate(a.limit.clamp(1, images.len()));
-    let opts = nn::FixedPointOptions::default();
-    let prog = nn::plan_fixed_point(&net, &calibration, &opts)?;
-    let params = Params::preset(&prog.preset)?;
+    let model = helina::Model::new(
+        net,
+        &helina::FixedPoint::calibrated(calibration),
+        &helina::Planning::default(),
+    )?;
+    let (prog, params) = (model.program(), model.params());
     if !a.json {
         println!(
             "helina demo: private inference of a digit classifier (fixtures/digits-cnn-bn.onnx: conv-BN-ReLU x2, MaxPool, FC; 8x8 images from scikit-learn's digits)"
@@ -125,60 +128,44 @@ fn network(a: &DemoArgs) -> Res<()> {
             params.name(),
             prog.p,
             prog.frac_bits,
-            crate::fixed::describe(&prog)
+            crate::args::describe(prog)
         );
     }
-    let planner = crate::costs::PlannerArgs {
-        objective: protocol::Objective::Time,
-        costs: "cached".into(),
-        mem_limit: None,
-    };
     let t = Instant::now();
-    let (client, srv) = crate::infer::run_over_loopback(
-        &prog,
-        &params,
-        &images,
-        "auto",
-        gc::Garbler::Server,
-        &a.link,
-        &planner,
-        false,
-    )?;
-    let wall = t.elapsed().as_secs_f64() * 1e3;
-    let argmax = |v: &[f32]| {
-        v.iter()
-            .enumerate()
-            .fold(0, |b, (i, &x)| if x > v[b] { i } else { b })
+    let opts = helina::LocalOptions {
+        server: helina::ServerOptions {
+            serve: helina::ServeOptions {
+                link: a.link.link()?,
+                ..helina::ServerOptions::default().serve
+            },
+            ..Default::default()
+        },
+        ..Default::default()
     };
-    let b = |c: net::Counters| c.bytes_sent + c.bytes_received;
-    let mut rows = Vec::new();
-    for (i, (x, (y, rep))) in images.iter().zip(&client.outputs).enumerate() {
-        if *y != nn::run_fixed(&prog, &nn::quantise_input(&prog, x))? {
-            return Err(format!(
-                "image {i}: the private result differs from the fixed-point reference"
-            )
-            .into());
-        }
-        let logits = nn::dequantise(&prog, y);
-        let float_logits = nn::run_float(&net, x);
-        let max_abs_err = logits
-            .iter()
-            .zip(&float_logits)
-            .map(|(p, f)| (*p as f64 - *f as f64).abs())
-            .fold(0f64, f64::max);
-        rows.push(Image {
-            label: labels.get(i).copied().unwrap_or(-1),
-            prediction: argmax(&logits),
-            float_prediction: argmax(&float_logits),
-            logits,
-            float_logits,
-            max_abs_err,
-            ms: rep.offline_ms + rep.online_ms,
-            bytes: b(rep.traffic.offline) + b(rep.traffic.online),
-            online_ms: rep.online_ms,
-            online_bytes: b(rep.traffic.online),
-        });
+    let run = helina::infer_local(&model, &images, &opts, &mut |_| {})?;
+    let wall = t.elapsed().as_secs_f64() * 1e3;
+    if !run.all_match_fixed_reference() {
+        return Err("a private result differs from the fixed-point reference".into());
     }
+    let inf = &run.inference;
+    let rows: Vec<Image> = inf
+        .outputs
+        .iter()
+        .zip(&run.checks)
+        .enumerate()
+        .map(|(i, (o, c))| Image {
+            label: labels.get(i).copied().unwrap_or(-1),
+            prediction: o.argmax,
+            float_prediction: c.float_argmax,
+            logits: o.logits.clone(),
+            float_logits: c.float_logits.clone(),
+            max_abs_err: c.float_max_abs_err,
+            ms: o.total_ms,
+            bytes: o.total_bytes,
+            online_ms: o.online_ms,
+            online_bytes: o.online_bytes,
+        })
+        .collect();
     let correct = rows
         .iter()
         .filter(|r| r.prediction as i64 == r.label)
@@ -192,20 +179,20 @@ fn network(a: &DemoArgs) -> Res<()> {
                 "frac_bits": prog.frac_bits,
                 "accuracy": prog.accuracy,
                 "input_range": prog.input_range,
-                "setup_ms": client.setup_ms,
-                "setup_bytes": b(client.setup),
+                "setup_ms": inf.setup_ms,
+                "setup_bytes": inf.setup_bytes,
                 "images": rows,
                 "correct": correct,
                 "wall_ms": wall,
-                "server_peak_rss_bytes": srv.peak_rss_bytes,
+                "peak_rss_bytes": run.peak_rss_bytes,
             }))?
         );
         return Ok(());
     }
     println!(
         "  setup {:.0} ms, {:.2} MB (keys); every result checked bit for bit against the fixed-point reference",
-        client.setup_ms,
-        b(client.setup) as f64 / 1e6
+        inf.setup_ms,
+        inf.setup_bytes as f64 / 1e6
     );
     for (i, r) in rows.iter().enumerate() {
         let f = |v: &[f32]| {
@@ -309,10 +296,10 @@ pub fn run(a: &DemoArgs) -> Res<()> {
         let out = protocol::query(
             &mut ch,
             &params,
-            &[LayerRequest {
+            LayerRequest {
                 shape: *shape,
                 method: Some(*method),
-            }],
+            },
             &[xr],
             true,
             &mut |ph| pb.set_message(format!("{} {}: {ph}", name(shape), method.name())),

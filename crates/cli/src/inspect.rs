@@ -18,14 +18,17 @@ pub struct InspectArgs {
     #[arg(long)]
     net: Option<String>,
     #[command(flatten)]
-    fixed: crate::fixed::FixedPointArgs,
+    fixed: crate::args::FixedPointArgs,
+    /// Method for every linear layer it applies to, or the planner's pick.
+    #[arg(long, value_enum, default_value_t = crate::args::MethodArg::Auto)]
+    method: crate::args::MethodArg,
     /// Print JSON.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    link: crate::twoparty::LinkArgs,
+    link: crate::args::LinkArgs,
     #[command(flatten)]
-    planner: crate::costs::PlannerArgs,
+    planner: crate::args::PlannerArgs,
 }
 
 #[derive(Serialize)]
@@ -93,20 +96,18 @@ pub fn run(a: &InspectArgs) -> Res<()> {
         _ => return Err("give a model file (helina inspect m.onnx) or --net NAME".into()),
     };
     let network = nn::import_bytes(&bytes)?;
+    let len: usize = network.input_shape().iter().product();
     let default = a.net.as_ref().map(|_| {
-        use rand::{Rng, SeedableRng};
-        let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(11);
-        let len: usize = network.input_shape().iter().product();
-        let xs: Vec<Vec<f32>> = (0..32)
-            .map(|_| (0..len).map(|_| r.random_range(0.0f32..1.0)).collect())
-            .collect();
-        (xs, "32 seeded random inputs in [0, 1)")
+        (
+            crate::args::seeded_inputs(11, 32, len),
+            "32 seeded random inputs in [0, 1)",
+        )
     });
-    let (prog, params, source) = a.fixed.plan(&network, default)?;
-    let link = a.link.link()?;
-    let (planner, _) = a.planner.planner(&params, &link)?;
-    let layers =
-        crate::plan::plan_layers(&prog, &params, &planner, a.planner.mem_limit_bytes()?, None)?;
+    let (fixed, source) = a.fixed.fixed_point(network.input_shape(), default)?;
+    let planning = a.planner.planning(a.link.link()?, a.method.choice())?;
+    let model = helina::Model::new(network, &fixed, &planning)?;
+    let (network, prog, params) = (&model.network, model.program(), model.params());
+    let layers = &model.plan.layers;
     let nodes = network
         .nodes
         .iter()
@@ -166,7 +167,7 @@ pub fn run(a: &InspectArgs) -> Res<()> {
         params: params.name().into(),
         p: prog.p,
         frac_bits: prog.frac_bits,
-        calibration: source.to_string(),
+        calibration: source,
         accuracy: prog.accuracy,
         input_range: prog.input_range,
         steps,

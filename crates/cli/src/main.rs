@@ -4,15 +4,14 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod args;
 mod bench_conv;
 mod bench_linear;
 mod bench_matvec;
 mod bench_network;
 mod bench_nonlinear;
 mod bench_ops;
-mod costs;
 mod demo;
-mod fixed;
 mod infer;
 mod inspect;
 mod plan;

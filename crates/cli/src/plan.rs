@@ -8,7 +8,7 @@
 
 use clap::Args;
 use he::Params;
-use protocol::{Candidate, LayerShape, LayerSpec, Planner};
+use protocol::{MethodChoice, NetworkPlan};
 use serde::Serialize;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -28,9 +28,9 @@ pub struct PlanArgs {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    link: crate::twoparty::LinkArgs,
+    link: crate::args::LinkArgs,
     #[command(flatten)]
-    planner: crate::costs::PlannerArgs,
+    planner: crate::args::PlannerArgs,
 }
 
 #[derive(Serialize)]
@@ -56,103 +56,6 @@ struct Row {
     candidates: Vec<CandidateRow>,
 }
 
-/// One linear layer of a network with the planner's pick.
-pub struct PlannedLayer {
-    /// Step index in the program.
-    pub step: usize,
-    /// Layer name.
-    pub name: String,
-    /// Shape.
-    pub shape: LayerShape,
-    /// The pick.
-    pub pick: LayerSpec,
-    /// Every candidate.
-    pub candidates: Vec<Candidate>,
-    /// Encoded on the fly (beyond the memory budget).
-    pub on_the_fly: bool,
-}
-
-impl PlannedLayer {
-    /// The pick's candidate.
-    pub fn picked(&self) -> Option<&Candidate> {
-        self.candidates
-            .iter()
-            .find(|c| c.method == self.pick.method())
-    }
-}
-
-/// The method of each linear layer a network server uses: `method` for every layer it
-/// applies to, or with `auto` the planner's pick per layer shape.
-pub fn method_per_layer(
-    prog: &nn::Program,
-    params: &Params,
-    planner: &Planner,
-    mem_limit: Option<u64>,
-    method: String,
-) -> Res<impl Fn(&LayerShape) -> Option<protocol::LayerMethod> + Send + Sync + 'static> {
-    let picks: Vec<(LayerShape, protocol::LayerMethod)> = if method == "auto" {
-        plan_layers(prog, params, planner, mem_limit, None)?
-            .into_iter()
-            .map(|l| (l.shape, l.pick.method()))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    Ok(move |s: &LayerShape| {
-        if method == "auto" {
-            picks.iter().find(|(shape, _)| shape == s).map(|(_, m)| *m)
-        } else {
-            protocol::LayerMethod::parse(s, &method)
-        }
-    })
-}
-
-/// Plans every linear layer of `prog` in order. Encoded weights are held while they fit
-/// `mem_limit`; a layer beyond it is planned (and run) with its weights encoded on the
-/// fly. `max_layers` stops after that many linear layers.
-pub fn plan_layers(
-    prog: &nn::Program,
-    params: &Params,
-    planner: &Planner,
-    mem_limit: Option<u64>,
-    max_layers: Option<usize>,
-) -> Res<Vec<PlannedLayer>> {
-    let mut held = 0u64;
-    let mut out = Vec::new();
-    for (i, step) in prog.steps.iter().enumerate() {
-        if max_layers.is_some_and(|m| out.len() >= m) {
-            break;
-        }
-        let Some(shape) = protocol::network::layer_shape(step) else {
-            continue;
-        };
-        let (mut pick, mut candidates) = planner.choose(&shape, params, false)?;
-        let encoded = |c: &[Candidate], pick: &LayerSpec| {
-            c.iter()
-                .find(|c| c.method == pick.method())
-                .and_then(|c| c.estimate.as_ref().ok())
-                .map_or(0, |e| e.encoded_bytes)
-        };
-        let mut on_the_fly = false;
-        let size = encoded(&candidates, &pick);
-        if mem_limit.is_some_and(|limit| held + size > limit) {
-            (pick, candidates) = planner.choose(&shape, params, true)?;
-            on_the_fly = true;
-        } else {
-            held += size;
-        }
-        out.push(PlannedLayer {
-            step: i,
-            name: step.name().to_string(),
-            shape,
-            pick,
-            candidates,
-            on_the_fly,
-        });
-    }
-    Ok(out)
-}
-
 pub fn run(a: &PlanArgs) -> Res<()> {
     let bytes = match (&a.model, &a.net) {
         (Some(p), None) => std::fs::read(p).map_err(|e| format!("{p}: {e}"))?,
@@ -164,8 +67,19 @@ pub fn run(a: &PlanArgs) -> Res<()> {
     // Shapes only: any scale will do.
     let prog = nn::lower(&network, 8, params.p())?;
     let link = a.link.link()?;
-    let (planner, source) = a.planner.planner(&params, &link)?;
-    let layers = plan_layers(&prog, &params, &planner, a.planner.mem_limit_bytes()?, None)?;
+    let (planner, source) = a
+        .planner
+        .planning(link, MethodChoice::Auto)?
+        .planner(&params)?;
+    let plan = NetworkPlan::new(
+        prog,
+        &params,
+        &planner,
+        a.planner.mem_limit_bytes()?,
+        &MethodChoice::Auto,
+        None,
+    )?;
+    let layers = &plan.layers;
     let rows: Vec<Row> = layers
         .iter()
         .map(|l| Row {
@@ -219,7 +133,7 @@ pub fn run(a: &PlanArgs) -> Res<()> {
     println!("predicted = server compute (op counts x per-op costs, / threads the layer can use) + encoding when on the fly + bytes / bandwidth + one RTT + the layer's Galois keys over the link");
     let mut total_ms = 0.0;
     let mut held = 0.0;
-    for (r, l) in rows.iter().zip(&layers) {
+    for (r, l) in rows.iter().zip(layers) {
         println!(
             "  {} {} → {}{}",
             r.layer,

@@ -18,39 +18,16 @@ use clap::Args;
 use he::Params;
 use indicatif::{ProgressBar, ProgressStyle};
 use kernels::{ConvShape, Padding};
-use net::{Channel, Counters, Link, TcpChannel, DEFAULT_MAX_FRAME};
+use net::{Channel, Counters, TcpChannel, DEFAULT_MAX_FRAME};
 use protocol::{LayerMethod, LayerRequest, LayerShape, Model, Phase, ServeOptions, ServedLayer};
 use serde::Serialize;
 
+use crate::args::{FixedPointArgs, GarblerArg, MethodArg, PlannerArgs};
 use crate::samples;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-#[derive(Args)]
-pub struct LinkArgs {
-    /// Link emulation preset: none, gala-lan (1 Gbit/s), gala-wan (200 Mbit/s, 13 ms), heliks (800 Mbit/s).
-    #[arg(long, default_value = "none")]
-    link: String,
-    /// Custom bandwidth (e.g. 100mbit, 50MB); needs --rtt.
-    #[arg(long)]
-    bandwidth: Option<String>,
-    /// Custom round-trip time (e.g. 13ms).
-    #[arg(long)]
-    rtt: Option<String>,
-    /// Read timeout, seconds.
-    #[arg(long, default_value_t = 60)]
-    pub timeout: u64,
-}
-
-impl LinkArgs {
-    pub fn link(&self) -> Res<Link> {
-        Ok(match (&self.bandwidth, &self.rtt) {
-            (Some(b), Some(r)) => Link::custom(b, r)?,
-            (None, None) => Link::preset(&self.link)?,
-            _ => return Err("--bandwidth and --rtt go together".into()),
-        })
-    }
-}
+pub use crate::args::LinkArgs;
 
 #[derive(Args)]
 pub struct ServerArgs {
@@ -61,16 +38,17 @@ pub struct ServerArgs {
     /// (`.onnx`); without it, the demo's sample layers.
     #[arg(long)]
     model: Option<String>,
-    /// Who garbles a network's nonlinear layers: server or client.
-    #[arg(long, default_value = "server")]
-    garbler: String,
-    /// Method for the layer, or `auto` (the client's wish, else the cheapest predicted).
-    #[arg(long, default_value = "auto")]
-    method: String,
+    /// Who garbles a network's nonlinear layers.
+    #[arg(long, value_enum, default_value_t = GarblerArg::Server)]
+    garbler: GarblerArg,
+    /// Method for every layer it applies to, or the planner's pick (for a single
+    /// layer: the client's wish, else the cheapest predicted).
+    #[arg(long, value_enum, default_value_t = MethodArg::Auto)]
+    method: MethodArg,
     /// The fixed point of a network model (`--params` also sets a single layer's
     /// preset; auto: n8192). A network needs --calibration or --input-range.
     #[command(flatten)]
-    fixed: crate::fixed::FixedPointArgs,
+    fixed: FixedPointArgs,
     /// Stop after this many connections (default: serve forever).
     #[arg(long)]
     sessions: Option<usize>,
@@ -90,7 +68,7 @@ pub struct ServerArgs {
     link: LinkArgs,
     /// Planner options (network models; a single layer uses the reference costs).
     #[command(flatten)]
-    planner: crate::costs::PlannerArgs,
+    planner: PlannerArgs,
 }
 
 #[derive(Args)]
@@ -105,9 +83,9 @@ pub struct ClientArgs {
     /// `conv:CxHxW:C_OxK_HxK_W[:stride[:same|valid]]`.
     #[arg(long, default_value = "matvec")]
     layer: String,
-    /// Method for the layer, or `auto` (the server's choice).
-    #[arg(long, default_value = "auto")]
-    method: String,
+    /// Method for the layer, or the server's choice.
+    #[arg(long, value_enum, default_value_t = MethodArg::Auto)]
+    method: MethodArg,
     /// Parameter preset: for one layer the set to use (default n8192); with
     /// --network only an assertion (the server's plan names the set; a different one
     /// is refused).
@@ -125,8 +103,8 @@ pub struct ClientArgs {
     #[arg(long)]
     network: bool,
     /// Who garbles the nonlinear layers (must match the server's).
-    #[arg(long, default_value = "server")]
-    garbler: String,
+    #[arg(long, value_enum, default_value_t = GarblerArg::Server)]
+    garbler: GarblerArg,
     #[command(flatten)]
     link: LinkArgs,
 }
@@ -325,7 +303,7 @@ pub fn server(a: &ServerArgs) -> Res<()> {
         Some(path) => {
             let (shape, weights) = load_model(path)?;
             vec![ServedLayer {
-                method: parse_method(&shape, &a.method)?,
+                method: parse_method(&shape, &a.method.name())?,
                 shape,
                 weights,
             }]
@@ -334,7 +312,7 @@ pub fn server(a: &ServerArgs) -> Res<()> {
             .into_iter()
             .map(|shape| {
                 Ok(ServedLayer {
-                    method: parse_method(&shape, &a.method)?,
+                    method: parse_method(&shape, &a.method.name())?,
                     weights: samples::weights(&shape),
                     shape,
                 })
@@ -383,35 +361,6 @@ pub fn server(a: &ServerArgs) -> Res<()> {
     }
     })?;
     Ok(())
-}
-
-pub fn read_npy(path: &str) -> Res<Vec<i64>> {
-    let read = || -> Res<npyz::NpyFile<std::io::BufReader<std::fs::File>>> {
-        Ok(npyz::NpyFile::new(std::io::BufReader::new(
-            std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?,
-        ))
-        .map_err(|e| format!("{path}: {e}"))?)
-    };
-    if let Ok(v) = read()?.into_vec::<i64>() {
-        return Ok(v);
-    }
-    if let Ok(v) = read()?.into_vec::<i32>() {
-        return Ok(v.into_iter().map(i64::from).collect());
-    }
-    let check = |f: f64| -> Res<i64> {
-        if f.is_finite() && f.abs() < 2f64.powi(62) {
-            Ok(f.round() as i64)
-        } else {
-            Err(format!("{path}: value {f} is not a representable integer").into())
-        }
-    };
-    if let Ok(v) = read()?.into_vec::<f64>() {
-        return v.into_iter().map(check).collect();
-    }
-    if let Ok(v) = read()?.into_vec::<f32>() {
-        return v.into_iter().map(|f| check(f as f64)).collect();
-    }
-    Err(format!("{path}: expected an .npy of int32, int64, float32 or float64").into())
 }
 
 /// Bytes and flights of one phase, from the client's socket.
@@ -475,10 +424,10 @@ pub fn client(a: &ClientArgs) -> Res<()> {
     }
     let params = Params::preset(a.params.as_deref().unwrap_or("n8192"))?;
     let shape = parse_layer(&a.layer)?;
-    let method = parse_method(&shape, &a.method)?;
+    let method = parse_method(&shape, &a.method.name())?;
     let sample = samples::by_name(&a.layer).is_some();
     let x = match &a.input {
-        Some(p) => read_npy(p)?,
+        Some(p) => helina::array::read_i64(p)?,
         None => samples::input(&shape),
     };
     if x.len() != shape.input_len() {
@@ -502,7 +451,7 @@ pub fn client(a: &ClientArgs) -> Res<()> {
     let out = protocol::query(
         &mut ch,
         &params,
-        &[LayerRequest { shape, method }],
+        LayerRequest { shape, method },
         &[xr],
         a.reveal,
         &mut |ph: Phase| pb.set_message(ph.to_string()),
@@ -598,138 +547,93 @@ pub fn client(a: &ClientArgs) -> Res<()> {
     Ok(())
 }
 
-/// `helina server --model m.onnx`: serves private inference of the whole network, one
-/// thread per connection.
+/// `helina server --model m.onnx`: serves private inference of the whole network
+/// (`helina::Server`: the model planned and its weights encoded once, sessions through
+/// the one accept loop).
 fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
-    let network = nn::import_bytes(&bytes)?;
-    let (prog, params, calibration) = a.fixed.plan(&network, None)?;
-    let preset = params.name().to_string();
-    let method = a.method.clone();
+    let network = nn::import(std::path::Path::new(path))?;
+    let (fixed, calibration) = a.fixed.fixed_point(network.input_shape(), None)?;
     let link = a.link.link()?;
-    let (planner, source) = a.planner.planner(&params, &link)?;
-    let mem_limit = a.planner.mem_limit_bytes()?;
+    let planning = a.planner.planning(link, a.method.choice())?;
+    let model = helina::Model::new(network, &fixed, &planning)?;
     tracing::info!(
-        "planner: objective {:?}, per-op costs {source}",
-        planner.objective
+        "planner: objective {:?}, per-op costs {}",
+        planning.objective,
+        model.costs
     );
-    let fixed = crate::plan::method_per_layer(&prog, &params, &planner, mem_limit, method)?;
-    let garbler: gc::Garbler = a.garbler.parse()?;
     let listener = TcpListener::bind(&a.listen)?;
-    eprintln!(
-        "helina server: listening on {} (network {path}: {} steps, {preset}, {} fractional bits, p = {}; calibrated on {calibration}; {})",
-        listener.local_addr()?,
-        prog.steps.len(),
-        prog.frac_bits,
-        prog.p,
-        crate::fixed::describe(&prog)
+    let (preset, steps, frac_bits, p) = (
+        model.params().name().to_string(),
+        model.program().steps.len(),
+        model.program().frac_bits,
+        model.program().p,
     );
-    let opts = serve_options(a)?;
-    let budget = opts
-        .session_memory
-        .unwrap_or_else(|| protocol::default_session_memory(opts.max_concurrent));
-    let server =
-        protocol::network::NetworkServer::new(&params, &prog, &fixed, &link, garbler, mem_limit)?
-            .with_session_memory(Some(budget));
-    eprintln!(
-        "helina server: weights encoded once for every session in {:.0} ms ({} layer(s) on the fly); a session needs about {:.1} MB (budget {:.1} MB), at most {} at once",
-        server.encode_ms(),
-        server.on_the_fly_layers(),
-        server.session_bytes()? as f64 / 1e6,
-        budget as f64 / 1e6,
-        opts.max_concurrent
-    );
-    let server = Arc::new(server);
-    protocol::serve_sessions(
-        listener,
-        &opts,
-        move |ch| server.serve(ch),
-        |rep| {
-            match &rep.result {
-            Ok(o) => eprintln!(
-                "helina server: {}: {} inference(s) in {:.1} ms; encoded weights {:.1} MB, {} layer(s) on the fly; {} responses (statistical distance ≤ 2^{:.1}); peak RSS {}",
-                rep.peer,
-                o.inferences.len(),
-                rep.elapsed_ms,
-                o.encoded_bytes as f64 / 1e6,
-                o.on_the_fly_layers,
-                o.responses,
-                o.distance_log2,
-                o.peak_rss_bytes
-                    .map_or("n/a".into(), |b| format!("{:.1} MB", b as f64 / 1e6))
-            ),
-            Err(e) => eprintln!("helina server: {}: session failed: {e}", rep.peer),
-        }
+    let describe = crate::args::describe(model.program());
+    let server = helina::Server::new(
+        model,
+        helina::ServerOptions {
+            garbler: a.garbler.into(),
+            serve: serve_options(a)?,
         },
     )?;
+    eprintln!(
+        "helina server: listening on {} (network {path}: {steps} steps, {preset}, {frac_bits} fractional bits, p = {p}; calibrated on {calibration}; {describe})",
+        listener.local_addr()?,
+    );
+    eprintln!(
+        "helina server: weights encoded once for every session in {:.0} ms ({} layer(s) on the fly); a session needs about {:.1} MB (budget {:.1} MB), at most {} at once",
+        server.network().encode_ms(),
+        server.network().on_the_fly_layers(),
+        server.network().session_bytes()? as f64 / 1e6,
+        server.session_budget() as f64 / 1e6,
+        a.max_clients.max(1)
+    );
+    server.serve(listener, |rep| match &rep.result {
+        Ok(o) => eprintln!(
+            "helina server: {}: {} inference(s) in {:.1} ms; encoded weights {:.1} MB, {} layer(s) on the fly; {} responses (statistical distance ≤ 2^{:.1}); peak RSS {}",
+            rep.peer,
+            o.inferences.len(),
+            rep.elapsed_ms,
+            o.encoded_bytes as f64 / 1e6,
+            o.on_the_fly_layers,
+            o.responses,
+            o.distance_log2,
+            o.peak_rss_bytes
+                .map_or("n/a".into(), |b| format!("{:.1} MB", b as f64 / 1e6))
+        ),
+        Err(e) => eprintln!("helina server: {}: session failed: {e}", rep.peer),
+    })?;
     Ok(())
 }
 
-/// `helina client --network`: private inference on a remote network.
+/// `helina client --network`: private inference on a remote network (`helina::Client`).
 fn network_client(a: &ClientArgs) -> Res<()> {
-    let expect = a.params.as_deref().map(Params::preset).transpose()?;
     let path = a
         .input
         .as_deref()
         .ok_or("--network needs --input x.npy (float, batch first)")?;
-    let xs = crate::infer::read_batch_any(path)?;
-    let garbler: gc::Garbler = a.garbler.parse()?;
-    let mut ch = TcpChannel::connect(
+    let xs = helina::array::read_batch_any(path)?;
+    let client = helina::Client::new(
         &a.connect,
-        DEFAULT_MAX_FRAME,
-        Duration::from_secs(a.link.timeout),
-        a.link.link()?,
-    )
-    .map_err(|e| format!("connecting to {}: {e}", a.connect))?;
+        helina::ClientOptions {
+            expect_params: a.params.clone(),
+            timeout: Duration::from_secs(a.link.timeout),
+            link: a.link.link()?,
+            garbler: a.garbler.into(),
+            ..Default::default()
+        },
+    );
     let pb = spinner();
-    let out =
-        protocol::network::infer_client(&mut ch, expect.as_ref(), &xs, garbler, &mut |i, n| {
-            pb.set_message(format!("step {}/{n}", i + 1))
-        });
+    let out = client.infer(&xs, &mut |ph| pb.set_message(ph.to_string()));
     pb.finish_and_clear();
     let out = out?;
-    let prog = out.program.as_ref().ok_or("no plan from the server")?;
-    let params = out.params.as_ref().ok_or("no parameters from the server")?;
-    let b = |c: Counters| c.bytes_sent + c.bytes_received;
-    let outputs: Vec<serde_json::Value> = out
-        .outputs
-        .iter()
-        .map(|(y, rep)| {
-            let logits = nn::dequantise(prog, y);
-            let argmax = logits
-                .iter()
-                .enumerate()
-                .fold(0, |best, (i, &v)| if v > logits[best] { i } else { best });
-            serde_json::json!({
-                "logits": logits,
-                "argmax": argmax,
-                "total_ms": rep.offline_ms + rep.online_ms,
-                "total_bytes": b(rep.traffic.offline) + b(rep.traffic.online),
-                "online_ms": rep.online_ms,
-                "online_bytes": b(rep.traffic.online),
-            })
-        })
-        .collect();
-    let report = serde_json::json!({
-        "params": params.name(),
-        "frac_bits": prog.frac_bits,
-        "setup_ms": out.setup_ms,
-        "setup_bytes": b(out.setup),
-        "outputs": outputs,
-        "layers": out.outputs.first().map(|(_, r)| r.steps.clone()).unwrap_or_default(),
-    });
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        for (i, o) in outputs.iter().enumerate() {
+        for (i, o) in out.outputs.iter().enumerate() {
             println!(
-                "input {i}: argmax {} logits {}; {:.1} ms, {} B ({:.1} ms, {} B online)",
-                o["argmax"],
-                o["logits"],
-                o["total_ms"].as_f64().unwrap_or(0.0),
-                o["total_bytes"],
-                o["online_ms"].as_f64().unwrap_or(0.0),
-                o["online_bytes"]
+                "input {i}: argmax {} logits {:?}; {:.1} ms, {} B ({:.1} ms, {} B online)",
+                o.argmax, o.logits, o.total_ms, o.total_bytes, o.online_ms, o.online_bytes
             );
         }
     }

@@ -34,6 +34,20 @@ pub struct Counters {
     pub flights: u64,
 }
 
+impl std::ops::Add for Counters {
+    type Output = Counters;
+    /// The traffic of two spans together.
+    fn add(self, o: Counters) -> Counters {
+        Counters {
+            bytes_sent: self.bytes_sent + o.bytes_sent,
+            bytes_received: self.bytes_received + o.bytes_received,
+            frames_sent: self.frames_sent + o.frames_sent,
+            frames_received: self.frames_received + o.frames_received,
+            flights: self.flights + o.flights,
+        }
+    }
+}
+
 impl std::ops::Sub for Counters {
     type Output = Counters;
     /// The traffic between two snapshots (later − earlier).
@@ -245,6 +259,20 @@ impl TcpChannel {
     /// Connects to `addr`.
     pub fn connect(addr: &str, max: usize, timeout: Duration, link: Link) -> Result<Self> {
         Self::new(TcpStream::connect(addr)?, max, timeout, link)
+    }
+
+    /// Closes gracefully: no more sends, then whatever the peer still sends is read
+    /// and dropped for up to `linger` (at most 1 MiB) before the socket closes. A socket
+    /// closed with unread bytes resets the connection, and the peer may then lose the
+    /// last frame it was sent (an `Abort` it should read).
+    pub fn close(self, linger: Duration) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+        let deadline = Instant::now() + linger;
+        let mut r = DeadlineReader {
+            stream: &self.stream,
+            deadline,
+        };
+        let _ = std::io::copy(&mut (&mut r).take(1 << 20), &mut std::io::sink());
     }
 }
 

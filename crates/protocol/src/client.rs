@@ -1,21 +1,29 @@
-//! The client: asks for layers by shape, generates only the keys the server's plan
-//! needs, waits for the server's offline phase, then queries each layer and decrypts
-//! its share.
+//! The client: says what it wants (`Hello`), takes the parameter set and the program
+//! from the server's plan, checks every input against the plan's input range before
+//! anything is encrypted, generates only the keys the plan needs, then runs the engine
+//! ([`crate::engine`]) once per input and, when the plan reveals it, reconstructs the
+//! output from the server's share.
+//!
+//! [`run`] is the one client session; [`infer`] (a network's float inputs) and [`query`]
+//! (one linear layer on integers mod p) are the two ways into it.
 
 use std::time::Instant;
 
-use he::{Backend, Bfv, Params};
-use kernels::LinearLayer;
+use gc::Garbler;
+use he::{Bfv, Params};
 use net::Channel;
 use tracing::debug;
 
+use crate::engine::PhaseCounters;
+use crate::engine::{ids_in_range, layer_shape, run_inference, ClientSide, InferenceReport};
 use crate::msg::{
-    recv, send, unexpected, LayerRequest, LayerSpec, Msg, ProtocolError, Result, PROTOCOL_VERSION,
+    recv, send, unexpected, LayerRequest, LayerSpec, Msg, ProtocolError, Result, SessionPlan,
+    PROTOCOL_VERSION,
 };
 use crate::plan::Plan;
-use crate::server::{PhaseCounters, PhaseTimes};
+use crate::server::{PhaseTimes, MAX_INPUTS_PER_SESSION};
 
-/// A step of the client's session, reported to a progress callback when it starts.
+/// A stage of the client's session, reported to a progress callback when it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Handshake.
@@ -24,13 +32,21 @@ pub enum Phase {
     KeyGen,
     /// Uploading the keys.
     Setup,
-    /// Waiting for the server's input-independent work.
-    Offline,
-    /// Encrypting and sending a layer's query.
-    Query(usize),
-    /// Waiting for and decrypting a layer's response.
-    Response(usize),
-    /// Closing (or asking for the server's shares, demo only).
+    /// Waiting for the server's input-independent work (input `input`).
+    Offline {
+        /// Which input.
+        input: usize,
+    },
+    /// Running step `step` of `steps` of input `input`.
+    Step {
+        /// Which input.
+        input: usize,
+        /// The step.
+        step: usize,
+        /// Steps in the program.
+        steps: usize,
+    },
+    /// Closing.
     Close,
 }
 
@@ -40,22 +56,349 @@ impl std::fmt::Display for Phase {
             Phase::Handshake => write!(f, "handshake"),
             Phase::KeyGen => write!(f, "generating keys"),
             Phase::Setup => write!(f, "uploading keys"),
-            Phase::Offline => write!(f, "server precomputing (offline)"),
-            Phase::Query(i) => write!(f, "layer {i}: encrypting and sending the query"),
-            Phase::Response(i) => write!(f, "layer {i}: waiting for the response"),
+            Phase::Offline { input } => write!(f, "input {input}: server precomputing (offline)"),
+            Phase::Step { input, step, steps } => {
+                write!(f, "input {input}: step {}/{steps}", step + 1)
+            }
             Phase::Close => write!(f, "closing"),
         }
     }
 }
 
-/// What the client gets.
-#[derive(Clone, Debug, PartialEq)]
+/// The client's inputs.
+#[derive(Clone, Copy, Debug)]
+pub enum Inputs<'a> {
+    /// Floats, checked against the plan's input range and quantised at its scale.
+    Float(&'a [Vec<f32>]),
+    /// Integers mod p (a single layer's input), checked to be reduced.
+    Residues(&'a [Vec<u64>]),
+}
+
+impl Inputs<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Inputs::Float(v) => v.len(),
+            Inputs::Residues(v) => v.len(),
+        }
+    }
+}
+
+/// What the client asks for.
+#[derive(Clone, Debug, Default)]
+pub struct ClientRequest {
+    /// From a server of single layers: the layer (one); empty for a network server.
+    pub layers: Vec<LayerRequest>,
+    /// Ask to learn a single layer's output (public demo weights only; a network's
+    /// output is always revealed to the client).
+    pub reveal: bool,
+    /// The parameter set the client expects (an assertion; `None` takes the server's).
+    pub expect: Option<Params>,
+    /// Who garbles the nonlinear steps (the server's choice must match).
+    pub garbler: Garbler,
+}
+
+/// One input's result on the client.
+#[derive(Clone, Debug)]
+pub struct ClientOutput {
+    /// The client's share of the output.
+    pub share: Vec<u64>,
+    /// The output (centred), when the plan reveals it.
+    pub value: Option<Vec<i64>>,
+    /// The report.
+    pub report: InferenceReport,
+}
+
+/// What the client gets from a session.
+#[derive(Clone, Debug)]
 pub struct ClientOutcome {
-    /// The plan the server chose.
+    /// The parameter set of the server's plan.
+    pub params: Params,
+    /// The server's plan (the program without weights).
+    pub plan: SessionPlan,
+    /// Per input.
+    pub outputs: Vec<ClientOutput>,
+    /// Traffic per phase (offline and online summed over the inputs).
+    pub traffic: PhaseCounters,
+    /// Time per phase (likewise).
+    pub times: PhaseTimes,
+    /// The smallest noise budget (bits) left in any response.
+    pub noise_budget: Option<u32>,
+}
+
+impl ClientOutcome {
+    /// The architecture the server announced (no weights).
+    pub fn program(&self) -> &nn::Program {
+        &self.plan.program
+    }
+}
+
+fn check_inputs(prog: &nn::Program, p: u64, inputs: Inputs<'_>) -> Result<Vec<Vec<u64>>> {
+    let n: usize = prog.input_shape.iter().product();
+    let length = |k: usize, actual: usize| ProtocolError::InputLength {
+        layer: k,
+        expected: n,
+        actual,
+    };
+    match inputs {
+        Inputs::Float(xs) => xs
+            .iter()
+            .enumerate()
+            .map(|(k, x)| {
+                match nn::check_input(prog, x) {
+                    Ok(()) => {}
+                    Err(nn::NnError::InputOutOfRange {
+                        index,
+                        value,
+                        lo,
+                        hi,
+                        count,
+                    }) => {
+                        return Err(ProtocolError::InputOutOfRange {
+                            input: k,
+                            index,
+                            value,
+                            lo,
+                            hi,
+                            count,
+                        })
+                    }
+                    Err(nn::NnError::NonFinite { index, value, .. }) => {
+                        return Err(ProtocolError::NonFiniteInput {
+                            input: k,
+                            index,
+                            value,
+                        })
+                    }
+                    Err(_) => return Err(length(k, x.len())),
+                }
+                Ok(nn::quantise_input(prog, x)
+                    .iter()
+                    .map(|&v| v.rem_euclid(p as i64) as u64)
+                    .collect())
+            })
+            .collect(),
+        Inputs::Residues(xs) => xs
+            .iter()
+            .enumerate()
+            .map(|(k, x)| {
+                if x.len() != n {
+                    return Err(length(k, x.len()));
+                }
+                if let Some((index, &value)) = x.iter().enumerate().find(|(_, &v)| v >= p) {
+                    return Err(ProtocolError::NotReduced {
+                        input: k,
+                        index,
+                        value,
+                        p,
+                    });
+                }
+                Ok(x.clone())
+            })
+            .collect(),
+    }
+}
+
+/// Runs a session as the client (see the module doc). Any failure after the handshake
+/// began is told to the server with a coarse `Abort`.
+pub fn run<C: Channel>(
+    ch: &mut C,
+    request: &ClientRequest,
+    inputs: Inputs<'_>,
+    progress: &mut dyn FnMut(Phase),
+) -> Result<ClientOutcome> {
+    let r = run_inner(ch, request, inputs, progress);
+    if let Err(e) = &r {
+        crate::server::abort(ch, e);
+    }
+    r
+}
+
+fn run_inner<C: Channel>(
+    ch: &mut C,
+    request: &ClientRequest,
+    inputs: Inputs<'_>,
+    progress: &mut dyn FnMut(Phase),
+) -> Result<ClientOutcome> {
+    let t0 = Instant::now();
+    let c0 = ch.counters();
+    let count = u32::try_from(inputs.len())
+        .ok()
+        .filter(|&n| n <= MAX_INPUTS_PER_SESSION)
+        .ok_or(ProtocolError::TooManyInputs {
+            requested: inputs.len() as u64,
+            max: MAX_INPUTS_PER_SESSION as u64,
+        })?;
+    progress(Phase::Handshake);
+    send(
+        ch,
+        &Msg::Hello {
+            version: PROTOCOL_VERSION,
+            inputs: count,
+            layers: request.layers.clone(),
+            reveal: request.reveal,
+        },
+    )?;
+    let plan = match recv(ch)? {
+        Msg::Plan(plan) => *plan,
+        m => return Err(unexpected("Plan", &m)),
+    };
+    let params = Params::from_spec(&plan.params)?;
+    if params.hash() != plan.params_hash {
+        return Err(ProtocolError::Params {
+            ours: params.hash(),
+            theirs: plan.params_hash.clone(),
+        });
+    }
+    if let Some(want) = &request.expect {
+        if want != &params {
+            return Err(ProtocolError::Params {
+                ours: want.hash(),
+                theirs: plan.params_hash.clone(),
+            });
+        }
+    }
+    let prog = &plan.program;
+    if plan.methods.len() != prog.steps.len()
+        || prog.p != params.p()
+        || plan.inputs != count
+        || !ids_in_range(prog)
+    {
+        return Err(ProtocolError::Plan);
+    }
+    // a layer server must serve the layer asked for, with the method asked for
+    if let [r] = request.layers.as_slice() {
+        let agrees = matches!(plan.methods.as_slice(), [Some(s)]
+            if s.shape() == r.shape && r.method.is_none_or(|m| m == s.method()));
+        if !agrees {
+            return Err(ProtocolError::Plan);
+        }
+    }
+    // every input is checked before anything is encrypted
+    let shares = check_inputs(prog, params.p(), inputs)?;
+    let plans = prog
+        .steps
+        .iter()
+        .zip(&plan.methods)
+        .map(|(s, m)| match (layer_shape(s), m) {
+            (Some(shape), Some(spec)) if spec.shape() == shape => {
+                Plan::new(spec, &params).map(Some)
+            }
+            (None, None) => Ok(None),
+            _ => Err(ProtocolError::Plan),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    debug!(methods = ?plan.methods, "plan accepted");
+    progress(Phase::KeyGen);
+    let galois = plans
+        .iter()
+        .flatten()
+        .fold(he::GaloisSpec::none(), |g, p| g.union(&p.galois()));
+    let b = Bfv::keygen(&params, galois)?;
+    progress(Phase::Setup);
+    send(ch, &Msg::Setup(b.public_keys().clone()))?;
+    let mut out = ClientOutcome {
+        params: params.clone(),
+        plan: plan.clone(),
+        outputs: Vec::with_capacity(shares.len()),
+        traffic: PhaseCounters {
+            setup: ch.counters() - c0,
+            ..Default::default()
+        },
+        times: PhaseTimes {
+            setup_ms: t0.elapsed().as_secs_f64() * 1e3,
+            ..Default::default()
+        },
+        noise_budget: None,
+    };
+    let p = params.p();
+    for (k, x) in shares.into_iter().enumerate() {
+        progress(Phase::Offline { input: k });
+        let mut side = ClientSide::new(&b, &params, prog, &plans, request.garbler);
+        let (share, mut report) = run_inference(&mut side, ch, prog, x, &mut |step, steps| {
+            progress(Phase::Step {
+                input: k,
+                step,
+                steps,
+            })
+        })?;
+        if let Some(n) = side.noise_budget {
+            out.noise_budget = Some(out.noise_budget.map_or(n, |v| v.min(n)));
+        }
+        let c = ch.counters();
+        let t = Instant::now();
+        let value = if plan.reveal {
+            let theirs = match recv(ch)? {
+                Msg::Share(s) if s.len() == share.len() => s,
+                m => return Err(unexpected("the server's share of the output", &m)),
+            };
+            Some(
+                share
+                    .iter()
+                    .zip(&theirs)
+                    .map(|(a, b)| {
+                        let v = ((*a as u128 + *b as u128) % p as u128) as u64;
+                        if v > p / 2 {
+                            v as i64 - p as i64
+                        } else {
+                            v as i64
+                        }
+                    })
+                    .collect(),
+            )
+        } else {
+            None
+        };
+        report.online_ms += t.elapsed().as_secs_f64() * 1e3;
+        report.traffic.online = report.traffic.online + (ch.counters() - c);
+        out.traffic.offline = out.traffic.offline + report.traffic.offline;
+        out.traffic.online = out.traffic.online + report.traffic.online;
+        out.times.offline_ms += report.offline_ms;
+        out.times.online_ms += report.online_ms;
+        out.outputs.push(ClientOutput {
+            share,
+            value,
+            report,
+        });
+    }
+    progress(Phase::Close);
+    let c = ch.counters();
+    send(ch, &Msg::Close)?;
+    out.traffic.online = out.traffic.online + (ch.counters() - c);
+    Ok(out)
+}
+
+/// A network session: float inputs, the parameter set from the server's plan (`expect`
+/// asserts it), the output revealed to the client. `progress(step, steps)` is told as
+/// each step starts.
+pub fn infer<C: Channel>(
+    ch: &mut C,
+    expect: Option<&Params>,
+    inputs: &[Vec<f32>],
+    garbler: Garbler,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<ClientOutcome> {
+    let request = ClientRequest {
+        layers: Vec::new(),
+        reveal: false,
+        expect: expect.cloned(),
+        garbler,
+    };
+    run(ch, &request, Inputs::Float(inputs), &mut |ph| {
+        if let Phase::Step { step, steps, .. } = ph {
+            progress(step, steps)
+        }
+    })
+}
+
+/// What a single layer's session gives the client.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerOutcome {
+    /// The layer and the method the server ran.
     pub plan: Vec<LayerSpec>,
-    /// The client's share of each layer's output.
+    /// The client's share of each input's output.
     pub shares: Vec<Vec<u64>>,
-    /// With `reveal`: the reconstructed outputs (client + server share mod p).
+    /// With `reveal` (public demo weights only): the outputs (client + server share mod
+    /// p).
     pub revealed: Option<Vec<Vec<u64>>>,
     /// Traffic per phase, as this side's socket counted it.
     pub traffic: PhaseCounters,
@@ -65,154 +408,57 @@ pub struct ClientOutcome {
     pub noise_budget: Option<u32>,
 }
 
-/// Runs the requested layers as the client, one input per layer (reduced mod p). With
-/// `reveal` (demo only, insecure) the server sends its shares and the outputs are
-/// reconstructed. `progress` is told when each phase starts.
+/// One linear layer of a layer server, one or more inputs (integers mod p), as a
+/// one-step program; `params` is asserted against the server's. With `reveal` (public
+/// demo weights only) the outputs are reconstructed.
 pub fn query<C: Channel>(
     ch: &mut C,
     params: &Params,
-    requests: &[LayerRequest],
+    layer: LayerRequest,
     inputs: &[Vec<u64>],
     reveal: bool,
     progress: &mut dyn FnMut(Phase),
-) -> Result<ClientOutcome> {
-    for (i, (r, x)) in requests.iter().zip(inputs).enumerate() {
-        if x.len() != r.shape.input_len() {
-            return Err(ProtocolError::InputLength {
-                layer: i,
-                expected: r.shape.input_len(),
-                actual: x.len(),
-            });
-        }
-    }
-    if requests.len() != inputs.len() {
+) -> Result<LayerOutcome> {
+    if let Some((k, x)) = inputs
+        .iter()
+        .enumerate()
+        .find(|(_, x)| x.len() != layer.shape.input_len())
+    {
         return Err(ProtocolError::InputLength {
-            layer: requests.len().min(inputs.len()),
-            expected: requests.len(),
-            actual: inputs.len(),
+            layer: k,
+            expected: layer.shape.input_len(),
+            actual: x.len(),
         });
     }
-    let t0 = Instant::now();
-    let c0 = ch.counters();
-    progress(Phase::Handshake);
-    send(
-        ch,
-        &Msg::Hello {
-            version: PROTOCOL_VERSION,
-            params: params.spec(),
-            params_hash: params.hash(),
-            layers: requests.to_vec(),
-        },
-    )?;
-    let specs = match recv(ch)? {
-        Msg::HelloOk { layers } => layers,
-        m => return Err(unexpected("HelloOk", &m)),
+    let request = ClientRequest {
+        layers: vec![layer],
+        reveal,
+        expect: Some(params.clone()),
+        garbler: Garbler::Server,
     };
-    let agrees = specs.len() == requests.len()
-        && specs
-            .iter()
-            .zip(requests)
-            .all(|(s, r)| s.shape() == r.shape && r.method.is_none_or(|m| m == s.method()));
-    if !agrees {
-        return Err(ProtocolError::Plan);
-    }
-    debug!(plan = ?specs, "plan accepted");
-    let plans = specs
-        .iter()
-        .map(|s| Plan::new(s, params))
-        .collect::<Result<Vec<_>>>()?;
-    progress(Phase::KeyGen);
-    let galois = plans
-        .iter()
-        .fold(he::GaloisSpec::none(), |g, p| g.union(&p.galois()));
-    let b = Bfv::keygen(params, galois)?;
-    progress(Phase::Setup);
-    send(ch, &Msg::Setup(b.public_keys().clone()))?;
-    let c1 = ch.counters();
-    let t1 = Instant::now();
-    progress(Phase::Offline);
-    match recv(ch)? {
-        Msg::Ready => {}
-        m => return Err(unexpected("Ready", &m)),
-    }
-    let c2 = ch.counters();
-    let t2 = Instant::now();
-    let mut shares = Vec::with_capacity(plans.len());
-    let mut noise_budget: Option<u32> = None;
-    for (i, (plan, x)) in plans.iter().zip(inputs).enumerate() {
-        progress(Phase::Query(i));
-        let q = match plan {
-            Plan::Matvec(p) => p.query(&b, x)?,
-            Plan::Conv(p) => p.query(&b, x)?,
-        };
-        let cts = q
-            .iter()
-            .map(|c| b.serialize(c))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        send(
-            ch,
-            &Msg::Query {
-                layer: i as u32,
-                cts,
-            },
-        )?;
-        progress(Phase::Response(i));
-        let cts = match recv(ch)? {
-            Msg::Response { layer, cts } if layer as usize == i => cts,
-            m => return Err(unexpected("Response for the layer queried", &m)),
-        };
-        let resp = cts
-            .iter()
-            .map(|c| b.deserialize(c))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        for c in &resp {
-            if let Some(bits) = b.noise_budget(c)? {
-                noise_budget = Some(noise_budget.map_or(bits, |v| v.min(bits)));
-            }
-        }
-        shares.push(match plan {
-            Plan::Matvec(p) => p.decrypt(&b, &resp)?,
-            Plan::Conv(p) => p.decrypt(&b, &resp)?,
-        });
-    }
-    progress(Phase::Close);
-    let revealed = if reveal {
-        send(ch, &Msg::Reveal)?;
-        match recv(ch)? {
-            Msg::Share(s)
-                if s.len() == shares.len()
-                    && s.iter().zip(&shares).all(|(a, b)| a.len() == b.len()) =>
-            {
-                let p = params.p();
-                Some(
-                    shares
-                        .iter()
-                        .zip(&s)
-                        .map(|(a, b)| a.iter().zip(b).map(|(x, y)| (x + y % p) % p).collect())
-                        .collect(),
-                )
-            }
-            m => return Err(unexpected("Share of every layer", &m)),
-        }
-    } else {
-        send(ch, &Msg::Close)?;
-        None
-    };
-    let c3 = ch.counters();
-    Ok(ClientOutcome {
-        plan: specs,
-        shares,
-        revealed,
-        traffic: PhaseCounters {
-            setup: c1 - c0,
-            offline: c2 - c1,
-            online: c3 - c2,
+    let out = run(ch, &request, Inputs::Residues(inputs), progress)?;
+    let p = params.p();
+    Ok(LayerOutcome {
+        plan: out.plan.methods.iter().flatten().cloned().collect(),
+        revealed: if out.plan.reveal {
+            Some(
+                out.outputs
+                    .iter()
+                    .map(|o| {
+                        o.value
+                            .iter()
+                            .flatten()
+                            .map(|&v| v.rem_euclid(p as i64) as u64)
+                            .collect()
+                    })
+                    .collect(),
+            )
+        } else {
+            None
         },
-        times: PhaseTimes {
-            setup_ms: (t1 - t0).as_secs_f64() * 1e3,
-            offline_ms: (t2 - t1).as_secs_f64() * 1e3,
-            online_ms: t2.elapsed().as_secs_f64() * 1e3,
-        },
-        noise_budget,
+        shares: out.outputs.into_iter().map(|o| o.share).collect(),
+        traffic: out.traffic,
+        times: out.times,
+        noise_budget: out.noise_budget,
     })
 }

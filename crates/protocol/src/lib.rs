@@ -1,36 +1,50 @@
-//! helina's two-party protocol for linear layers over any [`net::Channel`]: the
-//! server ([`serve`], or [`serve_tcp`] for concurrent TCP sessions) holds a [`Model`]
-//! (weights); the client ([`query`]) holds the input.
+//! helina's two-party protocol over any [`net::Channel`]: one session engine
+//! ([`engine`]) runs any fixed-point program — a whole network, or a single linear layer
+//! as a one-step program — between a server that holds the weights and a client that
+//! holds the input; every tensor lives as additive shares mod p between them.
 //!
 //! Messages (bincode, one per frame, decoded with the frame's length as the limit):
-//! 1. client → `Hello` (protocol version; parameter spec and hash — the hash includes
-//!    the NTT backend, since builds with different backends cannot read each other's
-//!    keys; the layers asked for, by shape, each with an optional method);
-//!    server → `HelloOk` (the plan: one method per layer) or `Abort`;
-//! 2. client → `Setup` (public key and only the Galois keys the plan needs, seeded);
-//! 3. server: offline work (weights encoded, flooding zeros precomputed) → `Ready`;
-//! 4. per layer: client → `Query` (seeded symmetric ciphertexts), server → `Response`
-//!    (masked, flooded, last-level ciphertexts); each side keeps its share;
-//! 5. client → `Close`, or `Reveal`: a server of public demonstration weights sends its
-//!    shares (insecure, for checking the demo); any other server refuses it.
+//! 1. client → `Hello` (protocol version, inputs, for a server of single layers the
+//!    layer asked for by shape with an optional method, whether it asks to learn a
+//!    single layer's output); server → `Plan` ([`SessionPlan`]: parameter set and hash —
+//!    the hash includes the NTT backend —, the program without weights, a method per
+//!    linear step, whether the output goes to the client) or `Abort`;
+//! 2. the client checks its inputs against the plan's range, then → `Setup` (public key
+//!    and only the Galois keys the plan needs, seeded);
+//! 3. per input: the server's offline work (flooding zeros, garbling and OTs with the
+//!    client) → `Ready`; per step `Query` (seeded symmetric ciphertexts) → `Response`
+//!    (masked, flooded, last-level ciphertexts), garbled-circuit and local steps; the
+//!    server's share of the output (`Share`) when the plan reveals it;
+//! 4. client → `Close`.
 //!
-//! Errors sent to the peer are coarse ([`AbortReason`]); the detail stays local.
+//! Servers: [`NetworkServer`] (one program, weights encoded once), [`Model`] (single
+//! layers; [`serve`], [`serve_tcp`]); every TCP server mode runs its sessions through
+//! [`serve_sessions`]. Clients: [`client::run`], [`infer`] (a network), [`query`] (a
+//! layer). Errors sent to the peer are coarse ([`AbortReason`]); the detail stays local.
 
-mod client;
+pub mod client;
+pub mod engine;
 mod msg;
-pub mod network;
 mod plan;
 mod server;
 mod sessions;
 
-pub use client::{query, ClientOutcome, Phase};
+pub use client::{
+    infer, query, ClientOutcome, ClientOutput, ClientRequest, Inputs, LayerOutcome, Phase,
+};
+pub use engine::{
+    architecture, gc_spec, layer_shape, local_step, InferenceReport, PhaseCounters, StepReport,
+};
 pub use msg::{
     decode, encode, recv, send, AbortReason, LayerMethod, LayerRequest, LayerShape, LayerSpec, Msg,
-    ProtocolError, Result, PROTOCOL_VERSION,
+    ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
 };
-pub use plan::{choose, Candidate, Encoded, Objective, Plan, Planner, ServerBackend};
+pub use plan::{
+    choose, Candidate, Encoded, MethodChoice, NetworkPlan, Objective, Plan, Planner, ServerBackend,
+    StepPlan,
+};
 pub use server::{
-    serve, serve_tcp, serve_with, Encodings, LayerSessionReport, Model, PhaseCounters, PhaseTimes,
-    ServedLayer, ServerOutcome,
+    peak_rss_bytes, serve, serve_tcp, serve_with, Encodings, Model, NetworkServer, PhaseTimes,
+    ServedLayer, ServerOutcome, ServerSessionReport, MAX_INPUTS_PER_SESSION,
 };
 pub use sessions::{default_session_memory, serve_sessions, ServeOptions, SessionReport};

@@ -7,8 +7,9 @@ use kernels::{ConvMethod, ConvShape, Method};
 use net::{Channel, NetError};
 use serde::{Deserialize, Serialize};
 
-/// Protocol version (2: the server announces the plan, `Ready` ends its offline phase).
-pub const PROTOCOL_VERSION: u32 = 2;
+/// Protocol version (3: one session engine for single layers and networks; the server's
+/// plan names the parameter set).
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The public architecture of one linear layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -164,6 +165,27 @@ pub enum AbortReason {
     Internal,
 }
 
+/// What the server announces after the client's `Hello`: the parameter set, the
+/// program it runs (the architecture: weights removed), the method of every linear
+/// step, whether the client learns the output, and how many inputs the session runs.
+/// Both parties drive the session engine with it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SessionPlan {
+    /// The parameter set (its plaintext modulus is the program's).
+    pub params: ParamsSpec,
+    /// Its hash (includes the NTT backend).
+    pub params_hash: String,
+    /// The program without weights.
+    pub program: nn::Program,
+    /// Per step: the linear layer's method (`None` for other steps).
+    pub methods: Vec<Option<LayerSpec>>,
+    /// The server sends its share of the output at the end (a network's logits, or a
+    /// public demo layer); otherwise each party keeps its share.
+    pub reveal: bool,
+    /// Inputs the session runs.
+    pub inputs: u32,
+}
+
 /// The wire messages.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
@@ -171,40 +193,37 @@ pub enum Msg {
     Hello {
         /// Protocol version.
         version: u32,
-        /// Parameter set.
-        params: ParamsSpec,
-        /// `Params::hash()` (includes the NTT backend).
-        params_hash: String,
-        /// The layers the client wants.
+        /// Inferences asked for.
+        inputs: u32,
+        /// For a server of single layers: the layer asked for (one), with an optional
+        /// method; empty for a network server.
         layers: Vec<LayerRequest>,
+        /// The client asks to learn a single layer's output (only a server of public
+        /// demonstration weights agrees; a network's output always goes to the client).
+        reveal: bool,
     },
-    /// Server accepts, with the plan: one method per layer.
-    HelloOk {
-        /// The plan.
-        layers: Vec<LayerSpec>,
-    },
+    /// The server's plan.
+    Plan(Box<SessionPlan>),
     /// Client keys: the public key and only the Galois keys the plan needs.
     Setup(PublicKeys),
-    /// Server finished its input-independent (offline) work.
+    /// Server finished its input-independent (offline) work for one input.
     Ready,
-    /// A query for a layer.
+    /// A query for a step.
     Query {
-        /// Layer index.
-        layer: u32,
+        /// Step index.
+        step: u32,
         /// Serialized ciphertexts.
         cts: Vec<Vec<u8>>,
     },
     /// The response to a query.
     Response {
-        /// Layer index.
-        layer: u32,
+        /// Step index.
+        step: u32,
         /// Serialized ciphertexts.
         cts: Vec<Vec<u8>>,
     },
-    /// Client asks for the server's shares (demo only).
-    Reveal,
-    /// The server's share of every layer (demo only).
-    Share(Vec<Vec<u64>>),
+    /// The server's share of the output (when the plan reveals it).
+    Share(Vec<u64>),
     /// Orderly close.
     Close,
     /// The sender stops.
@@ -216,12 +235,11 @@ impl Msg {
     pub fn kind(&self) -> &'static str {
         match self {
             Msg::Hello { .. } => "Hello",
-            Msg::HelloOk { .. } => "HelloOk",
+            Msg::Plan(_) => "Plan",
             Msg::Setup(_) => "Setup",
             Msg::Ready => "Ready",
             Msg::Query { .. } => "Query",
             Msg::Response { .. } => "Response",
-            Msg::Reveal => "Reveal",
             Msg::Share(_) => "Share",
             Msg::Close => "Close",
             Msg::Abort(_) => "Abort",
@@ -303,21 +321,37 @@ pub enum ProtocolError {
     /// The peer stopped.
     #[error("the peer aborted: {0:?}")]
     PeerAborted(AbortReason),
-    /// A Hello asking for more layers than the server holds.
-    #[error("{requested} layers requested, the server holds {held}")]
+    /// A method name no kind of layer has.
+    #[error("unknown method `{name}`")]
+    UnknownMethod {
+        /// The name given.
+        name: String,
+    },
+    /// A Hello asking for more layers than a session serves.
+    #[error("{requested} layers requested in one session, at most {allowed}")]
     TooManyLayers {
         /// Requests in the Hello.
         requested: usize,
-        /// Layers the server holds.
-        held: usize,
+        /// Layers a session may ask for (1 from a layer server, 0 from a network server).
+        allowed: usize,
     },
-    /// A request no held layer (not taken by an earlier request) matches.
-    #[error("request {request}: the server holds no (further) layer of shape {shape:?}")]
+    /// A request no held layer matches.
+    #[error("the server holds no layer of shape {shape:?}")]
     NotServed {
-        /// Index of the request.
-        request: usize,
-        /// Its shape.
+        /// The shape asked for.
         shape: LayerShape,
+    },
+    /// An input value that is not reduced modulo p (integer inputs).
+    #[error("input {input}: element {index} is {value}, not below p = {p}")]
+    NotReduced {
+        /// Which input of the batch.
+        input: usize,
+        /// Element index.
+        index: usize,
+        /// The value.
+        value: u64,
+        /// The modulus.
+        p: u64,
     },
     /// A network session asking for more inferences than a session may run.
     #[error("{requested} inputs requested in one session, at most {max}")]

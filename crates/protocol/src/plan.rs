@@ -253,18 +253,40 @@ impl Planner {
         }
     }
 
-    /// Predicted time (ms) of one candidate; `on_the_fly` adds encoding the weights.
-    pub fn predicted_ms(&self, e: &Estimate, parallel: usize, on_the_fly: bool) -> f64 {
-        let bytes_per_s = self.link.bandwidth_bps.map(|b| b / 8.0).unwrap_or(0.0);
-        let rtt_ms = self.link.rtt.as_secs_f64() * 1e3;
+    /// The one cost formula, part 1: the server's compute time (ms) of `server_ms` of
+    /// single-threaded work (+ `encode_ms` when the weights are encoded on the fly),
+    /// divided by the threads the layer can use (its `parallel` independent units).
+    pub fn server_ms(
+        &self,
+        server_ms: f64,
+        encode_ms: f64,
+        parallel: usize,
+        on_the_fly: bool,
+    ) -> f64 {
         let speedup = self.threads.clamp(1, parallel.max(1)) as f64;
-        let encode = if on_the_fly { e.encode_ms } else { 0.0 };
-        let keys = if bytes_per_s > 0.0 {
-            (e.galois_keys as u64 * self.model.galois_key_bytes) as f64 / bytes_per_s * 1e3
+        (server_ms + if on_the_fly { encode_ms } else { 0.0 }) / speedup
+    }
+
+    /// Part 2: `bytes` over the link (bandwidth) plus one round trip, ms.
+    pub fn wire_ms(&self, bytes: u64) -> f64 {
+        let bytes_per_s = self.link.bandwidth_bps.map(|b| b / 8.0).unwrap_or(0.0);
+        let transfer = if bytes_per_s > 0.0 {
+            bytes as f64 / bytes_per_s * 1e3
         } else {
             0.0
         };
-        (e.server_ms + encode) / speedup + e.total_ms(bytes_per_s, rtt_ms) - e.server_ms + keys
+        transfer + self.link.rtt.as_secs_f64() * 1e3
+    }
+
+    /// Predicted time (ms) of one candidate: server compute + query and response over
+    /// the link + one round trip + the layer's Galois keys over the link; `on_the_fly`
+    /// adds encoding the weights.
+    pub fn predicted_ms(&self, e: &Estimate, parallel: usize, on_the_fly: bool) -> f64 {
+        let keys = e.galois_keys as u64 * self.model.galois_key_bytes;
+        let keys_ms = self.wire_ms(keys) - self.wire_ms(0);
+        self.server_ms(e.server_ms, e.encode_ms, parallel, on_the_fly)
+            + self.wire_ms(e.bytes_up + e.bytes_down)
+            + keys_ms
     }
 
     /// Every candidate of a layer, and the pick by the objective. With `on_the_fly`
@@ -333,4 +355,179 @@ pub fn choose(
     link: &Link,
 ) -> Result<(LayerSpec, Vec<Candidate>)> {
     Planner::new(params, link).choose(shape, params, false)
+}
+
+/// Which method the linear layers of a network use.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum MethodChoice {
+    /// The planner's pick per layer.
+    #[default]
+    Auto,
+    /// This method (by name) for every layer it applies to; the planner's pick for the
+    /// others.
+    Named(String),
+}
+
+impl MethodChoice {
+    /// `auto`, or a method name that some kind of layer has (else an error naming it).
+    pub fn parse(s: &str) -> Result<Self> {
+        if s == "auto" {
+            return Ok(MethodChoice::Auto);
+        }
+        if kernels::Method::parse(s).is_none() && kernels::ConvMethod::parse(s).is_none() {
+            return Err(ProtocolError::UnknownMethod {
+                name: s.to_string(),
+            });
+        }
+        Ok(MethodChoice::Named(s.to_string()))
+    }
+    fn fixed(&self, shape: &LayerShape) -> Option<LayerMethod> {
+        match self {
+            MethodChoice::Auto => None,
+            MethodChoice::Named(n) => LayerMethod::parse(shape, n),
+        }
+    }
+}
+
+/// One linear step of a [`NetworkPlan`].
+#[derive(Clone, Debug)]
+pub struct StepPlan {
+    /// Step index in the program.
+    pub step: usize,
+    /// Layer name.
+    pub name: String,
+    /// Shape.
+    pub shape: LayerShape,
+    /// The method it runs.
+    pub pick: LayerSpec,
+    /// Every candidate method with its estimate (or why it cannot run).
+    pub candidates: Vec<Candidate>,
+    /// Its weights are encoded per query (beyond the memory budget) instead of held.
+    pub on_the_fly: bool,
+}
+
+impl StepPlan {
+    /// The pick's candidate.
+    pub fn picked(&self) -> Option<&Candidate> {
+        self.candidates
+            .iter()
+            .find(|c| c.method == self.pick.method())
+    }
+}
+
+/// A network's plan, computed once: the fixed-point program, its parameter set, and per
+/// linear step the method, whether its weights are held or encoded per query, and the
+/// predicted cost. A server runs it ([`crate::NetworkServer::new`]) and sends its
+/// methods to the client; `helina plan`, `inspect` and `bench network` print or iterate
+/// it.
+#[derive(Clone, Debug)]
+pub struct NetworkPlan {
+    /// The parameter set.
+    pub params: Params,
+    /// The fixed-point program (with its weights).
+    pub program: nn::Program,
+    /// The linear steps, in order.
+    pub layers: Vec<StepPlan>,
+}
+
+impl NetworkPlan {
+    /// Plans every linear step of `program` with `planner`: the method (`method`, else
+    /// the pick by the planner's objective), weights held in order while their encodings
+    /// fit `mem_limit` bytes and encoded per query beyond it (and then planned with that
+    /// encoding in their time). `max_layers` stops after that many linear steps.
+    pub fn new(
+        program: nn::Program,
+        params: &Params,
+        planner: &Planner,
+        mem_limit: Option<u64>,
+        method: &MethodChoice,
+        max_layers: Option<usize>,
+    ) -> Result<Self> {
+        if program.p != params.p() {
+            return Err(ProtocolError::Plan);
+        }
+        let mut held = 0u64;
+        let mut layers = Vec::new();
+        for (i, step) in program.steps.iter().enumerate() {
+            if max_layers.is_some_and(|m| layers.len() >= m) {
+                break;
+            }
+            let Some(shape) = crate::engine::layer_shape(step) else {
+                continue;
+            };
+            let plan_one = |on_the_fly: bool| -> Result<(LayerSpec, Vec<Candidate>)> {
+                let (auto, candidates) = planner.choose(&shape, params, on_the_fly)?;
+                Ok(match method.fixed(&shape) {
+                    Some(m) => (shape.with(m)?, candidates),
+                    None => (auto, candidates),
+                })
+            };
+            let (mut pick, mut candidates) = plan_one(false)?;
+            let encoded = |c: &[Candidate], pick: &LayerSpec| {
+                c.iter()
+                    .find(|c| c.method == pick.method())
+                    .and_then(|c| c.estimate.as_ref().ok())
+                    .map_or(0, |e| e.encoded_bytes)
+            };
+            let mut on_the_fly = false;
+            let size = encoded(&candidates, &pick);
+            if mem_limit.is_some_and(|limit| held + size > limit) {
+                (pick, candidates) = plan_one(true)?;
+                on_the_fly = true;
+            } else {
+                held += size;
+            }
+            layers.push(StepPlan {
+                step: i,
+                name: step.name().to_string(),
+                shape,
+                pick,
+                candidates,
+                on_the_fly,
+            });
+        }
+        Ok(Self {
+            params: params.clone(),
+            program,
+            layers,
+        })
+    }
+
+    /// Every linear step with the planner's pick on the reference costs, all weights
+    /// held (tests, single sessions).
+    pub fn auto(program: nn::Program, params: &Params) -> Result<Self> {
+        let planner = Planner::new(params, &Link::NONE);
+        Self::new(program, params, &planner, None, &MethodChoice::Auto, None)
+    }
+
+    /// The method of every step of the program (`None` for steps that are not linear).
+    pub fn methods(&self) -> Vec<Option<LayerSpec>> {
+        let mut m = vec![None; self.program.steps.len()];
+        for l in &self.layers {
+            m[l.step] = Some(l.pick.clone());
+        }
+        m
+    }
+    /// The plan of step `step`, if it is a linear step.
+    pub fn step(&self, step: usize) -> Option<&StepPlan> {
+        self.layers.iter().find(|l| l.step == step)
+    }
+    /// Predicted time of the linear steps, ms.
+    pub fn predicted_ms(&self) -> f64 {
+        self.layers
+            .iter()
+            .filter_map(|l| l.picked())
+            .map(|c| c.predicted_ms)
+            .sum()
+    }
+    /// Bytes of the encoded weights held (the layers not encoded per query).
+    pub fn held_bytes(&self) -> u64 {
+        self.layers
+            .iter()
+            .filter(|l| !l.on_the_fly)
+            .filter_map(|l| l.picked())
+            .filter_map(|c| c.estimate.as_ref().ok())
+            .map(|e| e.encoded_bytes)
+            .sum()
+    }
 }

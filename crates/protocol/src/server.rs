@@ -1,37 +1,47 @@
-//! The server of single linear layers: a [`Model`] (the layers it can serve, with their
-//! weights and methods), one session over any channel ([`serve`]), and the TCP server
-//! ([`serve_tcp`], sessions run by [`crate::serve_sessions`]: concurrent up to a limit,
-//! deadlines per frame and per session, failures and panics contained). Encoded
-//! weights are made once per server and shared by its sessions ([`Encodings`]).
+//! The server: what it serves — a network ([`NetworkServer`]: one program, its weights
+//! encoded once) or single linear layers ([`Model`]: each a one-step program, its
+//! encodings made once per method and shared, [`Encodings`]) — and the session around
+//! the engine ([`crate::engine`]), the same for both:
 //!
-//! Phases of a session (each with its own byte counters and time):
-//! - setup: `Hello` → `HelloOk` (the plan) → `Setup` (public key, Galois keys; validated
-//!   at the border);
-//! - offline (input-independent): the flooding encryptions of zero, and the weights'
-//!   encoding the first time any session needs it; ends with `Ready`;
-//! - online: per layer `Query` → `Response`; then `Close` (or `Reveal`: answered only by
-//!   a server of public demo weights, [`Model::public_demo`]).
+//! - setup: `Hello` (version, inputs, for a layer server the layer asked for) → `Plan`
+//!   (parameter set, the program's architecture, a method per linear step, whether the
+//!   client learns the output) → `Setup` (public key and Galois keys, validated at the
+//!   border);
+//! - per input: the engine's offline phase (flooding zeros, garbling and OTs) → `Ready`
+//!   → the steps online; then the server's share of the output (`Share`) when the plan
+//!   reveals it;
+//! - `Close`.
 //!
-//! What one client can make a server do is bounded before anything is allocated: at
-//! most as many layer requests as the server holds (each served layer once), and the
-//! session's memory (flooding zeros, query and response ciphertexts) within
-//! [`ServeOptions::session_memory`].
+//! What one client can make a server do is bounded before anything is allocated: one
+//! layer per session from a layer server (a network server takes no layer requests),
+//! at most [`MAX_INPUTS_PER_SESSION`] inputs, and the session's memory (flooding zeros,
+//! ciphertexts, garbled tables) within [`crate::ServeOptions::session_memory`]. A
+//! single layer's output goes to the client only from a server of public
+//! demonstration weights ([`Model::public_demo`]): revealing `W·x` for chosen `x`
+//! gives away `W`.
 
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use gc::Garbler;
 use he::{Bfv, Counting, OpCounts, Params};
 use kernels::noise::NoiseModel;
-use net::{Channel, Counters, Link};
+use kernels::{LinearLayer, SquarePlan};
+use net::{Channel, Link};
+use nn::{Program, Step, TensorInfo};
 use tracing::{debug, warn};
 
+use crate::engine::{
+    architecture, gc_spec, layer_shape, run_inference, slots, InferenceReport, LayerState,
+    PhaseCounters, ServerSide,
+};
 use crate::msg::{
     recv, send, unexpected, AbortReason, LayerMethod, LayerRequest, LayerShape, LayerSpec, Msg,
-    ProtocolError, Result, PROTOCOL_VERSION,
+    ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
 };
-use crate::plan::{choose, Encoded, Plan, ServerBackend};
+use crate::plan::{choose, Encoded, NetworkPlan, Plan, ServerBackend};
 use crate::sessions::{serve_sessions, ServeOptions, SessionReport};
 
 /// One layer a server can serve.
@@ -89,43 +99,33 @@ impl Model {
     pub fn public_weights(&self) -> bool {
         self.public_weights
     }
-    /// The plan for a client's requests: at most as many as the layers held; each
-    /// request matched by shape to a held layer no earlier request took; the method is
-    /// the server's if it fixed one (a different wish from the client is a plan
-    /// mismatch), else the client's wish, else the cheapest predicted on `link`.
+    /// The layer a client asks for: one request, matched by shape to a held layer; the
+    /// method is the server's if it fixed one (a different wish from the client is a
+    /// plan mismatch), else the client's wish, else the cheapest predicted on `link`.
+    /// Returns the held layer's index and the spec.
     pub fn plan(
         &self,
         requests: &[LayerRequest],
         params: &Params,
         link: &Link,
-    ) -> Result<Vec<(LayerSpec, usize)>> {
-        if requests.len() > self.layers.len() {
+    ) -> Result<(usize, LayerSpec)> {
+        let [r] = requests else {
             return Err(ProtocolError::TooManyLayers {
                 requested: requests.len(),
-                held: self.layers.len(),
+                allowed: 1,
             });
-        }
-        let mut taken = vec![false; self.layers.len()];
-        requests
+        };
+        let i = self
+            .layers
             .iter()
-            .enumerate()
-            .map(|(k, r)| {
-                let i = (0..self.layers.len())
-                    .find(|&i| !taken[i] && self.layers[i].shape == r.shape)
-                    .ok_or(ProtocolError::NotServed {
-                        request: k,
-                        shape: r.shape,
-                    })?;
-                taken[i] = true;
-                let served = &self.layers[i];
-                let spec = match (served.method, r.method) {
-                    (Some(m), Some(w)) if m != w => return Err(ProtocolError::Plan),
-                    (Some(m), _) | (None, Some(m)) => r.shape.with(m)?,
-                    (None, None) => choose(&r.shape, params, link)?.0,
-                };
-                Ok((spec, i))
-            })
-            .collect()
+            .position(|l| l.shape == r.shape)
+            .ok_or(ProtocolError::NotServed { shape: r.shape })?;
+        let spec = match (self.layers[i].method, r.method) {
+            (Some(m), Some(w)) if m != w => return Err(ProtocolError::Plan),
+            (Some(m), _) | (None, Some(m)) => r.shape.with(m)?,
+            (None, None) => choose(&r.shape, params, link)?.0,
+        };
+        Ok((i, spec))
     }
 }
 
@@ -169,17 +169,6 @@ impl Encodings {
     }
 }
 
-/// Byte counters per phase.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct PhaseCounters {
-    /// Handshake and keys.
-    pub setup: Counters,
-    /// Input-independent work (ends with `Ready`).
-    pub offline: Counters,
-    /// Queries, responses, close.
-    pub online: Counters,
-}
-
 /// Wall-clock time per phase, ms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct PhaseTimes {
@@ -187,35 +176,304 @@ pub struct PhaseTimes {
     pub setup_ms: f64,
     /// Input-independent work.
     pub offline_ms: f64,
-    /// Queries and responses.
+    /// Queries, responses and the output's share.
     pub online_ms: f64,
 }
 
+/// Inferences one session may ask for.
+pub const MAX_INPUTS_PER_SESSION: u32 = 4096;
+
+/// A program with what a server needs for its sessions: the parameters, the weights,
+/// the method of every linear step and its encoded weights (or that they are encoded
+/// per query), and whether the client learns the output.
+#[derive(Clone)]
+pub(crate) struct Served {
+    params: Params,
+    prog: Program,
+    methods: Vec<Option<LayerSpec>>,
+    layers: Vec<Option<LayerState>>,
+    reveal: bool,
+}
+
+impl Served {
+    /// Memory one inference of a session allocates, bytes (an upper estimate): flooding
+    /// zeros, query and response ciphertexts of every HE step, the garbled tables and
+    /// labels of every nonlinear step (all made in the offline phase, before `Ready`),
+    /// every tensor's two share vectors, and the largest weights encoded on the fly.
+    fn session_bytes(&self) -> Result<u64> {
+        let (prog, params) = (&self.prog, &self.params);
+        let ct = params.ct_wire_size(0, false) as u64;
+        let mut total: u64 = prog.tensors.iter().map(|t| t.len() as u64 * 16).sum();
+        let mut fly = 0u64;
+        let model = kernels::CostModel::reference(params);
+        for (step, state) in prog.steps.iter().zip(&self.layers) {
+            total += match (step, state) {
+                (_, Some(LayerState::Held(e))) => e.plan().session_bytes(params),
+                (_, Some(LayerState::OnTheFly(plan))) => {
+                    fly = fly.max(plan.estimate(params, &model)?.encoded_bytes);
+                    plan.session_bytes(params)
+                }
+                (Step::Square { input, .. }, _) => {
+                    let sq = SquarePlan::new(prog.tensors[*input].len(), slots(params))?;
+                    (3 * sq.output_cts() + sq.query_cts()) as u64 * ct
+                }
+                (
+                    Step::Nonlinear {
+                        input,
+                        op,
+                        trunc_bits,
+                        ..
+                    },
+                    _,
+                ) => {
+                    let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
+                    spec.and_gates() * 32 + spec.inputs() as u64 * spec.bits() as u64 * 48
+                }
+                _ => 0,
+            };
+        }
+        Ok(total + fly)
+    }
+}
+
+/// A network server: the program with its weights, the method of every linear step and
+/// the weights encoded once (those beyond the memory budget are encoded per query),
+/// shared by all its sessions ([`NetworkServer::serve`]). The client learns the
+/// program's output.
+pub struct NetworkServer {
+    served: Served,
+    garbler: Garbler,
+    encoded_bytes: u64,
+    on_the_fly_layers: usize,
+    encode_ms: f64,
+    session_memory: Option<u64>,
+}
+
+impl NetworkServer {
+    /// Runs `plan`: the weights of every linear step it holds are encoded now, once for
+    /// every session; the others are encoded when their query arrives (their encoding
+    /// then counts in that step's online time).
+    pub fn new(plan: &NetworkPlan, garbler: Garbler) -> Result<Self> {
+        let t = Instant::now();
+        let (params, prog) = (&plan.params, &plan.program);
+        if prog.p != params.p() {
+            return Err(ProtocolError::Plan);
+        }
+        let encoder: ServerBackend = Counting::new(Bfv::encoder(params)?);
+        let mut layers: Vec<Option<LayerState>> = vec![None; prog.steps.len()];
+        for l in &plan.layers {
+            let step = prog.steps.get(l.step).ok_or(ProtocolError::Plan)?;
+            let weight = match step {
+                Step::Linear { weight, .. } | Step::Conv { weight, .. } => weight,
+                _ => return Err(ProtocolError::Plan),
+            };
+            if layer_shape(step) != Some(l.pick.shape()) {
+                return Err(ProtocolError::Plan);
+            }
+            let p = Plan::new(&l.pick, params)?;
+            layers[l.step] = Some(if l.on_the_fly {
+                LayerState::OnTheFly(p)
+            } else {
+                LayerState::Held(Arc::new(p.encode(&encoder, weight)?))
+            });
+        }
+        let methods = plan.methods();
+        if prog
+            .steps
+            .iter()
+            .zip(&methods)
+            .any(|(s, m)| layer_shape(s).is_some() != m.is_some())
+        {
+            return Err(ProtocolError::Plan);
+        }
+        Ok(Self {
+            served: Served {
+                params: params.clone(),
+                prog: prog.clone(),
+                methods,
+                layers,
+                reveal: true,
+            },
+            garbler,
+            encoded_bytes: plan.held_bytes(),
+            on_the_fly_layers: plan.layers.iter().filter(|l| l.on_the_fly).count(),
+            encode_ms: t.elapsed().as_secs_f64() * 1e3,
+            session_memory: None,
+        })
+    }
+
+    /// With a memory budget per session (checked before a session allocates).
+    pub fn with_session_memory(self, session_memory: Option<u64>) -> Self {
+        Self {
+            session_memory,
+            ..self
+        }
+    }
+    /// Encoded weights held, bytes (as the plan estimated them).
+    pub fn encoded_bytes(&self) -> u64 {
+        self.encoded_bytes
+    }
+    /// Linear steps whose weights are encoded per query.
+    pub fn on_the_fly_layers(&self) -> usize {
+        self.on_the_fly_layers
+    }
+    /// Time the weights' encoding took, ms.
+    pub fn encode_ms(&self) -> f64 {
+        self.encode_ms
+    }
+    /// The parameters.
+    pub fn params(&self) -> &Params {
+        &self.served.params
+    }
+    /// The program (with its weights).
+    pub fn program(&self) -> &Program {
+        &self.served.prog
+    }
+    /// The method of every step.
+    pub fn methods(&self) -> &[Option<LayerSpec>] {
+        &self.served.methods
+    }
+    /// Memory one inference of a session allocates, bytes (an upper estimate).
+    pub fn session_bytes(&self) -> Result<u64> {
+        self.served.session_bytes()
+    }
+
+    /// Serves one session. A failure is answered with a coarse `Abort` and returned.
+    pub fn serve<C: Channel>(&self, ch: &mut C) -> Result<ServerOutcome> {
+        let r = session(ch, self.garbler, self.session_memory, |layers, _reveal| {
+            if !layers.is_empty() {
+                return Err(ProtocolError::TooManyLayers {
+                    requested: layers.len(),
+                    allowed: 0,
+                });
+            }
+            Ok(std::borrow::Cow::Borrowed(&self.served))
+        })
+        .map(|mut o| {
+            o.encoded_bytes = self.encoded_bytes;
+            o.on_the_fly_layers = self.on_the_fly_layers;
+            o
+        });
+        if let Err(e) = &r {
+            abort(ch, e);
+        }
+        r
+    }
+}
+
 /// What the server keeps of a session.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct ServerOutcome {
-    /// The plan that ran.
+    /// The method of every linear step.
     pub plan: Vec<LayerSpec>,
-    /// The server's share of each layer's output.
+    /// Per inference: the server's share of the output (when the output is not
+    /// revealed, the client holds the other share).
     pub shares: Vec<Vec<u64>>,
-    /// Whether the client asked for the server's shares (demo).
+    /// Whether the client learned the outputs (the server sent its shares).
     pub revealed: bool,
-    /// Traffic per phase.
+    /// Per inference.
+    pub inferences: Vec<InferenceReport>,
+    /// Traffic per phase (offline and online summed over the inferences).
     pub traffic: PhaseCounters,
-    /// Time per phase.
+    /// Time per phase (likewise).
     pub times: PhaseTimes,
-    /// HE operations of each layer's online work.
+    /// HE operations of each step of the last inference (online work).
     pub counts: Vec<OpCounts>,
+    /// Encoded weights the server holds for all its sessions, bytes.
+    pub encoded_bytes: u64,
+    /// Layers whose weights are encoded on the fly per query (beyond the budget).
+    pub on_the_fly_layers: usize,
+    /// Peak resident memory of the server process after the session, bytes (Linux).
+    pub peak_rss_bytes: Option<u64>,
     /// Response ciphertexts sent.
     pub responses: usize,
-    /// log2 of the statistical distance between this session's responses and
-    /// responses that depend on W·x + r alone (each within 2^-39, union bound).
+    /// log2 of the statistical distance between this session's responses and ones that
+    /// depend on the layers' results alone (each within 2^-39, union bound).
     pub distance_log2: f64,
 }
 
-/// Serves one client on `ch` with encodings of its own and no memory limit (tests,
-/// single sessions). Any failure aborts the session with a coarse reason to the peer
-/// (the detail stays local) and is returned.
+/// Peak resident memory of this process so far (Linux `VmHWM`), bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// A single held layer as a one-step program: input `c_i×h×w` (or `cols`) at scale 0,
+/// output the product without bias, its weights encoded for `spec` (shared).
+fn one_step(
+    model: &Model,
+    encodings: &Encodings,
+    i: usize,
+    spec: &LayerSpec,
+    params: &Params,
+    reveal: bool,
+) -> Result<Served> {
+    let served = model.layers.get(i).ok_or(ProtocolError::Plan)?;
+    let t = |shape: Vec<usize>, name: &str| TensorInfo {
+        shape,
+        scale_bits: 0,
+        divisor: 1,
+        name: name.into(),
+    };
+    let (input, output, step) = match served.shape {
+        LayerShape::Matvec { rows, cols } => (
+            t(vec![cols], "x"),
+            t(vec![rows], "y"),
+            Step::Linear {
+                name: "layer".into(),
+                input: 0,
+                output: 1,
+                rows,
+                cols,
+                weight: served.weights.clone(),
+                weight_scale_bits: 0,
+                bias: vec![0; rows],
+            },
+        ),
+        LayerShape::Conv(shape) => {
+            let (oh, ow, _, _) = kernels::reference::conv_output(&shape);
+            (
+                t(vec![shape.c_i, shape.h, shape.w], "x"),
+                t(vec![shape.c_o, oh, ow], "y"),
+                Step::Conv {
+                    name: "layer".into(),
+                    input: 0,
+                    output: 1,
+                    shape,
+                    weight: served.weights.clone(),
+                    weight_scale_bits: 0,
+                    bias: vec![0; shape.c_o],
+                },
+            )
+        }
+    };
+    let prog = Program {
+        input_shape: input.shape.clone(),
+        frac_bits: 0,
+        p: params.p(),
+        preset: params.name().to_string(),
+        steps: vec![step],
+        tensors: vec![input, output],
+        input: 0,
+        output: 1,
+        bounds: Vec::new(),
+        input_range: None,
+        accuracy: None,
+    };
+    Ok(Served {
+        params: params.clone(),
+        prog,
+        methods: vec![Some(spec.clone())],
+        layers: vec![Some(LayerState::Held(encodings.get(model, i, spec)?))],
+        reveal,
+    })
+}
+
+/// Serves one client of single layers on `ch` with encodings of its own and no memory
+/// limit (tests, single sessions). Any failure aborts the session with a coarse reason
+/// to the peer (the detail stays local) and is returned.
 pub fn serve<C: Channel>(
     ch: &mut C,
     params: &Params,
@@ -234,11 +492,113 @@ pub fn serve_with<C: Channel>(
     link: &Link,
     memory: Option<u64>,
 ) -> Result<ServerOutcome> {
-    let r = serve_inner(ch, params, model, encodings, link, memory);
+    let r = session(ch, Garbler::Server, memory, |layers, reveal| {
+        let (i, spec) = model.plan(layers, params, link)?;
+        if reveal && !model.public_weights {
+            warn!("a client asked to learn a layer's output on private weights: refused");
+            return Err(ProtocolError::RevealRefused);
+        }
+        Ok(std::borrow::Cow::Owned(one_step(
+            model, encodings, i, &spec, params, reveal,
+        )?))
+    });
     if let Err(e) = &r {
         abort(ch, e);
     }
     r
+}
+
+/// The session around the engine: `Hello` → what the client asked for, resolved by
+/// `resolve(layers, reveal)` → memory check → `Plan` → keys → per input the engine and
+/// the output's share → `Close`.
+fn session<'s, C: Channel>(
+    ch: &mut C,
+    garbler: Garbler,
+    memory: Option<u64>,
+    resolve: impl FnOnce(&[LayerRequest], bool) -> Result<std::borrow::Cow<'s, Served>>,
+) -> Result<ServerOutcome> {
+    let t0 = Instant::now();
+    let c0 = ch.counters();
+    let (inputs, served) = match recv(ch)? {
+        Msg::Hello {
+            version,
+            inputs,
+            layers,
+            reveal,
+        } => {
+            if version != PROTOCOL_VERSION {
+                return Err(ProtocolError::Version {
+                    ours: PROTOCOL_VERSION,
+                    theirs: version,
+                });
+            }
+            if inputs > MAX_INPUTS_PER_SESSION {
+                return Err(ProtocolError::TooManyInputs {
+                    requested: inputs as u64,
+                    max: MAX_INPUTS_PER_SESSION as u64,
+                });
+            }
+            (inputs, resolve(&layers, reveal)?)
+        }
+        m => return Err(unexpected("Hello", &m)),
+    };
+    let (params, prog) = (&served.params, &served.prog);
+    check_memory(served.session_bytes()?, memory)?;
+    let plan = SessionPlan {
+        params: params.spec(),
+        params_hash: params.hash(),
+        program: architecture(prog),
+        methods: served.methods.clone(),
+        reveal: served.reveal,
+        inputs,
+    };
+    debug!(methods = ?plan.methods, "plan sent");
+    send(ch, &Msg::Plan(Box::new(plan)))?;
+    let keys = match recv(ch)? {
+        Msg::Setup(k) => k,
+        m => return Err(unexpected("Setup", &m)),
+    };
+    let b: ServerBackend = Counting::new(Bfv::server(params, &keys)?);
+    let mut out = ServerOutcome {
+        plan: served.methods.iter().flatten().cloned().collect(),
+        revealed: served.reveal,
+        ..Default::default()
+    };
+    out.traffic.setup = ch.counters() - c0;
+    out.times.setup_ms = t0.elapsed().as_secs_f64() * 1e3;
+    debug!(
+        galois_bytes = keys.galois_bytes(),
+        public_key_bytes = keys.public_key_bytes(),
+        "keys received"
+    );
+    for _ in 0..inputs {
+        let mut side = ServerSide::new(&b, params, prog, &served.layers, garbler);
+        let input = vec![0u64; prog.tensors[prog.input].len()];
+        let (share, mut rep) = run_inference(&mut side, ch, prog, input, &mut |_, _| {})?;
+        out.responses += side.responses;
+        let c = ch.counters();
+        if served.reveal {
+            send(ch, &Msg::Share(share.clone()))?;
+        }
+        rep.traffic.online = rep.traffic.online + (ch.counters() - c);
+        out.traffic.offline = out.traffic.offline + rep.traffic.offline;
+        out.traffic.online = out.traffic.online + rep.traffic.online;
+        out.times.offline_ms += rep.offline_ms;
+        out.times.online_ms += rep.online_ms;
+        out.counts = rep.steps.iter().map(|s| s.counts).collect();
+        out.shares.push(share);
+        out.inferences.push(rep);
+    }
+    out.peak_rss_bytes = peak_rss_bytes();
+    out.distance_log2 = NoiseModel::session_distance_log2(out.responses);
+    let c = ch.counters();
+    match recv(ch)? {
+        Msg::Close => {
+            out.traffic.online = out.traffic.online + (ch.counters() - c);
+            Ok(out)
+        }
+        m => Err(unexpected("Close", &m)),
+    }
 }
 
 /// Tells the peer, coarsely, why this side stops (nothing when the transport failed
@@ -257,9 +617,9 @@ pub(crate) fn abort<C: Channel>(ch: &mut C, e: &ProtocolError) {
         ProtocolError::Malformed { .. }
         | ProtocolError::Unexpected { .. }
         | ProtocolError::He(he::HeError::Malformed { .. }) => AbortReason::Malformed,
-        ProtocolError::InputOutOfRange { .. } | ProtocolError::NonFiniteInput { .. } => {
-            AbortReason::Input
-        }
+        ProtocolError::InputOutOfRange { .. }
+        | ProtocolError::NonFiniteInput { .. }
+        | ProtocolError::NotReduced { .. } => AbortReason::Input,
         ProtocolError::Net(_) | ProtocolError::PeerAborted(_) => return,
         _ => AbortReason::Internal,
     };
@@ -274,139 +634,10 @@ pub(crate) fn check_memory(needed: u64, memory: Option<u64>) -> Result<()> {
     }
 }
 
-fn serve_inner<C: Channel>(
-    ch: &mut C,
-    params: &Params,
-    model: &Model,
-    encodings: &Encodings,
-    link: &Link,
-    memory: Option<u64>,
-) -> Result<ServerOutcome> {
-    let t0 = Instant::now();
-    let c0 = ch.counters();
-    let plan = match recv(ch)? {
-        Msg::Hello {
-            version,
-            params: spec,
-            params_hash,
-            layers,
-        } => {
-            if version != PROTOCOL_VERSION {
-                return Err(ProtocolError::Version {
-                    ours: PROTOCOL_VERSION,
-                    theirs: version,
-                });
-            }
-            if params_hash != params.hash()
-                || he::Params::from_spec(&spec).ok().as_ref() != Some(params)
-            {
-                return Err(ProtocolError::Params {
-                    ours: params.hash(),
-                    theirs: params_hash,
-                });
-            }
-            model.plan(&layers, params, link)?
-        }
-        m => return Err(unexpected("Hello", &m)),
-    };
-    let planned = plan
-        .iter()
-        .map(|(spec, _)| Plan::new(spec, params))
-        .collect::<Result<Vec<_>>>()?;
-    check_memory(
-        planned.iter().map(|p| p.session_bytes(params)).sum(),
-        memory,
-    )?;
-    let specs: Vec<LayerSpec> = plan.iter().map(|(s, _)| s.clone()).collect();
-    debug!(plan = ?specs, "handshake accepted");
-    send(
-        ch,
-        &Msg::HelloOk {
-            layers: specs.clone(),
-        },
-    )?;
-    let keys = match recv(ch)? {
-        Msg::Setup(k) => k,
-        m => return Err(unexpected("Setup", &m)),
-    };
-    let b = Counting::new(Bfv::server(params, &keys)?);
-    let c1 = ch.counters();
-    let t1 = Instant::now();
-    debug!(
-        galois_bytes = keys.galois_bytes(),
-        public_key_bytes = keys.public_key_bytes(),
-        "keys received"
-    );
+/// One finished session of a server.
+pub type ServerSessionReport = SessionReport<ServerOutcome>;
 
-    // Offline: everything that does not depend on the client's input.
-    let mut prepared = Vec::with_capacity(plan.len());
-    for ((spec, i), p) in plan.iter().zip(&planned) {
-        prepared.push((encodings.get(model, *i, spec)?, p.flood_pool(&b, params)?));
-    }
-    b.take();
-    send(ch, &Msg::Ready)?;
-    let c2 = ch.counters();
-    let t2 = Instant::now();
-    debug!(ms = (t2 - t1).as_secs_f64() * 1e3, "offline work done");
-
-    let mut out = ServerOutcome {
-        plan: specs,
-        ..Default::default()
-    };
-    for (i, (encoded, pool)) in prepared.iter_mut().enumerate() {
-        let cts = match recv(ch)? {
-            Msg::Query { layer, cts } if layer as usize == i => cts,
-            m => return Err(unexpected("Query for the next layer", &m)),
-        };
-        let t = Instant::now();
-        let (resp, share) = encoded.answer(&b, pool, &cts)?;
-        debug!(
-            layer = i,
-            ms = t.elapsed().as_secs_f64() * 1e3,
-            "query answered"
-        );
-        out.responses += resp.len();
-        send(
-            ch,
-            &Msg::Response {
-                layer: i as u32,
-                cts: resp,
-            },
-        )?;
-        out.shares.push(share);
-        out.counts.push(b.take());
-    }
-    out.distance_log2 = NoiseModel::session_distance_log2(out.responses);
-    match recv(ch)? {
-        Msg::Close => {}
-        Msg::Reveal if model.public_weights => {
-            out.revealed = true;
-            send(ch, &Msg::Share(out.shares.clone()))?;
-        }
-        Msg::Reveal => {
-            warn!("a client asked for the server's shares of private weights: refused");
-            return Err(ProtocolError::RevealRefused);
-        }
-        m => return Err(unexpected("Close or Reveal", &m)),
-    }
-    let c3 = ch.counters();
-    out.traffic = PhaseCounters {
-        setup: c1 - c0,
-        offline: c2 - c1,
-        online: c3 - c2,
-    };
-    out.times = PhaseTimes {
-        setup_ms: (t1 - t0).as_secs_f64() * 1e3,
-        offline_ms: (t2 - t1).as_secs_f64() * 1e3,
-        online_ms: t2.elapsed().as_secs_f64() * 1e3,
-    };
-    Ok(out)
-}
-
-/// One finished session of [`serve_tcp`].
-pub type LayerSessionReport = SessionReport<ServerOutcome>;
-
-/// Serves `model` over TCP: sessions run by [`serve_sessions`] (concurrent up to
+/// Serves single layers over TCP: sessions run by [`serve_sessions`] (concurrent up to
 /// `opts.max_concurrent`, frame and session deadlines, failures contained), sharing one
 /// set of encoded weights, each within `opts.session_memory` (default: the available
 /// memory divided among the concurrent sessions). Returns after `opts.stop_after`
@@ -419,7 +650,7 @@ pub fn serve_tcp<F>(
     on_session: F,
 ) -> Result<()>
 where
-    F: Fn(LayerSessionReport) + Send + Sync + 'static,
+    F: Fn(ServerSessionReport) + Send + Sync + 'static,
 {
     let encodings = Arc::new(Encodings::new(params)?);
     let params = params.clone();

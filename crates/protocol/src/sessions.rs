@@ -17,6 +17,10 @@ use tracing::{info, warn};
 
 use crate::msg::{send, AbortReason, Msg, ProtocolError, Result};
 
+/// How long a refused or failed session's socket keeps reading what the peer still
+/// sends before it closes (so the peer reads the `Abort` instead of a reset).
+const CLOSE_LINGER: Duration = Duration::from_millis(50);
+
 /// How a TCP server runs.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -143,11 +147,13 @@ where
         if running.load(Ordering::SeqCst) >= opts.max_concurrent {
             warn!(%peer, "busy: refusing the session");
             let _ = send(&mut ch, &Msg::Abort(AbortReason::Busy));
+            let counters = ch.counters();
+            ch.close(CLOSE_LINGER);
             on_session(SessionReport {
                 peer,
                 result: Err(ProtocolError::PeerAborted(AbortReason::Busy)),
                 elapsed_ms: 0.0,
-                counters: ch.counters(),
+                counters,
             });
         } else {
             running.fetch_add(1, Ordering::SeqCst);
@@ -172,11 +178,15 @@ where
                     Ok(_) => info!(%peer, ms = t.elapsed().as_secs_f64() * 1e3, "session done"),
                     Err(e) => tracing::error!(%peer, error = %e, "session failed"),
                 }
+                let (elapsed_ms, counters) = (t.elapsed().as_secs_f64() * 1e3, ch.counters());
+                if result.is_err() {
+                    ch.close(CLOSE_LINGER);
+                }
                 on_session(SessionReport {
                     peer,
                     result,
-                    elapsed_ms: t.elapsed().as_secs_f64() * 1e3,
-                    counters: ch.counters(),
+                    elapsed_ms,
+                    counters,
                 });
             }));
         }

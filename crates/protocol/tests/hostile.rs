@@ -16,7 +16,7 @@ use kernels::Method;
 use net::{Channel, Link, TcpChannel};
 use protocol::{
     query, recv, send, serve_sessions, serve_tcp, AbortReason, LayerMethod, LayerRequest,
-    LayerSessionReport, LayerShape, Model, Msg, ProtocolError, ServeOptions, ServedLayer,
+    LayerShape, Model, Msg, ProtocolError, ServeOptions, ServedLayer, ServerSessionReport,
     PROTOCOL_VERSION,
 };
 
@@ -37,7 +37,7 @@ fn layers() -> Vec<ServedLayer> {
     }]
 }
 
-type Reports = Arc<Mutex<Vec<LayerSessionReport>>>;
+type Reports = Arc<Mutex<Vec<ServerSessionReport>>>;
 
 /// A one-layer server taking one session at a time, for `sessions` connections.
 fn server(
@@ -86,9 +86,9 @@ fn client(addr: &str) -> TcpChannel {
 fn hello(layers: Vec<LayerRequest>) -> Msg {
     Msg::Hello {
         version: PROTOCOL_VERSION,
-        params: params().spec(),
-        params_hash: params().hash(),
+        inputs: 1,
         layers,
+        reveal: false,
     }
 }
 
@@ -100,12 +100,12 @@ fn request() -> Vec<LayerRequest> {
 }
 
 /// A normal client's query; the result W·x = 36 per row is checked when revealed.
-fn normal(addr: &str, reveal: bool) -> protocol::Result<protocol::ClientOutcome> {
+fn normal(addr: &str, reveal: bool) -> protocol::Result<protocol::LayerOutcome> {
     let mut ch = client(addr);
     query(
         &mut ch,
         params(),
-        &request(),
+        request()[0],
         &[vec![1, 2, 3, 4, 5, 6, 7, 8]],
         reveal,
         &mut |_| {},
@@ -160,7 +160,7 @@ fn a_crafted_public_key_is_refused_and_the_slot_is_released() {
     let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 2, opts());
     let mut ch = client(&addr);
     send(&mut ch, &hello(request())).unwrap();
-    assert!(matches!(recv(&mut ch).unwrap(), Msg::HelloOk { .. }));
+    assert!(matches!(recv(&mut ch).unwrap(), Msg::Plan(_)));
     send(&mut ch, &Msg::Setup(crafted_keys())).unwrap();
     assert_eq!(
         recv(&mut ch).unwrap_err(),
@@ -239,7 +239,7 @@ fn reveal_is_refused_for_private_weights_and_allowed_for_the_demo() {
         ProtocolError::PeerAborted(AbortReason::Refused)
     );
     wait_for(&reports, 1);
-    // the same model without Reveal works
+    // the same model without asking for the output works: each party keeps its share
     assert!(normal(&addr, false).unwrap().revealed.is_none());
     h.join().unwrap();
     assert_eq!(
@@ -255,16 +255,11 @@ fn reveal_is_refused_for_private_weights_and_allowed_for_the_demo() {
 }
 
 /// 1000 copies of one layer: refused at once, before any planning, encoding or
-/// flooding; a layer asked for twice is served only as often as the server holds it.
+/// flooding (a session of a layer server serves one layer); a shape the server does not
+/// hold is refused likewise.
 #[test]
 fn a_hello_of_a_thousand_layers_is_refused_before_any_allocation() {
-    let mut two = layers();
-    two.push(ServedLayer {
-        shape: LayerShape::Matvec { rows: 3, cols: 8 },
-        method: None,
-        weights: vec![2; 24],
-    });
-    let (addr, reports, h) = server(Model::public_demo(two).unwrap(), 2, opts());
+    let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 2, opts());
     let mut ch = client(&addr);
     let t = Instant::now();
     send(&mut ch, &hello(request().repeat(1000))).unwrap();
@@ -275,7 +270,14 @@ fn a_hello_of_a_thousand_layers_is_refused_before_any_allocation() {
     assert!(t.elapsed() < Duration::from_secs(2));
     wait_for(&reports, 1);
     let mut ch = client(&addr);
-    send(&mut ch, &hello(request().repeat(2))).unwrap();
+    send(
+        &mut ch,
+        &hello(vec![LayerRequest {
+            shape: LayerShape::Matvec { rows: 3, cols: 8 },
+            method: None,
+        }]),
+    )
+    .unwrap();
     assert_eq!(
         recv(&mut ch).unwrap_err(),
         ProtocolError::PeerAborted(AbortReason::Plan)
@@ -286,12 +288,12 @@ fn a_hello_of_a_thousand_layers_is_refused_before_any_allocation() {
         reports[0].result.as_ref().unwrap_err(),
         &ProtocolError::TooManyLayers {
             requested: 1000,
-            held: 2
+            allowed: 1
         }
     );
     assert!(matches!(
         reports[1].result.as_ref().unwrap_err(),
-        ProtocolError::NotServed { request: 1, .. }
+        ProtocolError::NotServed { .. }
     ));
 }
 
@@ -312,7 +314,7 @@ fn a_session_beyond_its_memory_budget_is_refused() {
     wait_for(&reports, 1);
     assert!(matches!(
         reports.lock().unwrap()[0].result.as_ref().unwrap_err(),
-        ProtocolError::SessionMemory { budget: 1048576, needed } if *needed > 1 << 20
+        ProtocolError::SessionMemory { budget: 1048576, needed } if needed > &(1 << 20)
     ));
     let roomy = ServeOptions {
         session_memory: Some(64 << 20),
@@ -379,7 +381,7 @@ fn the_session_deadline_ends_a_slow_session() {
     let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 1, slow);
     let mut ch = client(&addr);
     send(&mut ch, &hello(request())).unwrap();
-    assert!(matches!(recv(&mut ch).unwrap(), Msg::HelloOk { .. }));
+    assert!(matches!(recv(&mut ch).unwrap(), Msg::Plan(_)));
     thread::sleep(Duration::from_millis(1200)); // keys never come in time
     h.join().unwrap();
     assert!(matches!(

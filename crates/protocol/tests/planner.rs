@@ -10,7 +10,7 @@ use std::time::Duration;
 use he::Params;
 use kernels::{ConvShape, Padding};
 use net::{Link, MemChannel};
-use protocol::network::{infer_client, serve_network_with};
+use protocol::{infer, MethodChoice, NetworkPlan, NetworkServer};
 use protocol::{Candidate, LayerShape, Objective, Planner};
 use rand::{Rng, SeedableRng};
 
@@ -121,17 +121,11 @@ fn a_zero_memory_budget_encodes_every_layer_on_the_fly_with_the_same_result() {
     let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(300), Link::NONE);
     let (sp, sprog) = (params.clone(), prog.clone());
     let server = std::thread::spawn(move || {
-        serve_network_with(
-            &mut s,
-            &sp,
-            &sprog,
-            &|_| None,
-            &Link::NONE,
-            gc::Garbler::Server,
-            Some(0),
-        )
+        let planner = protocol::Planner::new(&sp, &Link::NONE);
+        let plan = NetworkPlan::new(sprog, &sp, &planner, Some(0), &MethodChoice::Auto, None)?;
+        NetworkServer::new(&plan, gc::Garbler::Server)?.serve(&mut s)
     });
-    let out = infer_client(
+    let out = infer(
         &mut c,
         Some(&params),
         &xs,
@@ -140,11 +134,14 @@ fn a_zero_memory_budget_encodes_every_layer_on_the_fly_with_the_same_result() {
     )
     .unwrap();
     let srv = server.join().unwrap().unwrap();
-    assert_eq!(out.outputs[0].0, nn::run_fixed(&prog, &xq[0]).unwrap());
+    assert_eq!(
+        out.outputs[0].value.as_ref().unwrap(),
+        &nn::run_fixed(&prog, &xq[0]).unwrap()
+    );
     let linear = prog
         .steps
         .iter()
-        .filter(|s| protocol::network::layer_shape(s).is_some())
+        .filter(|s| protocol::layer_shape(s).is_some())
         .count();
     assert_eq!(srv.on_the_fly_layers, linear);
     assert_eq!(srv.encoded_bytes, 0);

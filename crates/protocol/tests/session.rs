@@ -142,7 +142,7 @@ fn matvec_and_conv_layers_end_to_end_concurrently() {
             query(
                 &mut ch,
                 params(),
-                &request(mv, None),
+                request(mv, None)[0],
                 &[x],
                 true,
                 &mut |_| {},
@@ -155,7 +155,7 @@ fn matvec_and_conv_layers_end_to_end_concurrently() {
     let out = query(
         &mut ch,
         params(),
-        &request(cv, None),
+        request(cv, None)[0],
         &[reduce(&img)],
         false,
         &mut |ph| phases.push(ph),
@@ -165,7 +165,7 @@ fn matvec_and_conv_layers_end_to_end_concurrently() {
     h.join().unwrap();
     assert_eq!(mv_out.revealed.unwrap()[0], want_mv);
     assert_eq!(phases.first(), Some(&protocol::Phase::Handshake));
-    assert!(phases.contains(&protocol::Phase::Offline));
+    assert!(phases.contains(&protocol::Phase::Offline { input: 0 }));
     let reports = reports.lock().unwrap();
     assert_eq!(reports.len(), 2);
     let conv_server = reports
@@ -219,15 +219,15 @@ fn small_req() -> Vec<LayerRequest> {
 
 #[test]
 fn mismatches_and_garbage_are_typed_errors_and_the_server_keeps_serving() {
-    // Sessions: wrong version; other parameters; a shape the server lacks; a method
-    // the server does not run; random bytes; a client that disconnects after Hello;
-    // then a good client.
+    // Sessions: wrong version; a client expecting other parameters; a shape the
+    // server lacks; a method the server does not run; random bytes; a client that
+    // disconnects after Hello; then a good client.
     let (addr, reports, h) = server(small(), 7, 8);
-    let hello = |version: u32, p: &Params, layers: Vec<LayerRequest>| Msg::Hello {
+    let hello = |version: u32, _p: &Params, layers: Vec<LayerRequest>| Msg::Hello {
         version,
-        params: p.spec(),
-        params_hash: p.hash(),
+        inputs: 1,
         layers,
+        reveal: false,
     };
     let aborted = |m: Msg, want: AbortReason| {
         let mut ch = client(&addr);
@@ -241,11 +241,18 @@ fn mismatches_and_garbage_are_typed_errors_and_the_server_keeps_serving() {
         hello(PROTOCOL_VERSION + 1, params(), small_req()),
         AbortReason::Version,
     );
+    // the client checks the server's parameter set against the one it expects
     let other = Params::preset("n8192-q164").unwrap();
-    aborted(
-        hello(PROTOCOL_VERSION, &other, small_req()),
-        AbortReason::Params,
+    let mut ch = client(&addr);
+    let e = query(
+        &mut ch,
+        &other,
+        small_req()[0],
+        &[vec![0; 8]],
+        false,
+        &mut |_| {},
     );
+    assert!(matches!(e, Err(ProtocolError::Params { .. })), "{e:?}");
     aborted(
         hello(
             PROTOCOL_VERSION,
@@ -280,7 +287,7 @@ fn mismatches_and_garbage_are_typed_errors_and_the_server_keeps_serving() {
     let out = query(
         &mut ch,
         params(),
-        &small_req(),
+        small_req()[0],
         &[vec![1, 2, 3, 4, 5, 6, 7, 8]],
         true,
         &mut |_| {},
@@ -297,12 +304,12 @@ fn mismatches_and_garbage_are_typed_errors_and_the_server_keeps_serving() {
         1
     );
     assert_eq!(
-        count(&|r| matches!(r, Err(ProtocolError::Params { .. }))),
+        count(&|r| { matches!(r, Err(ProtocolError::PeerAborted(AbortReason::Params))) }),
         1
     );
     // a shape the server lacks, a method it does not run
     assert_eq!(
-        count(&|r| matches!(r, Err(ProtocolError::NotServed { request: 0, .. }))),
+        count(&|r| matches!(r, Err(ProtocolError::NotServed { .. }))),
         1
     );
     assert_eq!(count(&|r| matches!(r, Err(ProtocolError::Plan))), 1);
@@ -326,9 +333,9 @@ fn a_full_server_says_busy() {
         &mut first,
         &Msg::Hello {
             version: PROTOCOL_VERSION,
-            params: params().spec(),
-            params_hash: params().hash(),
+            inputs: 1,
             layers: small_req(),
+            reveal: false,
         },
     )
     .unwrap();
@@ -337,7 +344,7 @@ fn a_full_server_says_busy() {
     let e = query(
         &mut second,
         params(),
-        &small_req(),
+        small_req()[0],
         &[vec![0; 8]],
         false,
         &mut |_| {},
@@ -357,7 +364,7 @@ fn wrong_input_length_is_refused_before_anything_is_sent() {
     let e = query(
         &mut a,
         params(),
-        &small_req(),
+        small_req()[0],
         &[vec![0; 7]],
         false,
         &mut |_| {},
@@ -387,7 +394,7 @@ fn a_stalled_server_is_a_timeout_for_the_client() {
     let e = query(
         &mut ch,
         params(),
-        &small_req(),
+        small_req()[0],
         &[vec![0; 8]],
         false,
         &mut |_| {},
@@ -465,7 +472,7 @@ fn client_counters_match_what_the_sockets_carried() {
     let out = query(
         &mut ch,
         params(),
-        &small_req(),
+        small_req()[0],
         &[vec![1; 8]],
         true,
         &mut |_| {},
@@ -480,7 +487,8 @@ fn client_counters_match_what_the_sockets_carried() {
     assert_eq!(sum(|c| c.bytes_sent), s.up);
     assert_eq!(sum(|c| c.bytes_received), s.down);
     assert_eq!(sum(|c| c.flights), s.up_flights);
-    // Hello, Setup, Query, Reveal: four client flights, each answered.
+    // Hello, Setup, Query, Close: four client flights; Plan, Ready, and the Response
+    // with the server's Share right behind it: three server flights.
     assert_eq!(s.up_flights, 4);
-    assert_eq!(s.down_flights, 4);
+    assert_eq!(s.down_flights, 3);
 }

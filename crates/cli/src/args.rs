@@ -1,0 +1,310 @@
+//! The argument groups and value enums the commands share, each mapped onto the
+//! library's options (`helina::FixedPoint`, `helina::Planning`, ...): parsing here, the
+//! work in the library.
+
+use clap::{Args, ValueEnum};
+use helina::{CostSource, FixedPoint, MethodChoice, Objective, Planning};
+use net::Link;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// A kernel method for every linear layer it applies to, or the planner's pick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum MethodArg {
+    /// The planner's pick per layer.
+    Auto,
+    /// Matrix-vector: naive.
+    Naive,
+    /// Matrix-vector: diagonal (Halevi-Shoup).
+    Diagonal,
+    /// Matrix-vector: baby-step giant-step.
+    Bsgs,
+    /// Matrix-vector: GAZELLE hybrid.
+    Hybrid,
+    /// GALA (matrix-vector and convolution).
+    Gala,
+    /// HELiKs (matrix-vector and convolution).
+    Heliks,
+    /// Convolution: GAZELLE output rotation.
+    GazelleOut,
+    /// Convolution: GAZELLE input rotation.
+    GazelleIn,
+    /// Convolution: ENSEI (NTT, no rotation).
+    Ensei,
+}
+
+impl MethodArg {
+    /// The method's name as the kernels parse it.
+    pub fn name(self) -> String {
+        self.to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default()
+    }
+    /// The library's choice.
+    pub fn choice(self) -> MethodChoice {
+        match self {
+            MethodArg::Auto => MethodChoice::Auto,
+            m => MethodChoice::Named(m.name()),
+        }
+    }
+}
+
+/// Who garbles the nonlinear layers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GarblerArg {
+    /// The server garbles, the client evaluates.
+    Server,
+    /// The client garbles, the server evaluates.
+    Client,
+}
+
+impl From<GarblerArg> for gc::Garbler {
+    fn from(g: GarblerArg) -> Self {
+        match g {
+            GarblerArg::Server => gc::Garbler::Server,
+            GarblerArg::Client => gc::Garbler::Client,
+        }
+    }
+}
+
+/// Where the planner's per-op costs come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CostsArg {
+    /// This machine's (`bench ops --save`), else the reference figures.
+    Cached,
+    /// The reference figures of this machine kind.
+    Reference,
+    /// Measure now and update the cache.
+    Measure,
+}
+
+impl From<CostsArg> for CostSource {
+    fn from(c: CostsArg) -> Self {
+        match c {
+            CostsArg::Cached => CostSource::Cached,
+            CostsArg::Reference => CostSource::Reference,
+            CostsArg::Measure => CostSource::Measure,
+        }
+    }
+}
+
+/// What the planner minimises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ObjectiveArg {
+    /// Predicted time.
+    Time,
+    /// Bytes on the wire.
+    Bytes,
+    /// Time and bytes, each relative to the layer's best, summed.
+    Balanced,
+}
+
+impl From<ObjectiveArg> for Objective {
+    fn from(o: ObjectiveArg) -> Self {
+        match o {
+            ObjectiveArg::Time => Objective::Time,
+            ObjectiveArg::Bytes => Objective::Bytes,
+            ObjectiveArg::Balanced => Objective::Balanced,
+        }
+    }
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct LinkArgs {
+    /// Link emulation preset: none, gala-lan (1 Gbit/s), gala-wan (200 Mbit/s, 13 ms), heliks (800 Mbit/s).
+    #[arg(long, default_value = "none")]
+    link: String,
+    /// Custom bandwidth (e.g. 100mbit, 50MB); needs --rtt.
+    #[arg(long)]
+    bandwidth: Option<String>,
+    /// Custom round-trip time (e.g. 13ms).
+    #[arg(long)]
+    rtt: Option<String>,
+    /// Every frame must be sent or received within this many seconds of its start.
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+}
+
+impl LinkArgs {
+    pub fn link(&self) -> Res<Link> {
+        Ok(match (&self.bandwidth, &self.rtt) {
+            (Some(b), Some(r)) => Link::custom(b, r)?,
+            (None, None) => Link::preset(&self.link)?,
+            _ => return Err("--bandwidth and --rtt go together".into()),
+        })
+    }
+}
+
+/// Planner options shared by `plan`, `inspect`, `infer`, `server` and `bench network`.
+#[derive(Args, Clone, Debug)]
+pub struct PlannerArgs {
+    /// What the automatic choice minimises.
+    #[arg(long, value_enum, default_value_t = ObjectiveArg::Time)]
+    pub objective: ObjectiveArg,
+    /// Per-op costs.
+    #[arg(long, value_enum, default_value_t = CostsArg::Cached)]
+    pub costs: CostsArg,
+    /// Memory budget for encoded weights, MB; layers beyond it are encoded on the fly
+    /// (their encoding counted in the plan's time).
+    #[arg(long)]
+    pub mem_limit: Option<f64>,
+}
+
+impl PlannerArgs {
+    /// The memory budget in bytes (unlimited without `--mem-limit`).
+    pub fn mem_limit_bytes(&self) -> Res<Option<u64>> {
+        match self.mem_limit {
+            Some(mb) if !(mb.is_finite() && mb >= 0.0) => {
+                Err(format!("--mem-limit {mb}: give a size in MB ≥ 0").into())
+            }
+            Some(mb) => Ok(Some((mb * 1e6) as u64)),
+            None => Ok(None),
+        }
+    }
+    /// The library's planning options with this link and method.
+    pub fn planning(&self, link: Link, method: MethodChoice) -> Res<Planning> {
+        Ok(Planning {
+            method,
+            objective: self.objective.into(),
+            costs: self.costs.into(),
+            threads: None,
+            mem_limit: self.mem_limit_bytes()?,
+            link,
+        })
+    }
+}
+
+/// Parses `LO,HI`.
+pub fn parse_range(s: &str) -> Result<(f32, f32), String> {
+    let (a, b) = s
+        .split_once(',')
+        .ok_or_else(|| format!("`{s}`: expected LO,HI"))?;
+    let p = |t: &str| t.trim().parse::<f32>().map_err(|e| format!("`{t}`: {e}"));
+    let (lo, hi) = (p(a)?, p(b)?);
+    if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+        return Err(format!("`{s}`: need finite LO < HI"));
+    }
+    Ok((lo, hi))
+}
+
+/// The fixed-point options every command that runs a network shares.
+#[derive(Args, Clone, Debug)]
+pub struct FixedPointArgs {
+    /// Parameter preset, or auto: the cheapest plaintext modulus whose fixed point agrees
+    /// with the float model within --tolerance (n8192, n8192-p32, n8192-p40, n8192-p44).
+    #[arg(long, default_value = "auto")]
+    pub params: String,
+    /// Largest |Δlogit| allowed between the private (fixed-point) outputs and the float
+    /// model; the plan must meet half of it on the calibration inputs.
+    #[arg(long, default_value_t = nn::DEFAULT_TOLERANCE)]
+    pub tolerance: f64,
+    /// Smallest number of fractional bits tried.
+    #[arg(long, default_value_t = nn::DEFAULT_MIN_FRAC_BITS)]
+    pub min_frac_bits: u32,
+    /// Largest number of fractional bits tried.
+    #[arg(long, default_value_t = nn::DEFAULT_MAX_FRAC_BITS)]
+    pub max_frac_bits: u32,
+    /// Calibration inputs (.npy of float32/float64, batch first): they choose the
+    /// scale and p and set the input range (their [min, max] widened 1.5x); keep them
+    /// apart from the inputs you evaluate.
+    #[arg(long)]
+    pub calibration: Option<String>,
+    /// The input range LO,HI the plan must be safe for (e.g. -2.5,2.7). Without
+    /// --calibration, the plan is calibrated on uniform samples from it.
+    #[arg(long, value_parser = parse_range, allow_hyphen_values = true)]
+    pub input_range: Option<(f32, f32)>,
+}
+
+impl FixedPointArgs {
+    /// The library's fixed-point options for a model with input shape `sample`: the
+    /// calibration file, else `default` (with what to call it) if there is no input
+    /// range; and a description of the calibration.
+    pub fn fixed_point(
+        &self,
+        sample: &[usize],
+        default: Option<(Vec<Vec<f32>>, &'static str)>,
+    ) -> Res<(FixedPoint, String)> {
+        let (calibration, what) = match (&self.calibration, self.input_range, default) {
+            (Some(path), _, _) => (Some(helina::array::read_batch(path, sample)?), path.clone()),
+            (None, Some(_), _) => (
+                None,
+                format!(
+                    "{} uniform samples from --input-range",
+                    helina::RANGE_SAMPLES
+                ),
+            ),
+            (None, None, Some((xs, what))) => (Some(xs), what.to_string()),
+            (None, None, None) => {
+                return Err("a network needs calibration data to choose its fixed point: give --calibration cal.npy (inputs like the real ones, batch first) or --input-range LO,HI".into())
+            }
+        };
+        Ok((
+            FixedPoint {
+                params: (self.params != "auto").then(|| self.params.clone()),
+                tolerance: self.tolerance,
+                min_frac_bits: self.min_frac_bits,
+                max_frac_bits: self.max_frac_bits,
+                calibration,
+                input_range: self.input_range,
+            },
+            what,
+        ))
+    }
+}
+
+/// One line about the plan's float agreement and input range.
+pub fn describe(prog: &nn::Program) -> String {
+    let acc = prog.accuracy.map_or("not measured".into(), |a| {
+        format!(
+            "max |Δ| {:.2e}, mean {:.2e} on {} calibration inputs (tolerance {})",
+            a.max_abs_err, a.mean_abs_err, a.inputs, a.tolerance
+        )
+    });
+    let range = prog.input_range.map_or("unchecked".into(), |r| {
+        format!(
+            "[{}, {}] ({})",
+            r.lo,
+            r.hi,
+            match r.basis {
+                nn::RangeBasis::WorstCase => "guaranteed by worst-case bounds".to_string(),
+                nn::RangeBasis::Calibration { headroom_bits } =>
+                    format!("calibration maxima with {headroom_bits} bits of headroom"),
+            }
+        )
+    });
+    format!("float agreement {acc}; input range {range}")
+}
+
+/// A built-in network's ONNX bytes, or the named file's.
+pub fn model_bytes(model: &Option<String>, net: &Option<String>) -> Res<(String, Vec<u8>)> {
+    match (model, net) {
+        (Some(path), None) => Ok((
+            path.clone(),
+            std::fs::read(path).map_err(|e| format!("{path}: {e}"))?,
+        )),
+        (None, Some(n)) => Ok((
+            n.clone(),
+            nn::zoo::onnx(n, 1).ok_or_else(|| {
+                format!(
+                    "unknown network `{n}`: {}",
+                    nn::zoo::NETS
+                        .iter()
+                        .map(|(n, _, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?,
+        )),
+        _ => Err("give --model m.onnx or --net NAME".into()),
+    }
+}
+
+/// `n` seeded random inputs in [0, 1) of `len` values (public demo data for built-in
+/// networks).
+pub fn seeded_inputs(seed: u64, n: usize, len: usize) -> Vec<Vec<f32>> {
+    use rand::{Rng, SeedableRng};
+    let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| (0..len).map(|_| r.random_range(0.0f32..1.0)).collect())
+        .collect()
+}

@@ -1,0 +1,234 @@
+//! A model ready to serve: an ONNX network imported, its fixed point chosen by
+//! agreement with the float model on calibration inputs, and every linear layer
+//! planned (method, weights held or encoded per query, predicted cost) — the
+//! orchestration a server runs before its first client ([`Model::from_onnx`]).
+
+use he::Params;
+use net::Link;
+use nn::{FixedPointOptions, Network};
+use protocol::{MethodChoice, NetworkPlan, Objective, Planner};
+
+use crate::costs::{self, CostSource};
+use crate::error::{Error, Result};
+
+/// Seed of the calibration samples drawn from an input range (public data).
+pub const RANGE_SAMPLES_SEED: u64 = 0x5eed_ca1b;
+/// Calibration samples drawn from an input range.
+pub const RANGE_SAMPLES: usize = 32;
+
+/// How the fixed point is chosen.
+#[derive(Clone, Debug)]
+pub struct FixedPoint {
+    /// A parameter preset, or `None`: the cheapest plaintext modulus whose fixed point
+    /// agrees with the float model within the tolerance.
+    pub params: Option<String>,
+    /// Largest |Δ| between the private (fixed-point) outputs and the float model; the
+    /// plan must meet half of it on the calibration inputs.
+    pub tolerance: f64,
+    /// Smallest number of fractional bits tried.
+    pub min_frac_bits: u32,
+    /// Largest number of fractional bits tried.
+    pub max_frac_bits: u32,
+    /// Calibration inputs (like the real ones, apart from those evaluated).
+    pub calibration: Option<Vec<Vec<f32>>>,
+    /// The input range the plan must be safe for; without calibration inputs the plan
+    /// is calibrated on uniform samples from it.
+    pub input_range: Option<(f32, f32)>,
+}
+
+impl Default for FixedPoint {
+    fn default() -> Self {
+        Self {
+            params: None,
+            tolerance: nn::DEFAULT_TOLERANCE,
+            min_frac_bits: nn::DEFAULT_MIN_FRAC_BITS,
+            max_frac_bits: nn::DEFAULT_MAX_FRAC_BITS,
+            calibration: None,
+            input_range: None,
+        }
+    }
+}
+
+impl FixedPoint {
+    /// The defaults with these calibration inputs.
+    pub fn calibrated(calibration: Vec<Vec<f32>>) -> Self {
+        Self {
+            calibration: Some(calibration),
+            ..Self::default()
+        }
+    }
+    /// The defaults with an input range (calibrated on samples from it).
+    pub fn in_range(lo: f32, hi: f32) -> Self {
+        Self {
+            input_range: Some((lo, hi)),
+            ..Self::default()
+        }
+    }
+}
+
+/// Where the calibration inputs came from.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub enum CalibrationSource {
+    /// Given.
+    Inputs,
+    /// Uniform samples from the input range.
+    Range,
+}
+
+impl std::fmt::Display for CalibrationSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CalibrationSource::Inputs => f.write_str("the calibration inputs"),
+            CalibrationSource::Range => {
+                write!(f, "{RANGE_SAMPLES} uniform samples from the input range")
+            }
+        }
+    }
+}
+
+/// How the linear layers are planned.
+#[derive(Clone, Debug)]
+pub struct Planning {
+    /// Method per layer: the planner's pick, or one method for every layer it applies to.
+    pub method: MethodChoice,
+    /// What the pick minimises.
+    pub objective: Objective,
+    /// Where the per-op costs come from.
+    pub costs: CostSource,
+    /// Server threads the prediction assumes (default: this process's pool).
+    pub threads: Option<usize>,
+    /// Memory for encoded weights, bytes; layers beyond it are encoded per query.
+    pub mem_limit: Option<u64>,
+    /// The link the prediction assumes.
+    pub link: Link,
+}
+
+impl Default for Planning {
+    fn default() -> Self {
+        Self {
+            method: MethodChoice::Auto,
+            objective: Objective::Time,
+            costs: CostSource::Cached,
+            threads: None,
+            mem_limit: None,
+            link: Link::NONE,
+        }
+    }
+}
+
+impl Planning {
+    /// The planner for `params`, and where its costs came from.
+    pub fn planner(&self, params: &Params) -> Result<(Planner, String)> {
+        let (model, source) = costs::model(params, self.costs)?;
+        let mut p = Planner::new(params, &self.link);
+        p.model = model;
+        p.objective = self.objective;
+        p.threads = self.threads.unwrap_or_else(threads);
+        Ok((p, source))
+    }
+}
+
+/// Worker threads of the HE kernels (the global rayon pool).
+fn threads() -> usize {
+    rayon::current_num_threads()
+}
+
+/// A model ready to serve (see the module doc).
+#[derive(Clone, Debug)]
+pub struct Model {
+    /// The float network as imported.
+    pub network: Network,
+    /// The fixed-point program, its parameter set and every linear layer's plan.
+    pub plan: NetworkPlan,
+    /// Where the calibration inputs came from.
+    pub calibration: CalibrationSource,
+    /// Where the planner's per-op costs came from.
+    pub costs: String,
+}
+
+impl Model {
+    /// Reads an ONNX file (as `torch.onnx.export` writes it) and plans it.
+    pub fn from_onnx(path: &str, fixed: &FixedPoint, planning: &Planning) -> Result<Self> {
+        let network = nn::import(std::path::Path::new(path))?;
+        Self::new(network, fixed, planning)
+    }
+
+    /// Plans an ONNX model given as bytes.
+    pub fn from_onnx_bytes(bytes: &[u8], fixed: &FixedPoint, planning: &Planning) -> Result<Self> {
+        Self::new(nn::import_bytes(bytes)?, fixed, planning)
+    }
+
+    /// Plans an imported network: the fixed point by agreement with the float model on
+    /// the calibration inputs (or samples from the input range; one of them is
+    /// needed), then every linear layer.
+    pub fn new(network: Network, fixed: &FixedPoint, planning: &Planning) -> Result<Self> {
+        let (calibration, source) = match (&fixed.calibration, fixed.input_range) {
+            (Some(xs), _) => (xs.clone(), CalibrationSource::Inputs),
+            (None, Some((lo, hi))) => {
+                use rand::{Rng, SeedableRng};
+                if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+                    return Err(Error::Option {
+                        option: "input range",
+                        detail: format!("[{lo}, {hi}]: need finite LO < HI"),
+                    });
+                }
+                let mut r = rand_chacha::ChaCha20Rng::seed_from_u64(RANGE_SAMPLES_SEED);
+                let len: usize = network.input_shape().iter().product();
+                let xs = (0..RANGE_SAMPLES)
+                    .map(|_| (0..len).map(|_| r.random_range(lo..=hi)).collect())
+                    .collect();
+                (xs, CalibrationSource::Range)
+            }
+            (None, None) => {
+                return Err(Error::Option {
+                    option: "calibration",
+                    detail: "a model needs calibration data to choose its fixed point: calibration inputs like the real ones, or an input range".into(),
+                })
+            }
+        };
+        let candidates: Vec<(u64, String)> = match &fixed.params {
+            None => nn::CANDIDATE_MODULI
+                .iter()
+                .map(|&(p, n)| (p, n.to_string()))
+                .collect(),
+            Some(preset) => vec![(Params::preset(preset)?.p(), preset.clone())],
+        };
+        let opts = FixedPointOptions {
+            candidates,
+            min_frac_bits: fixed.min_frac_bits,
+            max_frac_bits: fixed.max_frac_bits,
+            tolerance: fixed.tolerance,
+            input_range: fixed.input_range,
+        };
+        let prog = nn::plan_fixed_point(&network, &calibration, &opts)?;
+        let params = Params::preset(&prog.preset)?;
+        let (planner, costs) = planning.planner(&params)?;
+        let plan = NetworkPlan::new(
+            prog,
+            &params,
+            &planner,
+            planning.mem_limit,
+            &planning.method,
+            None,
+        )?;
+        Ok(Self {
+            network,
+            plan,
+            calibration: source,
+            costs,
+        })
+    }
+
+    /// The fixed-point program.
+    pub fn program(&self) -> &nn::Program {
+        &self.plan.program
+    }
+    /// The parameter set.
+    pub fn params(&self) -> &Params {
+        &self.plan.params
+    }
+    /// The input shape (without batch).
+    pub fn input_shape(&self) -> &[usize] {
+        self.network.input_shape()
+    }
+}

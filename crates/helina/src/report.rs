@@ -1,0 +1,110 @@
+//! What an inference reports, as plain serde structs: per input the logits and what
+//! they cost, per layer what each party did.
+
+use protocol::{ClientOutcome, StepReport};
+use serde::Serialize;
+
+/// One input's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Output {
+    /// The dequantised output (logits).
+    pub logits: Vec<f32>,
+    /// Index of the largest logit.
+    pub argmax: usize,
+    /// Time of this input, offline + online, ms (client's clock).
+    pub total_ms: f64,
+    /// Bytes of this input, offline + online, both directions.
+    pub total_bytes: u64,
+    /// Online time, ms.
+    pub online_ms: f64,
+    /// Online bytes.
+    pub online_bytes: u64,
+    /// Offline time, ms.
+    pub offline_ms: f64,
+    /// Offline bytes.
+    pub offline_bytes: u64,
+    /// The output in fixed point (centred integers), as revealed.
+    pub fixed: Vec<i64>,
+}
+
+/// A client's inference: the plan's facts, per input the output, the first input's
+/// per-step report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Inference {
+    /// The parameter set's name.
+    pub params: String,
+    /// The plaintext modulus.
+    pub p: u64,
+    /// The input's fractional bits.
+    pub frac_bits: u32,
+    /// The input range the plan is safe for.
+    pub input_range: Option<nn::InputRange>,
+    /// The plan's agreement with the float model on its calibration inputs.
+    pub accuracy: Option<nn::Accuracy>,
+    /// Handshake and keys, ms.
+    pub setup_ms: f64,
+    /// Handshake and keys, bytes.
+    pub setup_bytes: u64,
+    /// Per input.
+    pub outputs: Vec<Output>,
+    /// Per step of the first input, as the client saw it.
+    pub layers: Vec<StepReport>,
+    /// The smallest noise budget (bits) left in any response.
+    pub noise_budget: Option<u32>,
+}
+
+/// Index of the largest value (the first of equals).
+pub fn argmax(v: &[f32]) -> usize {
+    v.iter()
+        .enumerate()
+        .fold(0, |best, (i, &x)| if x > v[best] { i } else { best })
+}
+
+impl Inference {
+    /// The report of a client's session whose plan revealed the outputs.
+    pub fn from_outcome(o: &ClientOutcome) -> crate::Result<Self> {
+        let prog = o.program();
+        let b = |c: net::Counters| c.bytes_sent + c.bytes_received;
+        let outputs = o
+            .outputs
+            .iter()
+            .map(|out| {
+                let fixed = out.value.clone().ok_or(crate::Error::Protocol(
+                    protocol::ProtocolError::Unexpected {
+                        expected: "a plan that reveals the output",
+                        got: "one that keeps it shared",
+                    },
+                ))?;
+                let logits = nn::dequantise(prog, &fixed);
+                let t = out.report.traffic;
+                Ok(Output {
+                    argmax: argmax(&logits),
+                    logits,
+                    total_ms: out.report.offline_ms + out.report.online_ms,
+                    total_bytes: b(t.offline) + b(t.online),
+                    online_ms: out.report.online_ms,
+                    online_bytes: b(t.online),
+                    offline_ms: out.report.offline_ms,
+                    offline_bytes: b(t.offline),
+                    fixed,
+                })
+            })
+            .collect::<crate::Result<Vec<_>>>()?;
+        Ok(Inference {
+            params: o.params.name().to_string(),
+            p: o.params.p(),
+            frac_bits: prog.frac_bits,
+            input_range: prog.input_range,
+            accuracy: prog.accuracy,
+            setup_ms: o.times.setup_ms,
+            setup_bytes: b(o.traffic.setup),
+            outputs,
+            layers: o
+                .outputs
+                .first()
+                .map(|x| x.report.steps.clone())
+                .unwrap_or_default(),
+            noise_budget: o.noise_budget,
+        })
+    }
+}

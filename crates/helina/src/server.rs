@@ -1,0 +1,96 @@
+//! A server of a model: its weights encoded once, sessions served over TCP.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gc::Garbler;
+use net::Channel;
+use protocol::{NetworkServer, ServeOptions, ServerOutcome, SessionReport};
+
+use crate::error::Result;
+use crate::model::Model;
+
+/// How a server serves.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// Who garbles the nonlinear layers (clients must agree).
+    pub garbler: Garbler,
+    /// Sessions at once, deadlines, memory per session, link emulation.
+    pub serve: ServeOptions,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            garbler: Garbler::Server,
+            serve: ServeOptions::new(net::DEFAULT_MAX_FRAME),
+        }
+    }
+}
+
+/// A server of one model: the weights are encoded when it is made, once for every
+/// session; [`Server::serve`] runs the accept loop.
+pub struct Server {
+    model: Model,
+    network: Arc<NetworkServer>,
+    opts: ServerOptions,
+    session_budget: u64,
+}
+
+impl Server {
+    /// Encodes the model's weights (those its plan holds) for every session to come.
+    pub fn new(model: Model, opts: ServerOptions) -> Result<Self> {
+        let session_budget = opts
+            .serve
+            .session_memory
+            .unwrap_or_else(|| protocol::default_session_memory(opts.serve.max_concurrent));
+        let network = NetworkServer::new(&model.plan, opts.garbler)?
+            .with_session_memory(Some(session_budget));
+        Ok(Self {
+            model,
+            network: Arc::new(network),
+            opts,
+            session_budget,
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+    /// The engine's server (encodings, memory per session).
+    pub fn network(&self) -> &NetworkServer {
+        &self.network
+    }
+    /// The memory budget of one session, bytes.
+    pub fn session_budget(&self) -> u64 {
+        self.session_budget
+    }
+    /// Frame timeout of the sessions.
+    pub fn timeout(&self) -> Duration {
+        self.opts.serve.timeout
+    }
+
+    /// One session on a channel already open.
+    pub fn serve_channel<C: Channel>(&self, ch: &mut C) -> Result<ServerOutcome> {
+        Ok(self.network.serve(ch)?)
+    }
+
+    /// Accepts clients on `listener` (at most `serve.max_concurrent` at once, the others
+    /// told `Busy`) until `serve.stop_after` sessions, or forever; `on_session` hears
+    /// of each one's end.
+    pub fn serve(
+        &self,
+        listener: TcpListener,
+        on_session: impl Fn(SessionReport<ServerOutcome>) + Send + Sync + 'static,
+    ) -> Result<()> {
+        let network = self.network.clone();
+        Ok(protocol::serve_sessions(
+            listener,
+            &self.opts.serve,
+            move |ch| network.serve(ch),
+            on_session,
+        )?)
+    }
+}

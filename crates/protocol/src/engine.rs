@@ -1,0 +1,861 @@
+//! The session engine: one inference of an [`nn::Program`] between the two parties,
+//! every tensor held as additive shares mod p. The same loop runs on both sides; only
+//! the steps that talk to the peer differ between them ([`Side`]):
+//!
+//! - Linear / Conv: the client encrypts its share x_C in the packing the layer's method
+//!   wants ([`ClientSide`]); the server runs the kernel and `share_output` on it and adds,
+//!   in cleartext, W·x_S + b to its own share ([`ServerSide`]). By linearity
+//!   W·(x_C + x_S) = W·x_C + W·x_S: this is GAZELLE's HomRec without an HE operation or
+//!   any extra noise (for ENSEI layers likewise, the transform is linear).
+//! - Nonlinear (ReLU, MaxPool, rounding truncation): the garbled-circuit step of `gc`;
+//!   garbling and random OTs run in the offline phase, before the input is known. The
+//!   server adds the rounding offset `2^(f−1)` to its share first ([`nn::Step::Nonlinear`]);
+//!   pooling windows are gathered from both shares in the order `nn` documents.
+//! - Square: GAZELLE's interactive Square ([`kernels::SquarePlan`]).
+//! - SumPool, Add (shares times public constants), Pad, SpaceToDepth: local, the same
+//!   function on each party's share ([`local_step`]).
+//!
+//! A single linear layer is a one-step program; a network is a program of many steps.
+//! Per inference: offline (flooding zeros, garbling, OTs for every step) → `Ready` →
+//! online steps; the session around it (handshake, keys, the output's share) is in
+//! [`crate::server`] and [`crate::client`].
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use gc::{ClientPre, Garbler, NonlinSpec, Nonlinear, ServerPre};
+use he::{Backend, Bfv, OpCounts, Params};
+use kernels::{FloodPool, LinearLayer, SquarePlan};
+use net::{Channel, Counters};
+use nn::{NonlinearOp, Program, Step};
+use serde::Serialize;
+
+use crate::msg::{recv, send, unexpected, Msg, ProtocolError, Result};
+use crate::plan::{answer, Encoded, Plan, ServerBackend};
+
+/// Byte counters per phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PhaseCounters {
+    /// Handshake and keys.
+    pub setup: Counters,
+    /// Input-independent work (ends with `Ready`).
+    pub offline: Counters,
+    /// Queries, responses and the output's share.
+    pub online: Counters,
+}
+
+/// Cost of one step of one inference, from one party's point of view.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StepReport {
+    /// Step name (the ONNX node).
+    pub layer: String,
+    /// What kind of step.
+    pub kind: String,
+    /// Output shape.
+    pub shape: Vec<usize>,
+    /// Method (linear steps), `gc`, `square` or `local`.
+    pub method: String,
+    /// This party's wall-clock time in the step, ms (online part).
+    pub ms: f64,
+    /// This party's offline time for the step (flooding zeros, garbling, OTs), ms.
+    pub offline_ms: f64,
+    /// Bytes this party sent in the step (offline + online).
+    pub bytes_sent: u64,
+    /// Bytes this party received in the step (offline + online).
+    pub bytes_received: u64,
+    /// Online bytes (both directions).
+    pub online_bytes: u64,
+    /// Flights this party sent (online).
+    pub rounds: u64,
+    /// HE operations (server side).
+    pub counts: OpCounts,
+    /// AND gates of the garbled circuit.
+    pub and_gates: u64,
+    /// Smallest noise budget left in a response (client side).
+    pub noise_budget: Option<u32>,
+    /// The weights were encoded during the step (beyond the server's memory budget);
+    /// the encoding is part of `ms`.
+    pub on_the_fly: bool,
+}
+
+/// One inference as one party saw it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct InferenceReport {
+    /// Per step.
+    pub steps: Vec<StepReport>,
+    /// Traffic of the offline and online phases (`setup` is the session's).
+    pub traffic: PhaseCounters,
+    /// Offline time, ms.
+    pub offline_ms: f64,
+    /// Online time, ms.
+    pub online_ms: f64,
+}
+
+/// One linear step's weights on the server: encoded once (shared by every session), or
+/// (beyond the memory budget) encoded when its query arrives and dropped after.
+#[derive(Clone)]
+pub(crate) enum LayerState {
+    Held(Arc<Encoded>),
+    OnTheFly(Plan),
+}
+
+impl LayerState {
+    fn plan(&self) -> Plan {
+        match self {
+            LayerState::Held(e) => e.plan(),
+            LayerState::OnTheFly(p) => p.clone(),
+        }
+    }
+}
+
+/// What differs between the parties; the loop ([`run_inference`]) is the same.
+pub(crate) trait Side {
+    /// Whether this is the server (it adds the rounding offsets).
+    const SERVER: bool;
+    /// The input-independent work of step `i` (before `Ready`).
+    fn offline<C: Channel>(&mut self, ch: &mut C, i: usize, r: &mut StepReport) -> Result<()>;
+    /// A Linear/Conv step on this party's share of its input.
+    fn linear<C: Channel>(
+        &mut self,
+        ch: &mut C,
+        i: usize,
+        x: Vec<u64>,
+        r: &mut StepReport,
+    ) -> Result<Vec<u64>>;
+    /// A Square step.
+    fn square<C: Channel>(
+        &mut self,
+        ch: &mut C,
+        i: usize,
+        x: Vec<u64>,
+        r: &mut StepReport,
+    ) -> Result<Vec<u64>>;
+    /// A nonlinear step on the gathered share.
+    fn nonlinear<C: Channel>(&mut self, ch: &mut C, i: usize, x: Vec<u64>) -> Result<Vec<u64>>;
+    /// HE operations since the last call (server).
+    fn take_counts(&mut self) -> OpCounts {
+        OpCounts::default()
+    }
+}
+
+/// The tensor a step's kind names in reports.
+fn kind(step: &Step) -> &'static str {
+    match step {
+        Step::Linear { .. } => "linear",
+        Step::Conv { .. } => "conv",
+        Step::Nonlinear {
+            op: NonlinearOp::Relu,
+            ..
+        } => "relu",
+        Step::Nonlinear {
+            op: NonlinearOp::MaxPool { .. },
+            ..
+        } => "maxpool",
+        Step::Nonlinear {
+            op: NonlinearOp::Identity,
+            ..
+        } => "truncate",
+        Step::Nonlinear {
+            op: NonlinearOp::ReluMaxPool { .. },
+            ..
+        } => "relu+maxpool",
+        Step::Square { .. } => "square",
+        Step::SumPool { .. } => "sumpool",
+        Step::Pad { .. } => "pad",
+        Step::SpaceToDepth { .. } => "space-to-depth",
+        Step::Add { .. } => "add",
+    }
+}
+
+/// Runs one inference on `ch`: the offline phase of every step, `Ready` (the server
+/// sends it, the client waits for it), then every step online. `input` is this party's
+/// share of the program's input (the client holds it whole, the server zeros).
+/// `progress(step, steps)` is told as each online step starts. Returns this party's
+/// share of the output and the report.
+pub(crate) fn run_inference<S: Side, C: Channel>(
+    side: &mut S,
+    ch: &mut C,
+    prog: &Program,
+    input: Vec<u64>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<(Vec<u64>, InferenceReport)> {
+    let p = prog.p;
+    let mut rep = InferenceReport::default();
+    let c_off = ch.counters();
+    let t_off = Instant::now();
+    for (i, step) in prog.steps.iter().enumerate() {
+        let t = Instant::now();
+        let c = ch.counters();
+        let mut r = StepReport {
+            layer: step.name().to_string(),
+            kind: kind(step).into(),
+            shape: prog.tensors[step.output()].shape.clone(),
+            method: "local".into(),
+            ..Default::default()
+        };
+        side.offline(ch, i, &mut r)?;
+        side.take_counts();
+        let d = ch.counters() - c;
+        r.offline_ms = t.elapsed().as_secs_f64() * 1e3;
+        r.bytes_sent = d.bytes_sent;
+        r.bytes_received = d.bytes_received;
+        rep.steps.push(r);
+    }
+    if S::SERVER {
+        send(ch, &Msg::Ready)?;
+    } else {
+        match recv(ch)? {
+            Msg::Ready => {}
+            m => return Err(unexpected("Ready", &m)),
+        }
+    }
+    rep.offline_ms = t_off.elapsed().as_secs_f64() * 1e3;
+    let c_on = ch.counters();
+    rep.traffic.offline = c_on - c_off;
+    let t_on = Instant::now();
+    let mut shares: Vec<Option<Vec<u64>>> = vec![None; prog.tensors.len()];
+    if input.len() != prog.tensors[prog.input].len() {
+        return Err(ProtocolError::InputLength {
+            layer: 0,
+            expected: prog.tensors[prog.input].len(),
+            actual: input.len(),
+        });
+    }
+    shares[prog.input] = Some(input);
+    let get = |shares: &[Option<Vec<u64>>], id: usize| -> Result<Vec<u64>> {
+        shares
+            .get(id)
+            .and_then(|s| s.clone())
+            .ok_or(ProtocolError::Plan)
+    };
+    for (i, step) in prog.steps.iter().enumerate() {
+        progress(i, prog.steps.len());
+        let t = Instant::now();
+        let c = ch.counters();
+        let mut r = std::mem::take(&mut rep.steps[i]);
+        let y = match step {
+            Step::Linear { input, .. } | Step::Conv { input, .. } => {
+                side.linear(ch, i, get(&shares, *input)?, &mut r)?
+            }
+            Step::Square { input, .. } => side.square(ch, i, get(&shares, *input)?, &mut r)?,
+            Step::Nonlinear {
+                input,
+                op,
+                trunc_bits,
+                ..
+            } => {
+                let mut x = get(&shares, *input)?;
+                if S::SERVER {
+                    // rounding to nearest: the server's share carries the offset
+                    let h = nn::round_offset(*trunc_bits) as u64 % p;
+                    x.iter_mut().for_each(|v| *v = (*v + h) % p);
+                }
+                let x = match op {
+                    NonlinearOp::MaxPool { k, stride } | NonlinearOp::ReluMaxPool { k, stride } => {
+                        gather_windows(&prog.tensors[*input].shape, *k, *stride, &x)?
+                    }
+                    _ => x,
+                };
+                side.nonlinear(ch, i, x)?
+            }
+            _ => {
+                let inputs = step
+                    .inputs()
+                    .iter()
+                    .map(|&t| get(&shares, t))
+                    .collect::<Result<Vec<_>>>()?;
+                local_step(prog, step, &inputs)?
+            }
+        };
+        shares[step.output()] = Some(y);
+        let d = ch.counters() - c;
+        r.ms = t.elapsed().as_secs_f64() * 1e3;
+        r.bytes_sent += d.bytes_sent;
+        r.bytes_received += d.bytes_received;
+        r.online_bytes = d.bytes_sent + d.bytes_received;
+        r.rounds = d.flights;
+        r.counts = side.take_counts();
+        rep.steps[i] = r;
+    }
+    let out = get(&shares, prog.output)?;
+    rep.online_ms = t_on.elapsed().as_secs_f64() * 1e3;
+    rep.traffic.online = ch.counters() - c_on;
+    Ok((out, rep))
+}
+
+/// A step that needs no peer (SumPool, Add, Pad, SpaceToDepth) on one party's shares of
+/// its inputs: the same linear map mod p on each share, so the results are shares of
+/// the step's output. Shapes come from the program (the client checks the server's
+/// program against the shares before it indexes with it).
+pub fn local_step(prog: &Program, step: &Step, inputs: &[Vec<u64>]) -> Result<Vec<u64>> {
+    let p = prog.p;
+    let shape = |t: usize| &prog.tensors[t].shape;
+    let x = inputs.first().ok_or(ProtocolError::Plan)?;
+    match step {
+        Step::SumPool {
+            input,
+            k_h,
+            k_w,
+            stride,
+            ..
+        } => sum_pool(shape(*input), *k_h, *k_w, *stride, x, p),
+        Step::Pad {
+            input, pads, mode, ..
+        } => pad_share(shape(*input), *pads, *mode, x),
+        Step::SpaceToDepth {
+            input,
+            stride,
+            phases,
+            out_h,
+            out_w,
+            ..
+        } => space_to_depth_share(shape(*input), *stride, *phases, *out_h, *out_w, x),
+        Step::Add { mul_a, mul_b, .. } => {
+            let y = inputs.get(1).ok_or(ProtocolError::Plan)?;
+            if x.len() != y.len() {
+                return Err(ProtocolError::Malformed {
+                    detail: format!("adding shares of {} and {} values", x.len(), y.len()),
+                });
+            }
+            Ok(mul_add(x, *mul_a, y, *mul_b, p))
+        }
+        _ => Err(ProtocolError::Plan),
+    }
+}
+
+/// The program without its weights (what the client may see: the architecture).
+pub fn architecture(prog: &Program) -> Program {
+    let mut a = prog.clone();
+    for s in &mut a.steps {
+        match s {
+            Step::Linear { weight, bias, .. } | Step::Conv { weight, bias, .. } => {
+                weight.clear();
+                bias.clear();
+            }
+            _ => {}
+        }
+    }
+    a.bounds.clear();
+    a
+}
+
+/// The garbled-circuit spec of a nonlinear step reading tensor `input`.
+pub fn gc_spec(
+    prog: &Program,
+    input: usize,
+    op: NonlinearOp,
+    trunc_bits: u32,
+) -> Result<NonlinSpec> {
+    let t = prog.tensors.get(input).ok_or(ProtocolError::Plan)?;
+    let (op, count) = match op {
+        NonlinearOp::Relu => (Nonlinear::Relu, t.len()),
+        NonlinearOp::Identity => (Nonlinear::Identity, t.len()),
+        NonlinearOp::MaxPool { k, stride } | NonlinearOp::ReluMaxPool { k, stride } => {
+            check_pool(&t.shape, k, k, stride, t.len())?;
+            let (c, h, w) = chw(&t.shape)?;
+            let (oh, ow) = ((h - k) / stride + 1, (w - k) / stride + 1);
+            let window = k * k;
+            let op = if matches!(op, NonlinearOp::ReluMaxPool { .. }) {
+                Nonlinear::MaxPool { window }
+            } else {
+                Nonlinear::Max { window }
+            };
+            (op, c * oh * ow)
+        }
+    };
+    Ok(NonlinSpec {
+        p: prog.p,
+        op,
+        trunc_bits,
+        count,
+    })
+}
+
+fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<NonlinSpec>> {
+    match step {
+        Step::Nonlinear {
+            input,
+            op,
+            trunc_bits,
+            ..
+        } => gc_spec(prog, *input, *op, *trunc_bits).map(Some),
+        _ => Ok(None),
+    }
+}
+
+fn chw(shape: &[usize]) -> Result<(usize, usize, usize)> {
+    match shape {
+        [c, h, w] => Ok((*c, *h, *w)),
+        _ => Err(ProtocolError::Malformed {
+            detail: format!("pooling needs a C×H×W tensor, got shape {shape:?}"),
+        }),
+    }
+}
+
+/// Gathers the k×k windows of a C×H×W share vector, in `nn::window_indices` order.
+fn gather_windows(shape: &[usize], k: usize, stride: usize, v: &[u64]) -> Result<Vec<u64>> {
+    check_pool(shape, k, k, stride, v.len())?;
+    Ok(nn::window_indices(shape, k, k, stride)
+        .into_iter()
+        .map(|i| v[i])
+        .collect())
+}
+
+/// Window sums (k_h×k_w, stride) of a C×H×W share vector mod p.
+fn sum_pool(
+    shape: &[usize],
+    k_h: usize,
+    k_w: usize,
+    stride: usize,
+    v: &[u64],
+    p: u64,
+) -> Result<Vec<u64>> {
+    check_pool(shape, k_h, k_w, stride, v.len())?;
+    Ok(nn::window_indices(shape, k_h, k_w, stride)
+        .chunks(k_h * k_w)
+        .map(|win| (win.iter().map(|&i| v[i] as u128).sum::<u128>() % p as u128) as u64)
+        .collect())
+}
+
+/// Pads a share like [`nn::pad_indices`] (zero shares for a zero border, copied shares
+/// otherwise), after checking the shape the peer's plan gave against the share.
+fn pad_share(shape: &[usize], pads: [usize; 4], mode: nn::PadMode, v: &[u64]) -> Result<Vec<u64>> {
+    let (c, h, w) = chw(shape)?;
+    if h == 0 || w == 0 || c * h * w != v.len() || pads.iter().any(|&p| p > 1 << 16) {
+        return Err(ProtocolError::Malformed {
+            detail: format!(
+                "padding {pads:?} on shape {shape:?} with {} values",
+                v.len()
+            ),
+        });
+    }
+    Ok(nn::pad_indices(shape, pads, mode)
+        .into_iter()
+        .map(|i| i.map_or(0, |i| v[i]))
+        .collect())
+}
+
+/// Space-to-depth of a share like [`nn::space_to_depth_indices`], after checking the
+/// shape the peer's plan gave against the share and bounding the output.
+fn space_to_depth_share(
+    shape: &[usize],
+    stride: usize,
+    phases: [usize; 2],
+    out_h: usize,
+    out_w: usize,
+    v: &[u64],
+) -> Result<Vec<u64>> {
+    let (c, h, w) = chw(shape)?;
+    let bad = stride == 0
+        || phases.iter().any(|&q| q == 0 || q > stride)
+        || c * h * w != v.len()
+        || out_h > h.div_ceil(stride.max(1)) + 64
+        || out_w > w.div_ceil(stride.max(1)) + 64
+        || stride > 64;
+    if bad {
+        return Err(ProtocolError::Malformed {
+            detail: format!(
+                "space-to-depth {stride} ({phases:?} phases) to {out_h}x{out_w} on shape {shape:?} with {} values",
+                v.len()
+            ),
+        });
+    }
+    Ok(
+        nn::space_to_depth_indices(shape, stride, phases, out_h, out_w)
+            .into_iter()
+            .map(|i| i.map_or(0, |i| v[i]))
+            .collect(),
+    )
+}
+
+fn check_pool(shape: &[usize], k_h: usize, k_w: usize, stride: usize, len: usize) -> Result<()> {
+    let (c, h, w) = chw(shape)?;
+    if k_h == 0 || k_w == 0 || k_h > h || k_w > w || stride == 0 || c * h * w != len {
+        return Err(ProtocolError::Malformed {
+            detail: format!("pooling {k_h}x{k_w}/{stride} on shape {shape:?} with {len} values"),
+        });
+    }
+    Ok(())
+}
+
+/// `a·ma + b·mb mod p` elementwise (shares times public constants).
+fn mul_add(a: &[u64], ma: u64, b: &[u64], mb: u64, p: u64) -> Vec<u64> {
+    let (fa, fb) = (ma as u128 % p as u128, mb as u128 % p as u128);
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| ((x as u128 * fa + y as u128 * fb) % p as u128) as u64)
+        .collect()
+}
+
+/// The HE layer shape of a Linear or Conv step (`None` for other steps).
+pub fn layer_shape(step: &Step) -> Option<crate::msg::LayerShape> {
+    match step {
+        Step::Linear { rows, cols, .. } => Some(crate::msg::LayerShape::Matvec {
+            rows: *rows,
+            cols: *cols,
+        }),
+        Step::Conv { shape, .. } => Some(crate::msg::LayerShape::Conv(*shape)),
+        _ => None,
+    }
+}
+
+/// Whether every tensor a step (or the program) names exists: the client checks the
+/// server's plan before indexing with it.
+pub(crate) fn ids_in_range(prog: &Program) -> bool {
+    let n = prog.tensors.len();
+    prog.input < n
+        && prog.output < n
+        && prog
+            .steps
+            .iter()
+            .all(|s| s.output() < n && s.inputs().iter().all(|&t| t < n))
+}
+
+/// W·x + b in cleartext mod p for the server's own share (x in [0, p)). A zero share
+/// (the network input, which the client holds whole) costs no product: W·0 = 0.
+fn clear_linear(step: &Step, x: &[u64], p: u64) -> Vec<u64> {
+    let zero = x.iter().all(|&v| v == 0);
+    let xi: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+    let (acc, bias, per) = match step {
+        Step::Linear {
+            rows,
+            cols,
+            weight,
+            bias,
+            ..
+        } => (
+            if zero {
+                vec![0; *rows]
+            } else {
+                kernels::reference::matvec(weight, &xi, *rows, *cols)
+            },
+            bias,
+            1,
+        ),
+        Step::Conv {
+            shape,
+            weight,
+            bias,
+            ..
+        } => {
+            let (oh, ow, _, _) = kernels::reference::conv_output(shape);
+            let acc = if zero {
+                vec![0; shape.c_o * oh * ow]
+            } else {
+                kernels::reference::conv(shape, &xi, weight)
+            };
+            (acc, bias, oh * ow)
+        }
+        _ => return Vec::new(),
+    };
+    acc.iter()
+        .enumerate()
+        .map(|(i, &a)| {
+            let b = bias.get(i / per).copied().unwrap_or(0) as i128;
+            (a + b).rem_euclid(p as i128) as u64
+        })
+        .collect()
+}
+
+fn add_mod(a: &[u64], b: &[u64], p: u64) -> Vec<u64> {
+    a.iter().zip(b).map(|(x, y)| (x + y) % p).collect()
+}
+
+pub(crate) fn gc_err(e: gc::GcError) -> ProtocolError {
+    match e {
+        gc::GcError::Net(n) => ProtocolError::Net(n),
+        e => ProtocolError::Malformed {
+            detail: e.to_string(),
+        },
+    }
+}
+
+pub(crate) fn slots(params: &Params) -> he::SlotInfo {
+    he::SlotInfo {
+        n: params.n(),
+        p: params.p(),
+        layout: he::Layout::TwoRows,
+    }
+}
+
+fn fill<L: LinearLayer>(
+    plan: &L,
+    b: &ServerBackend,
+    params: &Params,
+) -> Result<FloodPool<ServerBackend>> {
+    let mut pool = FloodPool::new(plan.flood_bits(params)?);
+    pool.fill(b, plan.output_cts())?;
+    Ok(pool)
+}
+
+// ---------------------------------------------------------------------------------------
+// the server's side
+
+/// The server in one inference: its backend (the client's public keys only), the
+/// program with its weights and each linear step's encoding, and the offline material.
+pub(crate) struct ServerSide<'a> {
+    pub(crate) b: &'a ServerBackend,
+    pub(crate) params: &'a Params,
+    pub(crate) prog: &'a Program,
+    pub(crate) layers: &'a [Option<LayerState>],
+    pub(crate) garbler: Garbler,
+    pub(crate) pools: Vec<Option<FloodPool<ServerBackend>>>,
+    pub(crate) pres: Vec<Option<ServerPre>>,
+    pub(crate) responses: usize,
+}
+
+impl<'a> ServerSide<'a> {
+    pub(crate) fn new(
+        b: &'a ServerBackend,
+        params: &'a Params,
+        prog: &'a Program,
+        layers: &'a [Option<LayerState>],
+        garbler: Garbler,
+    ) -> Self {
+        let n = prog.steps.len();
+        Self {
+            b,
+            params,
+            prog,
+            layers,
+            garbler,
+            pools: (0..n).map(|_| None).collect(),
+            pres: (0..n).map(|_| None).collect(),
+            responses: 0,
+        }
+    }
+
+    fn query_cts<C: Channel>(ch: &mut C, i: usize) -> Result<Vec<Vec<u8>>> {
+        match recv(ch)? {
+            Msg::Query { step, cts } if step as usize == i => Ok(cts),
+            m => Err(unexpected("Query for the next step", &m)),
+        }
+    }
+
+    fn respond<C: Channel>(&mut self, ch: &mut C, i: usize, cts: Vec<Vec<u8>>) -> Result<()> {
+        self.responses += cts.len();
+        send(
+            ch,
+            &Msg::Response {
+                step: i as u32,
+                cts,
+            },
+        )
+    }
+}
+
+impl Side for ServerSide<'_> {
+    const SERVER: bool = true;
+
+    fn offline<C: Channel>(&mut self, ch: &mut C, i: usize, r: &mut StepReport) -> Result<()> {
+        let step = &self.prog.steps[i];
+        match (step, self.layers.get(i).and_then(|l| l.as_ref())) {
+            (_, Some(state)) => {
+                let plan = state.plan();
+                r.method = plan.method_name();
+                r.on_the_fly = matches!(state, LayerState::OnTheFly(_));
+                self.pools[i] = Some(plan.flood_pool(self.b, self.params)?);
+            }
+            (Step::Square { input, .. }, _) => {
+                r.method = "square".into();
+                let sq = SquarePlan::new(self.prog.tensors[*input].len(), slots(self.params))?;
+                self.pools[i] = Some(fill(&sq, self.b, self.params)?);
+            }
+            _ => {
+                if let Some(spec) = nonlinear_spec(self.prog, step)? {
+                    r.method = "gc".into();
+                    r.and_gates = spec.and_gates();
+                    self.pres[i] =
+                        Some(gc::server_offline(ch, &spec, self.garbler).map_err(gc_err)?);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn linear<C: Channel>(
+        &mut self,
+        ch: &mut C,
+        i: usize,
+        x: Vec<u64>,
+        _r: &mut StepReport,
+    ) -> Result<Vec<u64>> {
+        let step = &self.prog.steps[i];
+        let cts = Self::query_cts(ch, i)?;
+        let pool = self.pools[i].as_mut().ok_or(ProtocolError::Plan)?;
+        let (resp, mine) = match self.layers.get(i).and_then(|l| l.as_ref()) {
+            Some(LayerState::Held(e)) => e.answer(self.b, pool, &cts)?,
+            Some(LayerState::OnTheFly(plan)) => {
+                let w = match step {
+                    Step::Linear { weight, .. } | Step::Conv { weight, .. } => weight,
+                    _ => return Err(ProtocolError::Plan),
+                };
+                plan.clone().encode(self.b, w)?.answer(self.b, pool, &cts)?
+            }
+            None => return Err(ProtocolError::Plan),
+        };
+        self.respond(ch, i, resp)?;
+        let p = self.prog.p;
+        Ok(add_mod(&mine, &clear_linear(step, &x, p), p))
+    }
+
+    fn square<C: Channel>(
+        &mut self,
+        ch: &mut C,
+        i: usize,
+        x: Vec<u64>,
+        _r: &mut StepReport,
+    ) -> Result<Vec<u64>> {
+        let sq = SquarePlan::new(x.len(), slots(self.params))?;
+        let cts = Self::query_cts(ch, i)?;
+        let w: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+        let m = sq.encode_weights(self.b, &w)?;
+        let pool = self.pools[i].as_mut().ok_or(ProtocolError::Plan)?;
+        let (resp, cross) = answer(&sq, self.b, &m, pool, &cts)?;
+        self.respond(ch, i, resp)?;
+        Ok(sq.server_output(&x, &cross)?)
+    }
+
+    fn nonlinear<C: Channel>(&mut self, ch: &mut C, i: usize, x: Vec<u64>) -> Result<Vec<u64>> {
+        let pre = self.pres[i].take().ok_or(ProtocolError::Plan)?;
+        gc::server_online(ch, pre, &x).map_err(gc_err)
+    }
+
+    fn take_counts(&mut self) -> OpCounts {
+        self.b.take()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// the client's side
+
+/// The client in one inference: its keys, each linear step's plan, the offline
+/// material, and the smallest noise budget seen in a response.
+pub(crate) struct ClientSide<'a> {
+    pub(crate) b: &'a Bfv,
+    pub(crate) params: &'a Params,
+    pub(crate) prog: &'a Program,
+    pub(crate) plans: &'a [Option<Plan>],
+    pub(crate) garbler: Garbler,
+    pub(crate) pres: Vec<Option<ClientPre>>,
+    pub(crate) noise_budget: Option<u32>,
+}
+
+impl<'a> ClientSide<'a> {
+    pub(crate) fn new(
+        b: &'a Bfv,
+        params: &'a Params,
+        prog: &'a Program,
+        plans: &'a [Option<Plan>],
+        garbler: Garbler,
+    ) -> Self {
+        Self {
+            b,
+            params,
+            prog,
+            plans,
+            garbler,
+            pres: (0..prog.steps.len()).map(|_| None).collect(),
+            noise_budget: None,
+        }
+    }
+
+    /// The query → response round of a linear kernel: encrypt the share in the
+    /// kernel's packing, send it, receive the response, decrypt (and finish).
+    fn ask<L: LinearLayer, C: Channel>(
+        &mut self,
+        ch: &mut C,
+        plan: &L,
+        i: usize,
+        x: &[u64],
+        r: &mut StepReport,
+    ) -> Result<Vec<u64>> {
+        let b = self.b;
+        let q = plan.query(b, x)?;
+        let cts = q
+            .iter()
+            .map(|c| b.serialize(c))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        send(
+            ch,
+            &Msg::Query {
+                step: i as u32,
+                cts,
+            },
+        )?;
+        let cts = match recv(ch)? {
+            Msg::Response { step, cts } if step as usize == i => cts,
+            m => return Err(unexpected("Response for the step", &m)),
+        };
+        if cts.len() != plan.output_cts() {
+            return Err(ProtocolError::Malformed {
+                detail: format!(
+                    "response of {} ciphertexts, the step returns {}",
+                    cts.len(),
+                    plan.output_cts()
+                ),
+            });
+        }
+        let resp = cts
+            .iter()
+            .map(|c| b.deserialize(c))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        for c in &resp {
+            if let Some(bits) = b.noise_budget(c)? {
+                r.noise_budget = Some(r.noise_budget.map_or(bits, |v| v.min(bits)));
+                self.noise_budget = Some(self.noise_budget.map_or(bits, |v| v.min(bits)));
+            }
+        }
+        Ok(plan.decrypt(b, &resp)?)
+    }
+}
+
+impl Side for ClientSide<'_> {
+    const SERVER: bool = false;
+
+    fn offline<C: Channel>(&mut self, ch: &mut C, i: usize, r: &mut StepReport) -> Result<()> {
+        let step = &self.prog.steps[i];
+        if let Some(plan) = self.plans.get(i).and_then(|p| p.as_ref()) {
+            r.method = plan.method_name();
+        } else if matches!(step, Step::Square { .. }) {
+            r.method = "square".into();
+        } else if let Some(spec) = nonlinear_spec(self.prog, step)? {
+            r.method = "gc".into();
+            r.and_gates = spec.and_gates();
+            self.pres[i] = Some(gc::client_offline(ch, &spec, self.garbler).map_err(gc_err)?);
+        }
+        Ok(())
+    }
+
+    fn linear<C: Channel>(
+        &mut self,
+        ch: &mut C,
+        i: usize,
+        x: Vec<u64>,
+        r: &mut StepReport,
+    ) -> Result<Vec<u64>> {
+        let plans = self.plans;
+        match plans.get(i).and_then(|p| p.as_ref()) {
+            Some(Plan::Matvec(pl)) => self.ask(ch, pl, i, &x, r),
+            Some(Plan::Conv(pl)) => self.ask(ch, pl.as_ref(), i, &x, r),
+            None => Err(ProtocolError::Plan),
+        }
+    }
+
+    fn square<C: Channel>(
+        &mut self,
+        ch: &mut C,
+        i: usize,
+        x: Vec<u64>,
+        r: &mut StepReport,
+    ) -> Result<Vec<u64>> {
+        let sq = SquarePlan::new(x.len(), slots(self.params))?;
+        let c = self.ask(ch, &sq, i, &x, r)?;
+        Ok(sq.client_output(&x, &c)?)
+    }
+
+    fn nonlinear<C: Channel>(&mut self, ch: &mut C, i: usize, x: Vec<u64>) -> Result<Vec<u64>> {
+        let pre = self.pres[i].take().ok_or(ProtocolError::Plan)?;
+        gc::client_online(ch, pre, &x).map_err(gc_err)
+    }
+}
