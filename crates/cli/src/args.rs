@@ -275,16 +275,13 @@ pub fn describe(prog: &nn::Program) -> String {
     format!("float agreement {acc}; input range {range}")
 }
 
-/// A built-in network's ONNX bytes, or the named file's.
-pub fn model_bytes(model: &Option<String>, net: &Option<String>) -> Res<(String, Vec<u8>)> {
+/// A built-in network (`--net NAME`) or an ONNX file (imported from its path, so that
+/// weights in an external data file beside it are found), with its name.
+pub fn network(model: &Option<String>, net: &Option<String>) -> Res<(String, nn::Network)> {
     match (model, net) {
-        (Some(path), None) => Ok((
-            path.clone(),
-            std::fs::read(path).map_err(|e| format!("{path}: {e}"))?,
-        )),
-        (None, Some(n)) => Ok((
-            n.clone(),
-            nn::zoo::onnx(n, 1).ok_or_else(|| {
+        (Some(path), None) => Ok((path.clone(), nn::import(std::path::Path::new(path))?)),
+        (None, Some(n)) => {
+            let bytes = nn::zoo::onnx(n, 1).ok_or_else(|| {
                 format!(
                     "unknown network `{n}`: {}",
                     nn::zoo::NETS
@@ -293,9 +290,10 @@ pub fn model_bytes(model: &Option<String>, net: &Option<String>) -> Res<(String,
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
-            })?,
-        )),
-        _ => Err("give --model m.onnx or --net NAME".into()),
+            })?;
+            Ok((n.clone(), nn::import_bytes(&bytes)?))
+        }
+        _ => Err("give a model file (--model m.onnx) or --net NAME".into()),
     }
 }
 

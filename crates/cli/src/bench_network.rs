@@ -187,20 +187,6 @@ struct Report {
     wall_s: f64,
 }
 
-fn load(a: &NetworkArgs) -> Res<(String, Vec<u8>)> {
-    Ok(match (&a.model, &a.net) {
-        (Some(p), None) => (
-            p.clone(),
-            std::fs::read(p).map_err(|e| format!("{p}: {e}"))?,
-        ),
-        (None, Some(n)) => (
-            n.clone(),
-            nn::zoo::onnx(n, 1).ok_or(format!("unknown network `{n}`"))?,
-        ),
-        _ => return Err("give --model m.onnx or --net NAME".into()),
-    })
-}
-
 /// The methods to run on a layer.
 fn methods_for(a: &NetworkArgs, shape: &LayerShape, pick: LayerMethod) -> Res<Vec<LayerMethod>> {
     Ok(match a.method.as_str() {
@@ -271,8 +257,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
         return Err(format!("--backend {}: give bfv or count", a.backend).into());
     }
     let bfv = a.backend == "bfv";
-    let (name, bytes) = load(a)?;
-    let network = nn::import_bytes(&bytes)?;
+    let (name, network) = crate::args::network(&a.model, &a.net)?;
     let params = Params::preset(&a.params)?;
     let frac = 8;
     let prog = nn::lower(&network, frac, params.p())?;

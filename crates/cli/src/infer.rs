@@ -80,8 +80,7 @@ struct Report {
 }
 
 pub fn run(a: &InferArgs) -> Res<()> {
-    let (name, bytes) = crate::args::model_bytes(&a.model, &a.net)?;
-    let network = nn::import_bytes(&bytes)?;
+    let (name, network) = crate::args::network(&a.model, &a.net)?;
     let sample = network.input_shape().to_vec();
     let len: usize = sample.iter().product();
     let mut inputs = match &a.input {

@@ -84,18 +84,7 @@ fn kind(st: &nn::Step) -> String {
 }
 
 pub fn run(a: &InspectArgs) -> Res<()> {
-    let (name, bytes) = match (&a.model, &a.net) {
-        (Some(p), None) => (
-            p.clone(),
-            std::fs::read(p).map_err(|e| format!("{p}: {e}"))?,
-        ),
-        (None, Some(n)) => (
-            n.clone(),
-            nn::zoo::onnx(n, 1).ok_or(format!("unknown network `{n}`"))?,
-        ),
-        _ => return Err("give a model file (helina inspect m.onnx) or --net NAME".into()),
-    };
-    let network = nn::import_bytes(&bytes)?;
+    let (name, network) = crate::args::network(&a.model, &a.net)?;
     let len: usize = network.input_shape().iter().product();
     let default = a.net.as_ref().map(|_| {
         (

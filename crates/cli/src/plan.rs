@@ -57,12 +57,7 @@ struct Row {
 }
 
 pub fn run(a: &PlanArgs) -> Res<()> {
-    let bytes = match (&a.model, &a.net) {
-        (Some(p), None) => std::fs::read(p).map_err(|e| format!("{p}: {e}"))?,
-        (None, Some(n)) => nn::zoo::onnx(n, 1).ok_or(format!("unknown network `{n}`"))?,
-        _ => return Err("give --model m.onnx or --net NAME".into()),
-    };
-    let network = nn::import_bytes(&bytes)?;
+    let (_, network) = crate::args::network(&a.model, &a.net)?;
     let params = Params::preset(&a.params)?;
     // Shapes only: any scale will do.
     let prog = nn::lower(&network, 8, params.p())?;

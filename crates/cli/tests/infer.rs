@@ -140,7 +140,8 @@ fn residual_fixture_default_infer_agrees_with_float() {
 /// inferences each.
 #[test]
 fn trained_digit_models_agree_with_float() {
-    for model in ["digits-mlp", "digits-cnn", "digits-cnn-bn"] {
+    // digits-cnn-default: torch.onnx.export's defaults (weights in an external file)
+    for model in ["digits-mlp", "digits-cnn", "digits-cnn-bn", "digits-cnn-default"] {
         let network = nn::import(&fixture(&format!("{model}.onnx"))).unwrap();
         let (_, cal) = read_f32(&fixture(&format!("{model}-calibration.npy")));
         let (_, test) = read_f32(&fixture(&format!("{model}-test.npy")));

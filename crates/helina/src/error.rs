@@ -6,10 +6,10 @@
 pub enum Error {
     /// Importing, planning or checking a model or an input (`nn`).
     #[error(transparent)]
-    Model(#[from] nn::NnError),
+    Model(Box<nn::NnError>),
     /// The two-party session (`protocol`).
     #[error(transparent)]
-    Protocol(#[from] protocol::ProtocolError),
+    Protocol(Box<protocol::ProtocolError>),
     /// A kernel (`kernels`).
     #[error(transparent)]
     Kernel(#[from] kernels::KernelError),
@@ -58,6 +58,19 @@ pub enum Error {
         /// Which party.
         party: &'static str,
     },
+}
+
+// boxed: an error is rare and a `Result` is returned everywhere (keeps it small)
+impl From<nn::NnError> for Error {
+    fn from(e: nn::NnError) -> Self {
+        Error::Model(Box::new(e))
+    }
+}
+
+impl From<protocol::ProtocolError> for Error {
+    fn from(e: protocol::ProtocolError) -> Self {
+        Error::Protocol(Box::new(e))
+    }
 }
 
 /// Result alias.

@@ -69,7 +69,7 @@ impl Inference {
             .outputs
             .iter()
             .map(|out| {
-                let fixed = out.value.clone().ok_or(crate::Error::Protocol(
+                let fixed = out.value.clone().ok_or(crate::Error::from(
                     protocol::ProtocolError::Unexpected {
                         expected: "a plan that reveals the output",
                         got: "one that keeps it shared",

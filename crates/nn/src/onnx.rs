@@ -37,6 +37,9 @@
 //! * Shape arithmetic on constants as torch emits it for `x.view(x.size(0), -1)`: `Constant`,
 //!   `Shape`, `Gather`, `Unsqueeze`, `Concat` (the batch is taken as 1).
 //!
+//! Initializers may lie in an external data file beside the model (ONNX `external_data`,
+//! what torch >= 2.9 writes by default): [`import`] reads them from the model's directory.
+//!
 //! Everything else — including a trailing `Softmax`, which is never dropped silently — is
 //! rejected, naming the node, its op type and the attribute.
 
@@ -50,13 +53,124 @@ use tract_onnx::pb::{self, tensor_proto::DataType, AttributeProto, ModelProto, N
 use crate::error::{NnError, Unsupported};
 use crate::ir::{Network, Op, PadMode, TensorId};
 
-/// Reads and imports an ONNX file.
+/// Reads and imports an ONNX file, with the tensors it keeps in external data files
+/// (what `torch.onnx.export` writes by default: `model.onnx.data` beside the model).
 pub fn import(path: &Path) -> Result<Network, NnError> {
     let bytes = std::fs::read(path).map_err(|source| NnError::Io {
         path: path.display().to_string(),
         source,
     })?;
-    import_bytes(&bytes)
+    let mut model = ModelProto::decode(&bytes[..]).map_err(|e| NnError::Decode(e.to_string()))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    if let Some(graph) = model.graph.as_mut() {
+        for t in graph.initializer.iter_mut() {
+            load_external_data(t, dir)?;
+        }
+        for n in graph.node.iter_mut() {
+            for a in n.attribute.iter_mut() {
+                if let Some(t) = a.t.as_mut() {
+                    load_external_data(t, dir)?;
+                }
+            }
+        }
+    }
+    import_model(&model)
+}
+
+/// Bytes per element of the tensor types the importer reads.
+fn element_bytes(data_type: i32) -> Option<u64> {
+    match DataType::from_i32(data_type)? {
+        DataType::Float | DataType::Int32 => Some(4),
+        DataType::Double | DataType::Int64 => Some(8),
+        _ => None,
+    }
+}
+
+/// Moves a tensor's external data (ONNX `external_data`: `location` relative to the
+/// model's directory, optional `offset` and `length`) into `raw_data`. The location
+/// must stay inside the directory (no absolute path, no `..`), and exactly the bytes
+/// the tensor's dimensions call for are read, checked against the file's size first.
+fn load_external_data(t: &mut pb::TensorProto, dir: &Path) -> Result<(), NnError> {
+    if t.data_location != Some(pb::tensor_proto::DataLocation::External as i32) {
+        return Ok(());
+    }
+    let err = |reason: String| NnError::Initializer {
+        name: t.name.clone(),
+        reason,
+    };
+    let key = |k: &str| {
+        t.external_data
+            .iter()
+            .find(|e| e.key == k)
+            .map(|e| e.value.as_str())
+    };
+    let location = key("location").ok_or_else(|| err("external data without a location".into()))?;
+    let rel = Path::new(location);
+    if location.is_empty()
+        || rel.is_absolute()
+        || rel.components().any(|c| {
+            !matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
+    {
+        return Err(err(format!(
+            "external data location {location:?}: a path inside the model's directory is needed"
+        )));
+    }
+    let number = |k: &str| -> Result<Option<u64>, NnError> {
+        key(k)
+            .map(|v| {
+                v.trim()
+                    .parse::<u64>()
+                    .map_err(|_| err(format!("external data {k} {v:?} is not a byte count")))
+            })
+            .transpose()
+    };
+    let offset = number("offset")?.unwrap_or(0);
+    let numel = t.dims.iter().try_fold(1u64, |acc, &d| {
+        u64::try_from(d).ok().and_then(|d| acc.checked_mul(d))
+    });
+    let expected = element_bytes(t.data_type)
+        .zip(numel)
+        .and_then(|(b, n)| b.checked_mul(n))
+        .ok_or_else(|| {
+            err(format!(
+                "external data of element type {} and dims {:?} cannot be read (FLOAT, DOUBLE, INT64, INT32 can)",
+                t.data_type, t.dims
+            ))
+        })?;
+    let length = number("length")?.unwrap_or(expected);
+    if length != expected {
+        return Err(err(format!(
+            "external data length {length} bytes; dims {:?} call for {expected}",
+            t.dims
+        )));
+    }
+    let file = dir.join(rel);
+    let io = |source: std::io::Error| NnError::Io {
+        path: file.display().to_string(),
+        source,
+    };
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(&file).map_err(io)?;
+    let size = f.metadata().map_err(io)?.len();
+    if offset.checked_add(length).is_none_or(|end| end > size) {
+        return Err(err(format!(
+            "external data bytes {offset}..{offset}+{length} lie beyond the end of {} ({size} bytes)",
+            file.display()
+        )));
+    }
+    let len =
+        usize::try_from(length).map_err(|_| err(format!("{length} bytes do not fit in memory")))?;
+    let mut raw = vec![0u8; len];
+    f.seek(SeekFrom::Start(offset)).map_err(io)?;
+    f.read_exact(&mut raw).map_err(io)?;
+    t.raw_data = raw;
+    t.external_data.clear();
+    t.data_location = Some(pb::tensor_proto::DataLocation::Default as i32);
+    Ok(())
 }
 
 /// Imports a serialized ONNX `ModelProto`.
@@ -385,7 +499,9 @@ fn load_tensor(t: &pb::TensorProto, fallback_name: &str) -> Result<Const, NnErro
         reason,
     };
     if t.data_location == Some(pb::tensor_proto::DataLocation::External as i32) {
-        return Err(err("external data is not supported".into()));
+        return Err(err(
+            "the tensor's data lies in an external file: import the model from its path (nn::import), beside that file".into(),
+        ));
     }
     let dims = t
         .dims
