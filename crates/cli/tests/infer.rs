@@ -141,7 +141,12 @@ fn residual_fixture_default_infer_agrees_with_float() {
 #[test]
 fn trained_digit_models_agree_with_float() {
     // digits-cnn-default: torch.onnx.export's defaults (weights in an external file)
-    for model in ["digits-mlp", "digits-cnn", "digits-cnn-bn", "digits-cnn-default"] {
+    for model in [
+        "digits-mlp",
+        "digits-cnn",
+        "digits-cnn-bn",
+        "digits-cnn-default",
+    ] {
         let network = nn::import(&fixture(&format!("{model}.onnx"))).unwrap();
         let (_, cal) = read_f32(&fixture(&format!("{model}-calibration.npy")));
         let (_, test) = read_f32(&fixture(&format!("{model}-test.npy")));

@@ -85,10 +85,25 @@ impl Server {
         listener: TcpListener,
         on_session: impl Fn(SessionReport<ServerOutcome>) + Send + Sync + 'static,
     ) -> Result<()> {
+        self.serve_until(listener, self.opts.serve.stop_after, on_session)
+    }
+
+    /// [`Server::serve`], stopping after `sessions` connections (`None`: forever)
+    /// whatever the options say.
+    pub fn serve_until(
+        &self,
+        listener: TcpListener,
+        sessions: Option<usize>,
+        on_session: impl Fn(SessionReport<ServerOutcome>) + Send + Sync + 'static,
+    ) -> Result<()> {
         let network = self.network.clone();
+        let opts = ServeOptions {
+            stop_after: sessions,
+            ..self.opts.serve.clone()
+        };
         Ok(protocol::serve_sessions(
             listener,
-            &self.opts.serve,
+            &opts,
             move |ch| network.serve(ch),
             on_session,
         )?)

@@ -1,0 +1,257 @@
+"""helina: two-party private inference of ONNX networks from Python.
+
+The server holds an ONNX model, the client a private input; the client learns the
+logits, the server learns nothing about the input, the client nothing about the
+weights beyond the output (semi-honest, 128-bit security).
+
+Three ways in:
+
+* :func:`infer` runs both parties in this process (to try a model, to measure it, to
+  check the fixed point against the float model)::
+
+      import numpy as np, helina
+      logits = helina.infer("model.onnx", x, calibration=x_calib)
+
+* :class:`Server` serves a model to clients over TCP (the same protocol as
+  ``helina server --network``)::
+
+      server = helina.Server("model.onnx", calibration=x_calib)
+      server.serve("0.0.0.0:7000")
+
+* :class:`Client` is the other party (of a ``helina server`` or a :class:`Server`)::
+
+      logits = helina.Client("server:7000").infer(x)
+
+Inputs are numpy arrays of shape ``(batch, *input_shape)`` (float32 or float64; a
+single input may omit the batch axis where the model is known, in :func:`infer`).
+The fixed point is chosen by agreement with the float model on calibration inputs
+(``calibration=``, separate from the inputs you test on) or on an input range
+(``input_range=(lo, hi)``); the server refuses inputs outside the range it planned for.
+
+Errors are :class:`HelinaError` and its subclasses :class:`InputError`,
+:class:`ModelError` and :class:`ProtocolError`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _helina
+from ._helina import HelinaError, InputError, ModelError, ProtocolError, __version__
+
+__all__ = [
+    "infer",
+    "Result",
+    "Client",
+    "Server",
+    "HelinaError",
+    "InputError",
+    "ModelError",
+    "ProtocolError",
+    "__version__",
+]
+
+Progress = Optional[Callable[[str], Any]]
+
+
+def _floats(x: Any, name: str) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype not in (np.float32, np.float64):
+        if np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.bool_):
+            a = a.astype(np.float32)
+        else:
+            raise InputError(f"{name}: an array of numbers is needed, got dtype {a.dtype}")
+    return np.ascontiguousarray(a)
+
+
+def _range(input_range: Optional[Sequence[float]]) -> Optional[Tuple[float, float]]:
+    if input_range is None:
+        return None
+    lo, hi = input_range
+    return float(lo), float(hi)
+
+
+@dataclass
+class Result:
+    """What a private inference returned.
+
+    ``logits`` has shape ``(batch, classes)``; ``report`` is the session's report as a
+    dict (parameter set, fixed point, per input time and bytes, per layer what each
+    party did and, for :func:`infer`, the check against the float model and the
+    plaintext fixed-point reference).
+    """
+
+    logits: np.ndarray
+    report: dict = field(repr=False)
+
+    @property
+    def labels(self) -> np.ndarray:
+        """The argmax of each row of ``logits``."""
+        return np.argmax(self.logits, axis=1)
+
+    @property
+    def matches_fixed_reference(self) -> Optional[bool]:
+        """Whether every output equals the plaintext fixed-point reference bit for bit
+        (``None`` where the client alone cannot tell: a remote server's weights)."""
+        checks = self.report.get("checks")
+        if checks is None:
+            return None
+        return all(c["matches_fixed_reference"] for c in checks)
+
+    @property
+    def float_max_abs_err(self) -> Optional[float]:
+        """max |private − float| over the batch (``None`` for a remote server)."""
+        checks = self.report.get("checks")
+        if checks is None:
+            return None
+        return max((c["float_max_abs_err"] for c in checks), default=0.0)
+
+
+def infer(
+    model: str,
+    x: Any,
+    *,
+    calibration: Any = None,
+    input_range: Optional[Sequence[float]] = None,
+    tolerance: float = 0.05,
+    params: Optional[str] = None,
+    method: str = "auto",
+    progress: Progress = None,
+    report: bool = False,
+):
+    """Private inference of the ONNX ``model`` on ``x`` with both parties here.
+
+    ``calibration`` (inputs like ``x``, but not the ones you test on) or
+    ``input_range=(lo, hi)`` chooses the fixed point; without either the inputs
+    themselves are used (and the plan is only as safe as they are representative).
+    ``tolerance`` is the largest |private − float| accepted on any logit. Returns the
+    logits (``(batch, classes)``), or a :class:`Result` with ``report=True``.
+    """
+    xs = _floats(x, "x")
+    calib = None if calibration is None else _floats(calibration, "calibration")
+    if calib is None and input_range is None:
+        calib = xs
+    logits, text = _helina.infer(
+        str(model),
+        xs,
+        calibration=calib,
+        input_range=_range(input_range),
+        tolerance=float(tolerance),
+        params=params,
+        method=method,
+        progress=progress,
+    )
+    if report:
+        return Result(logits, json.loads(text))
+    return logits
+
+
+class Client:
+    """A client of a helina server at ``addr`` (``host:port``).
+
+    ``params`` asserts the parameter set the server plans (the client always takes it
+    from the server's plan); ``timeout`` is the frame timeout in seconds.
+    """
+
+    def __init__(self, addr: str, *, params: Optional[str] = None, timeout: float = 600.0):
+        self._inner = _helina.Client(addr, params=params, timeout=float(timeout))
+        self.addr = addr
+
+    def infer(self, x: Any, *, progress: Progress = None, report: bool = False):
+        """Logits of ``x`` (shape ``(batch, *input_shape)``), computed privately with
+        the server in one session. Returns a :class:`Result` with ``report=True``."""
+        logits = self._inner.infer(_floats(x, "x"), progress=progress)
+        if report:
+            return Result(logits, self.last_report)
+        return logits
+
+    @property
+    def last_report(self) -> Optional[dict]:
+        """The report of the last session, as a dict."""
+        text = self._inner.last_report()
+        return None if text is None else json.loads(text)
+
+
+class Server:
+    """A server of the ONNX ``model``: the fixed point planned on ``calibration`` or
+    ``input_range``, the weights encoded once for all sessions.
+
+    ``max_clients`` sessions run at once (more are refused as busy); ``timeout`` is
+    the frame timeout and ``session_timeout`` the limit of a whole session, seconds.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        calibration: Any = None,
+        input_range: Optional[Sequence[float]] = None,
+        tolerance: float = 0.05,
+        params: Optional[str] = None,
+        method: str = "auto",
+        max_clients: int = 4,
+        timeout: float = 60.0,
+        session_timeout: Optional[float] = None,
+    ):
+        if calibration is None and input_range is None:
+            raise ModelError(
+                "a server needs calibration inputs or an input range to choose its fixed point"
+            )
+        self._inner = _helina.Server(
+            str(model),
+            calibration=None if calibration is None else _floats(calibration, "calibration"),
+            input_range=_range(input_range),
+            tolerance=float(tolerance),
+            params=params,
+            method=method,
+            max_clients=int(max_clients),
+            timeout=float(timeout),
+            session_timeout=None if session_timeout is None else float(session_timeout),
+        )
+        self.address: Optional[str] = None
+        self._failure: Optional[HelinaError] = None
+
+    @property
+    def plan(self) -> dict:
+        """The plan: parameter set, fractional bits, input range, agreement with float
+        on the calibration inputs, the method of every linear layer."""
+        return json.loads(self._inner.plan())
+
+    def listen(self, addr: str = "127.0.0.1:0") -> str:
+        """Binds ``addr`` (port 0 picks a free one) and returns the address bound."""
+        self.address = self._inner.listen(addr)
+        return self.address
+
+    def serve(self, addr: Optional[str] = None, *, sessions: Optional[int] = None) -> None:
+        """Serves clients on ``addr`` (or the address :meth:`listen` bound) until
+        ``sessions`` sessions have ended, or forever. Blocks; the GIL is released."""
+        if addr is not None:
+            self.listen(addr)
+        # served on a thread so that Ctrl-C reaches this one (joined in short waits)
+        t = self.serve_in_background(sessions=sessions)
+        while t.is_alive():
+            t.join(0.2)
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
+
+    def serve_in_background(self, *, sessions: Optional[int] = None) -> threading.Thread:
+        """:meth:`serve` on a daemon thread (call :meth:`listen` first); join the thread
+        to wait for the ``sessions`` to end."""
+        if self.address is None:
+            self.listen()
+
+        def run() -> None:
+            try:
+                self._inner.serve(None, sessions)
+            except HelinaError as e:
+                self._failure = e
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        return t

@@ -1,0 +1,394 @@
+//! Python bindings of helina: numpy arrays in, logits out. The module `helina._helina`
+//! is wrapped by the Python package `helina` (`python/helina/__init__.py`), which is
+//! what users import. Every call that runs the protocol releases the GIL; errors become
+//! Python exceptions carrying the Rust message (`HelinaError` and its subclasses
+//! `InputError`, `ModelError`, `ProtocolError`), never a crash of the interpreter.
+
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use numpy::{IntoPyArray, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+pyo3::create_exception!(
+    _helina,
+    HelinaError,
+    PyException,
+    "Anything that went wrong in helina (the message is the Rust error's)."
+);
+pyo3::create_exception!(
+    _helina,
+    InputError,
+    HelinaError,
+    "An input that cannot be used: wrong shape, outside the model's input range, not finite."
+);
+pyo3::create_exception!(
+    _helina,
+    ModelError,
+    HelinaError,
+    "A model that cannot be imported or planned (unsupported ONNX, no fixed point meets the tolerance)."
+);
+pyo3::create_exception!(
+    _helina,
+    ProtocolError,
+    HelinaError,
+    "The two-party session failed (connection refused, the peer aborted, a timeout)."
+);
+
+/// The Python exception of a helina error.
+fn py_err(e: helina::Error) -> PyErr {
+    use helina::Error as E;
+    use nn::NnError as N;
+    let msg = e.to_string();
+    match &e {
+        E::InputShape { .. } => InputError::new_err(msg),
+        E::Model(m)
+            if matches!(
+                **m,
+                N::InputOutOfRange { .. } | N::NonFinite { .. } | N::Length { .. }
+            ) =>
+        {
+            InputError::new_err(msg)
+        }
+        E::Model(_) => ModelError::new_err(msg),
+        E::Protocol(p) if is_input(p) => InputError::new_err(msg),
+        E::Protocol(_) | E::Net(_) | E::Thread { .. } => ProtocolError::new_err(msg),
+        E::Option { option, .. } if *option == "server address" => ProtocolError::new_err(msg),
+        _ => HelinaError::new_err(msg),
+    }
+}
+
+/// Whether a session error is about the client's own input.
+fn is_input(e: &protocol::ProtocolError) -> bool {
+    use protocol::ProtocolError as P;
+    matches!(
+        e,
+        P::InputOutOfRange { .. }
+            | P::NonFiniteInput { .. }
+            | P::InputLength { .. }
+            | P::NotReduced { .. }
+            | P::TooManyInputs { .. }
+    )
+}
+
+/// A float array of shape `(batch, *sample)` (or `sample` alone, one input) as rows;
+/// with `sample = None` the first dimension is the batch.
+fn rows(x: &Bound<'_, PyAny>, sample: Option<&[usize]>) -> PyResult<Vec<Vec<f32>>> {
+    let (shape, data): (Vec<usize>, Vec<f32>) =
+        if let Ok(a) = x.extract::<PyReadonlyArrayDyn<'_, f32>>() {
+            (a.shape().to_vec(), a.as_array().iter().copied().collect())
+        } else if let Ok(a) = x.extract::<PyReadonlyArrayDyn<'_, f64>>() {
+            (
+                a.shape().to_vec(),
+                a.as_array().iter().map(|&v| v as f32).collect(),
+            )
+        } else {
+            return Err(InputError::new_err(
+                "inputs must be a numpy array of float32 or float64",
+            ));
+        };
+    match sample {
+        Some(sample) => helina::array::batch(&shape, &data, sample).map_err(py_err),
+        None => {
+            let len: usize = shape.iter().skip(1).product();
+            if shape.len() < 2 || len == 0 {
+                return Err(InputError::new_err(format!(
+                    "inputs of shape {shape:?}: give an array of shape (batch, *input_shape)"
+                )));
+            }
+            Ok(data.chunks(len).map(<[f32]>::to_vec).collect())
+        }
+    }
+}
+
+/// Logits as a float32 array of shape `(batch, classes)`.
+fn logits<'py>(py: Python<'py>, outputs: &[helina::Output]) -> PyResult<Bound<'py, PyAny>> {
+    let classes = outputs.first().map_or(0, |o| o.logits.len());
+    let flat: Vec<f32> = outputs.iter().flat_map(|o| o.logits.clone()).collect();
+    let a = numpy::ndarray::Array2::from_shape_vec((outputs.len(), classes), flat)
+        .map_err(|e| HelinaError::new_err(e.to_string()))?;
+    Ok(a.into_pyarray(py).into_any())
+}
+
+/// A progress callback of Python, called with a description of each stage (the GIL is
+/// taken for the call; an exception in it is ignored).
+fn progress(cb: &Option<Py<PyAny>>) -> impl FnMut(helina::Progress) + '_ {
+    move |p| {
+        if let Some(cb) = cb {
+            Python::attach(|py| {
+                let _ = cb.call1(py, (p.to_string(),));
+            });
+        }
+    }
+}
+
+/// The fixed-point and planning options of a model.
+#[allow(clippy::too_many_arguments)]
+fn model(
+    py: Python<'_>,
+    model_path: &str,
+    calibration: Option<&Bound<'_, PyAny>>,
+    input_range: Option<(f32, f32)>,
+    tolerance: f64,
+    params: Option<String>,
+    method: &str,
+) -> PyResult<helina::Model> {
+    let network = nn::import(std::path::Path::new(model_path)).map_err(|e| py_err(e.into()))?;
+    let calibration = calibration
+        .map(|c| rows(c, Some(network.input_shape())))
+        .transpose()?;
+    let fixed = helina::FixedPoint {
+        params,
+        tolerance,
+        calibration,
+        input_range,
+        ..helina::FixedPoint::default()
+    };
+    let planning = helina::Planning {
+        method: helina::MethodChoice::parse(method).map_err(|e| py_err(e.into()))?,
+        ..helina::Planning::default()
+    };
+    py.detach(|| helina::Model::new(network, &fixed, &planning))
+        .map_err(py_err)
+}
+
+/// Private inference of the ONNX model at `model_path` on `x` with both parties in
+/// this process. Returns `(logits, report_json)`.
+#[pyfunction]
+#[pyo3(signature = (model_path, x, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn infer<'py>(
+    py: Python<'py>,
+    model_path: &str,
+    x: &Bound<'py, PyAny>,
+    calibration: Option<&Bound<'py, PyAny>>,
+    input_range: Option<(f32, f32)>,
+    tolerance: f64,
+    params: Option<String>,
+    method: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(Bound<'py, PyAny>, String)> {
+    let m = model(
+        py,
+        model_path,
+        calibration,
+        input_range,
+        tolerance,
+        params,
+        method,
+    )?;
+    let inputs = rows(x, Some(m.input_shape()))?;
+    let run = py
+        .detach(|| {
+            helina::infer_local(
+                &m,
+                &inputs,
+                &helina::LocalOptions::default(),
+                &mut self::progress(&progress),
+            )
+        })
+        .map_err(py_err)?;
+    let report = serde_json::to_string(&run).map_err(|e| HelinaError::new_err(e.to_string()))?;
+    Ok((logits(py, &run.inference.outputs)?, report))
+}
+
+/// A client of a `helina server` (or `helina.Server`).
+#[pyclass(module = "helina._helina")]
+struct Client {
+    inner: helina::Client,
+    last: Mutex<Option<String>>,
+}
+
+#[pymethods]
+impl Client {
+    #[new]
+    #[pyo3(signature = (addr, params=None, timeout=600.0))]
+    fn new(addr: &str, params: Option<String>, timeout: f64) -> PyResult<Self> {
+        if !(timeout.is_finite() && timeout > 0.0) {
+            return Err(InputError::new_err(format!(
+                "timeout {timeout}: give seconds > 0"
+            )));
+        }
+        Ok(Self {
+            inner: helina::Client::new(
+                addr,
+                helina::ClientOptions {
+                    expect_params: params,
+                    timeout: Duration::from_secs_f64(timeout),
+                    ..Default::default()
+                },
+            ),
+            last: Mutex::new(None),
+        })
+    }
+
+    /// Logits for `x` (shape `(batch, *input_shape)`), computed privately with the
+    /// server; the report of the session is kept (`last_report`).
+    #[pyo3(signature = (x, progress=None))]
+    fn infer<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let inputs = rows(x, None)?;
+        let out = py
+            .detach(|| self.inner.infer(&inputs, &mut self::progress(&progress)))
+            .map_err(py_err)?;
+        let report =
+            serde_json::to_string(&out).map_err(|e| HelinaError::new_err(e.to_string()))?;
+        if let Ok(mut l) = self.last.lock() {
+            *l = Some(report);
+        }
+        logits(py, &out.outputs)
+    }
+
+    /// The JSON report of the last session (`None` before the first).
+    fn last_report(&self) -> Option<String> {
+        self.last.lock().ok().and_then(|l| l.clone())
+    }
+}
+
+/// A server of one ONNX model (its fixed point planned and its weights encoded once).
+#[pyclass(module = "helina._helina")]
+struct Server {
+    inner: Arc<helina::Server>,
+    listener: Mutex<Option<TcpListener>>,
+}
+
+#[pymethods]
+impl Server {
+    #[new]
+    #[pyo3(signature = (model_path, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", max_clients=4, timeout=60.0, session_timeout=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        model_path: &str,
+        calibration: Option<&Bound<'_, PyAny>>,
+        input_range: Option<(f32, f32)>,
+        tolerance: f64,
+        params: Option<String>,
+        method: &str,
+        max_clients: usize,
+        timeout: f64,
+        session_timeout: Option<f64>,
+    ) -> PyResult<Self> {
+        let seconds = |what: &str, s: f64| {
+            if s.is_finite() && s > 0.0 {
+                Ok(Duration::from_secs_f64(s))
+            } else {
+                Err(InputError::new_err(format!("{what} {s}: give seconds > 0")))
+            }
+        };
+        let m = model(
+            py,
+            model_path,
+            calibration,
+            input_range,
+            tolerance,
+            params,
+            method,
+        )?;
+        let serve = helina::ServeOptions {
+            timeout: seconds("timeout", timeout)?,
+            session_timeout: session_timeout
+                .map(|s| seconds("session_timeout", s))
+                .transpose()?,
+            max_concurrent: max_clients.max(1),
+            ..helina::ServerOptions::default().serve
+        };
+        let server = py
+            .detach(|| {
+                helina::Server::new(
+                    m,
+                    helina::ServerOptions {
+                        serve,
+                        ..Default::default()
+                    },
+                )
+            })
+            .map_err(py_err)?;
+        Ok(Self {
+            inner: Arc::new(server),
+            listener: Mutex::new(None),
+        })
+    }
+
+    /// Binds `addr` (`host:port`; port 0 picks one) and returns the address bound.
+    fn listen(&self, addr: &str) -> PyResult<String> {
+        let l = TcpListener::bind(addr)
+            .map_err(|e| ProtocolError::new_err(format!("binding {addr}: {e}")))?;
+        let bound = l
+            .local_addr()
+            .map_err(|e| ProtocolError::new_err(e.to_string()))?
+            .to_string();
+        if let Ok(mut slot) = self.listener.lock() {
+            *slot = Some(l);
+        }
+        Ok(bound)
+    }
+
+    /// Serves clients on the address `listen` bound (or `addr`), `sessions` of them or
+    /// forever. Releases the GIL while it serves.
+    #[pyo3(signature = (addr=None, sessions=None))]
+    fn serve(&self, py: Python<'_>, addr: Option<&str>, sessions: Option<usize>) -> PyResult<()> {
+        if let Some(a) = addr {
+            self.listen(a)?;
+        }
+        let listener = self
+            .listener
+            .lock()
+            .ok()
+            .and_then(|mut l| l.take())
+            .ok_or_else(|| HelinaError::new_err("give an address, or call listen() first"))?;
+        let server = self.inner.clone();
+        py.detach(move || {
+            server.serve_until(listener, sessions, |rep| {
+                if let Err(e) = &rep.result {
+                    eprintln!("helina server: {}: session failed: {e}", rep.peer);
+                }
+            })
+        })
+        .map_err(py_err)
+    }
+
+    /// The plan as JSON: parameter set, fractional bits, input range, float agreement,
+    /// the method of every linear layer.
+    fn plan(&self) -> PyResult<String> {
+        let m = self.inner.model();
+        let prog = m.program();
+        let layers: Vec<(String, String)> = m
+            .plan
+            .layers
+            .iter()
+            .map(|l| (l.name.clone(), l.pick.method().name().to_string()))
+            .collect();
+        serde_json::to_string(&serde_json::json!({
+            "params": m.params().name(),
+            "p": prog.p,
+            "frac_bits": prog.frac_bits,
+            "input_shape": m.input_shape(),
+            "input_range": prog.input_range,
+            "accuracy": prog.accuracy,
+            "layers": layers,
+        }))
+        .map_err(|e| HelinaError::new_err(e.to_string()))
+    }
+}
+
+/// The extension module.
+#[pymodule]
+fn _helina(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(infer, m)?)?;
+    m.add_class::<Client>()?;
+    m.add_class::<Server>()?;
+    let py = m.py();
+    m.add("HelinaError", py.get_type::<HelinaError>())?;
+    m.add("InputError", py.get_type::<InputError>())?;
+    m.add("ModelError", py.get_type::<ModelError>())?;
+    m.add("ProtocolError", py.get_type::<ProtocolError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,111 @@
+"""The Python package against independent references: the float model's outputs as
+onnxruntime computed them (committed beside the fixtures), the plaintext fixed-point
+reference (checked inside helina, exposed in the report) and the test labels."""
+
+import os
+import pathlib
+import threading
+
+import numpy as np
+import pytest
+
+import helina
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def fixture(name):
+    model = str(FIXTURES / f"{name}.onnx")
+    load = lambda part: np.load(FIXTURES / f"{name}-{part}.npy")
+    return model, load("calibration"), load("test"), load("test-reference"), load("test-labels")
+
+
+def test_infer_agrees_with_float_and_fixed_reference():
+    model, calib, x, ref, labels = fixture("digits-cnn-bn")
+    stages = []
+    r = helina.infer(model, x[:4], calibration=calib, report=True, progress=stages.append)
+    assert r.logits.shape == (4, 10)
+    assert r.logits.dtype == np.float32
+    # within the plan's tolerance of onnxruntime's float outputs, same labels
+    assert np.max(np.abs(r.logits - ref[:4])) <= 0.05
+    assert (r.labels == np.argmax(ref[:4], axis=1)).all()
+    assert (r.labels == labels[:4]).sum() >= 3
+    # bit for bit the plaintext fixed-point reference
+    assert r.matches_fixed_reference is True
+    assert r.float_max_abs_err <= 0.05
+    assert r.report["params"].startswith("n")
+    assert len(r.report["outputs"]) == 4
+    assert all(o["total_bytes"] > 0 for o in r.report["outputs"])
+    assert stages, "the progress callback was never called"
+
+
+def test_residual_block_with_pools():
+    model, calib, x, ref, _ = fixture("residual-pools")
+    r = helina.infer(model, x[:2], calibration=calib, report=True)
+    assert r.matches_fixed_reference is True
+    assert np.max(np.abs(r.logits - ref[:2])) <= 0.05
+
+
+def test_one_input_without_batch_axis():
+    model, calib, x, ref, _ = fixture("digits-mlp")
+    logits = helina.infer(model, x[0].astype(np.float64), calibration=calib)
+    assert logits.shape == (1, 10)
+    assert np.max(np.abs(logits[0] - ref[0])) <= 0.05
+
+
+def test_client_and_server_over_tcp():
+    model, calib, x, ref, _ = fixture("digits-mlp")
+    server = helina.Server(model, calibration=calib)
+    plan = server.plan
+    assert plan["accuracy"]["max_abs_err"] <= 0.025
+    addr = server.listen("127.0.0.1:0")
+    done = server.serve_in_background(sessions=1)
+    r = helina.Client(addr).infer(x[:3], report=True)
+    done.join(60)
+    assert not done.is_alive()
+    assert r.logits.shape == (3, 10)
+    assert np.max(np.abs(r.logits - ref[:3])) <= 0.05
+    assert r.report["params"] == plan["params"]
+    assert r.matches_fixed_reference is None  # the client cannot see the weights
+    # the same plan run locally gives the same fixed-point outputs, bit for bit
+    local = helina.infer(model, x[:3], calibration=calib, report=True)
+    assert [o["fixed"] for o in r.report["outputs"]] == [o["fixed"] for o in local.report["outputs"]]
+
+
+def test_bad_inputs_raise_input_error():
+    model, calib, x, _, _ = fixture("digits-mlp")
+    with pytest.raises(helina.InputError, match="shape"):
+        helina.infer(model, x[:2, :, :4], calibration=calib)
+    with pytest.raises(helina.InputError):
+        helina.infer(model, x[:2] * 1000.0, calibration=calib)
+    bad = x[:2].copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(helina.InputError):
+        helina.infer(model, bad, calibration=calib)
+    with pytest.raises(helina.InputError):
+        helina.infer(model, np.array(["a", "b"]), calibration=calib)
+
+
+def test_server_refuses_out_of_range_client_input():
+    model, calib, x, _, _ = fixture("digits-mlp")
+    server = helina.Server(model, calibration=calib)
+    addr = server.listen("127.0.0.1:0")
+    done = server.serve_in_background(sessions=1)
+    with pytest.raises(helina.InputError):
+        helina.Client(addr).infer(x[:1] * 1000.0)
+    done.join(60)
+
+
+def test_model_errors():
+    model, calib, _, _, _ = fixture("digits-mlp")
+    with pytest.raises(helina.ModelError):
+        helina.Server(model)
+    with pytest.raises(helina.ModelError):
+        helina.infer(str(FIXTURES / "make_fixtures.py"), np.zeros((1, 1, 8, 8)), calibration=calib)
+    with pytest.raises(helina.HelinaError):
+        helina.infer(model, np.zeros((1, 1, 8, 8)), calibration=calib, method="no-such-method")
+
+
+def test_unreachable_server_raises_protocol_error():
+    with pytest.raises(helina.ProtocolError):
+        helina.Client("127.0.0.1:1", timeout=5).infer(np.zeros((1, 1, 8, 8), np.float32))
