@@ -1,0 +1,410 @@
+//! The millionaire protocol of CrypTFlow2 (Rathee, Rathee, Kumar, Chandran, Gupta,
+//! Rastogi, Sharma, CCS 2020, §3, Algorithm 1; OpenCheetah
+//! `SCI/src/Millionaire/millionaire.h`), batched, with `K` comparisons sharing the
+//! receiver's digits.
+//!
+//! The receiver holds `u` (`L` bits), the sender thresholds `T_1..T_K`; the outputs
+//! are XOR shares of `[u > T_κ]`. `u` and `T` are cut into `m`-bit digits (least
+//! significant first, the top digit may be narrower). Per element and digit `j` one
+//! 1-of-2^{m_j} OT ([`crate::kot`]) gives the receiver, masked by the sender's
+//! random share, the leaf bits `gt_{κ,j} = [u_j > T_{κ,j}]` and `eq_{κ,j} = [u_j = T_{κ,j}]`
+//! (`eq` is not needed for digit 0). The leaves are combined by the log-depth tree
+//! `gt = gt_hi ⊕ eq_hi ∧ gt_lo`, `eq = eq_hi ∧ eq_lo` (`tree`, in the
+//! [`crate::circuit`]), with `eq` computed only where an ancestor needs it.
+//!
+//! The leaf OT is the chosen-choice 1-of-2^{m_j} OT with one message fewer: the
+//! receiver sends `δ = u_j ⊕ c` (`m_j` bits, `c` the random choice of its COTs); the
+//! sender, with table `T[x]` (`w_j = 2K` bits, `K` for digit 0) and pads `P`, keeps
+//! `ρ = T[δ] ⊕ P(0)` as its share and sends `T[x] ⊕ ρ ⊕ P(x ⊕ δ)` for the
+//! `2^{m_j} − 1` indices `x ≠ δ` (the one at `δ` would be zero); the receiver's share is
+//! that entry at `x = u_j` (zero if `u_j = δ`) ⊕ `P(c)`.
+//!
+//! Cost per element: `L` COTs; `L` bits receiver → sender and
+//! `Σ_j (2^{m_j} − 1)·w_j` bits back (one round trip); then the tree: `⌈log₂ q⌉`
+//! rounds (`q` digits), at most `q − 1` AND groups per comparison. With `m = 3`,
+//! `L = 40`, `K = 1`: 40 + 217 leaf bits and 13 groups (9 of two outputs).
+//! Departure: CrypTFlow2 sends all `2^m` messages and uses IKNP-based
+//! 1-of-2^m OT (KK13); here the OTs come from silent COTs and one message is implicit.
+
+use crate::bits::{bytes_for, BitReader, BitVec, BitWriter};
+use crate::circuit::{Builder, Wire};
+use crate::error::{expect_len, OtError, Result};
+use crate::session::{Dir, Role};
+
+/// Digit width used by the layers. Measured for 10⁴ ReLUs at ℓ = 40 (leaves + tree +
+/// amortised COTs): `m = 2` saves about 1 B per element but adds an AND level (one or
+/// two flights) and 15 % more COTs; `m = 4` costs 9–14 B more (CrypTFlow2 uses 4 with
+/// IKNP, where COTs are dear and all `2^m` messages are sent).
+pub(crate) const DIGIT_BITS: usize = 3;
+
+/// Shape of one batched millionaire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MillShape {
+    /// Elements.
+    pub n: usize,
+    /// Bits of `u` and `T`.
+    pub bits: usize,
+    /// Comparisons per element (≤ 4).
+    pub k: usize,
+    /// Who holds `u`.
+    pub recv: Role,
+}
+
+impl MillShape {
+    /// Digit widths, least significant first.
+    pub(crate) fn digits(&self) -> Vec<usize> {
+        let mut d = Vec::new();
+        let mut left = self.bits;
+        while left > 0 {
+            let m = left.min(DIGIT_BITS);
+            d.push(m);
+            left -= m;
+        }
+        d
+    }
+    /// Bits of one table entry of digit `j`.
+    pub(crate) fn entry_bits(&self, j: usize) -> usize {
+        if j == 0 {
+            self.k
+        } else {
+            2 * self.k
+        }
+    }
+    /// The COT direction of the leaf OTs (sender → receiver).
+    pub(crate) fn dir(&self) -> Dir {
+        Dir::sent_by(self.recv.other())
+    }
+    /// COTs.
+    pub(crate) fn cots(&self) -> usize {
+        self.n * self.bits
+    }
+    /// Bytes of the receiver's derandomisation message.
+    pub(crate) fn derand_bytes(&self) -> usize {
+        bytes_for(self.n * self.bits)
+    }
+    /// Bytes of the sender's tables.
+    pub(crate) fn table_bytes(&self) -> usize {
+        let per: usize = self
+            .digits()
+            .iter()
+            .enumerate()
+            .map(|(j, &m)| ((1 << m) - 1) * self.entry_bits(j))
+            .sum();
+        bytes_for(self.n * per)
+    }
+}
+
+/// Precomputed leaf-OT pads of one party.
+#[derive(Clone, Debug)]
+pub(crate) enum LeafPre {
+    /// Sender: per digit, `n·2^{m_j}` pads (low `w_j` bits).
+    Sender(Vec<Vec<u8>>),
+    /// Receiver: per digit, the random choices and `P(c)`.
+    Receiver(Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+/// The leaf input wires of one millionaire in a circuit: `gt[κ][j]`, `eq[κ][j]`
+/// (`None` for digit 0).
+#[derive(Clone, Debug)]
+pub(crate) struct LeafWires {
+    pub gt: Vec<Vec<Wire>>,
+    pub eq: Vec<Vec<Option<Wire>>>,
+}
+
+/// Adds the leaf inputs and the `K` comparison trees to `b`; returns the wires and
+/// the roots `[u > T_κ]`.
+pub(crate) fn tree(b: &mut Builder, s: &MillShape) -> (LeafWires, Vec<Wire>) {
+    let q = s.digits().len();
+    let mut gt = Vec::new();
+    let mut eq = Vec::new();
+    let mut roots = Vec::new();
+    for _ in 0..s.k {
+        let g: Vec<Wire> = (0..q).map(|_| b.input(s.n)).collect();
+        let e: Vec<Option<Wire>> = (0..q)
+            .map(|j| if j == 0 { None } else { Some(b.input(s.n)) })
+            .collect();
+        roots.push(combine(b, &g, &e));
+        gt.push(g);
+        eq.push(e);
+    }
+    (LeafWires { gt, eq }, roots)
+}
+
+enum Plan {
+    Leaf(usize),
+    Comb(Box<Plan>, Box<Plan>),
+}
+
+fn emit(
+    b: &mut Builder,
+    p: &Plan,
+    need_eq: bool,
+    gt: &[Wire],
+    eq: &[Option<Wire>],
+) -> (Wire, Option<Wire>) {
+    match p {
+        Plan::Leaf(j) => (gt[*j], if need_eq { eq[*j] } else { None }),
+        Plan::Comb(hi, lo) => {
+            let (hg, he) = emit(b, hi, true, gt, eq);
+            let (lg, le) = emit(b, lo, need_eq, gt, eq);
+            // hi never contains digit 0, so it has eq
+            let he = he.unwrap_or(hg);
+            match (need_eq, le) {
+                (true, Some(le)) => {
+                    let o = b.and_many(he, &[lg, le]);
+                    (b.xor(hg, o[0]), Some(o[1]))
+                }
+                _ => {
+                    let t = b.and(he, lg);
+                    (b.xor(hg, t), None)
+                }
+            }
+        }
+    }
+}
+
+fn combine(b: &mut Builder, gt: &[Wire], eq: &[Option<Wire>]) -> Wire {
+    let mut level: Vec<Plan> = (0..gt.len()).map(Plan::Leaf).collect();
+    while level.len() > 1 {
+        let mut next = Vec::with_capacity(level.len().div_ceil(2));
+        let mut it = level.into_iter();
+        while let Some(lo) = it.next() {
+            match it.next() {
+                Some(hi) => next.push(Plan::Comb(Box::new(hi), Box::new(lo))),
+                None => next.push(lo),
+            }
+        }
+        level = next;
+    }
+    match level.pop() {
+        Some(p) => emit(b, &p, false, gt, eq).0,
+        None => b.input(0),
+    }
+}
+
+fn digit_of(x: u64, shift: usize, m: usize) -> usize {
+    ((x >> shift) & ((1u64 << m) - 1)) as usize
+}
+
+/// Receiver: `δ = u_j ⊕ c` for every digit (digit-major, then element).
+pub(crate) fn derand(s: &MillShape, pre: &LeafPre, u: &[u64]) -> Result<(Vec<u8>, Vec<Vec<u8>>)> {
+    let LeafPre::Receiver(pads) = pre else {
+        return Err(OtError::Internal(
+            "millionaire: receiver derandomisation on sender state",
+        ));
+    };
+    let mut w = BitWriter::with_capacity(s.n * s.bits);
+    let mut deltas = Vec::new();
+    let mut shift = 0;
+    for (j, &m) in s.digits().iter().enumerate() {
+        let (c, _) = &pads[j];
+        let d: Vec<u8> = (0..s.n)
+            .map(|i| (digit_of(u[i], shift, m) as u8) ^ c[i])
+            .collect();
+        for &x in &d {
+            w.push(x as u64, m as u32);
+        }
+        deltas.push(d);
+        shift += m;
+    }
+    Ok((w.finish(), deltas))
+}
+
+/// `v` with its bytes permuted: byte `x` of the result is byte `x ⊕ δ` of `v`
+/// (`δ < 8`), branch-free.
+#[inline(always)]
+fn xor_permute_bytes(v: u64, delta: usize) -> u64 {
+    let pick = |v: u64, w: u64, bit: usize| {
+        let m = 0u64.wrapping_sub(((delta >> bit) & 1) as u64);
+        (v & !m) | (w & m)
+    };
+    let w = ((v >> 8) & 0x00FF_00FF_00FF_00FF) | ((v & 0x00FF_00FF_00FF_00FF) << 8);
+    let v = pick(v, w, 0);
+    let w = ((v >> 16) & 0x0000_FFFF_0000_FFFF) | ((v & 0x0000_FFFF_0000_FFFF) << 16);
+    let v = pick(v, w, 1);
+    pick(v, v.rotate_left(32), 2)
+}
+
+/// Bits of one element's share into the word vectors of its comparison outputs.
+#[inline(always)]
+fn set_share(
+    gt: &mut [Vec<Vec<u64>>],
+    eq: &mut [Vec<Vec<u64>>],
+    k: usize,
+    j: usize,
+    i: usize,
+    share: u8,
+) {
+    let (w, b) = (i / 64, i % 64);
+    for kk in 0..k {
+        if j == 0 {
+            gt[kk][j][w] |= (((share >> kk) & 1) as u64) << b;
+        } else {
+            gt[kk][j][w] |= (((share >> (2 * kk)) & 1) as u64) << b;
+            eq[kk][j][w] |= (((share >> (2 * kk + 1)) & 1) as u64) << b;
+        }
+    }
+}
+
+/// Zeroed word vectors for `[κ][digit]` bit vectors of `n` bits.
+fn words(k: usize, digits: usize, n: usize) -> Vec<Vec<Vec<u64>>> {
+    vec![vec![vec![0u64; n.div_ceil(64)]; digits]; k]
+}
+
+fn to_bits(w: Vec<Vec<Vec<u64>>>, n: usize) -> Vec<Vec<BitVec>> {
+    w.into_iter()
+        .map(|d| d.into_iter().map(|v| BitVec::from_words(v, n)).collect())
+        .collect()
+}
+
+/// Sender: reads the receiver's `δ`s, builds the tables for thresholds `t[κ][i]`;
+/// returns the message and its leaf shares `(gt[κ][j], eq[κ][j])`.
+#[allow(clippy::type_complexity)]
+pub(crate) fn tables(
+    s: &MillShape,
+    pre: &LeafPre,
+    t: &[Vec<u64>],
+    derand: &[u8],
+) -> Result<(Vec<u8>, Vec<Vec<BitVec>>, Vec<Vec<BitVec>>)> {
+    let LeafPre::Sender(pads) = pre else {
+        return Err(OtError::Internal("millionaire: tables on receiver state"));
+    };
+    expect_len(
+        "millionaire derandomisation bits",
+        s.derand_bytes(),
+        derand.len(),
+    )?;
+    if t.len() != s.k || t.iter().any(|tk| tk.len() != s.n) {
+        return Err(OtError::Internal("millionaire: thresholds of the wrong shape"));
+    }
+    let digits = s.digits();
+    let mut r = BitReader::new(derand);
+    let mut w = BitWriter::with_capacity(8 * s.table_bytes());
+    let mut gt = words(s.k, digits.len(), s.n);
+    let mut eq = words(s.k, digits.len(), s.n);
+    let mut shift = 0;
+    for (j, &m) in digits.iter().enumerate() {
+        let size = 1usize << m;
+        let wb = s.entry_bits(j) as u32;
+        let mask = (1u64 << wb) - 1;
+        let p = &pads[j];
+        if size <= 8 && s.k <= 4 {
+            // all 2^m entries as the bytes of a word: table `T[x]` from the threshold
+            // digits, pads `P(x ⊕ δ)` by a byte permutation
+            let size_mask = if size == 8 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * size)) - 1
+            };
+            let ones = 0x0101_0101_0101_0101u64 & size_mask;
+            for i in 0..s.n {
+                let delta = r.read(m as u32) as usize;
+                let mut e = 0u64;
+                for (kk, tk) in t.iter().enumerate() {
+                    let td = digit_of(tk[i], shift, m);
+                    let gt_x = ones.checked_shl(8 * (td as u32 + 1)).unwrap_or(0) & size_mask;
+                    if j == 0 {
+                        e |= gt_x << kk;
+                    } else {
+                        e |= (gt_x << (2 * kk)) | (1u64 << (8 * td + 2 * kk + 1));
+                    }
+                }
+                let row = &p[i * size..(i + 1) * size];
+                let mut rb = [0u8; 8];
+                rb[..size].copy_from_slice(row);
+                let pads_x = xor_permute_bytes(u64::from_le_bytes(rb), delta);
+                let rho = (e >> (8 * delta)) as u8 ^ rb[0];
+                let v = e ^ pads_x ^ (ones * rho as u64);
+                let mut packed = 0u64;
+                for x in 0..size {
+                    packed |= ((v >> (8 * x)) & mask) << (wb * x as u32);
+                }
+                let cut = wb * delta as u32;
+                let lo = packed & ((1u64 << cut) - 1);
+                let hi = packed.checked_shr(cut + wb).unwrap_or(0) << cut;
+                w.push(lo | hi, wb * (size as u32 - 1));
+                set_share(&mut gt, &mut eq, s.k, j, i, rho);
+            }
+        } else {
+            let mut table = vec![0u8; size];
+            for i in 0..s.n {
+                let delta = r.read(m as u32) as usize;
+                for (x, e) in table.iter_mut().enumerate() {
+                    let mut v = 0u8;
+                    for (kk, tk) in t.iter().enumerate() {
+                        let td = digit_of(tk[i], shift, m);
+                        if j == 0 {
+                            v |= ((x > td) as u8) << kk;
+                        } else {
+                            v |= ((x > td) as u8) << (2 * kk);
+                            v |= ((x == td) as u8) << (2 * kk + 1);
+                        }
+                    }
+                    *e = v;
+                }
+                let row = &p[i * size..(i + 1) * size];
+                let rho = table[delta] ^ row[0];
+                for x in (0..size).filter(|&x| x != delta) {
+                    w.push(((table[x] ^ rho ^ row[x ^ delta]) as u64) & mask, wb);
+                }
+                set_share(&mut gt, &mut eq, s.k, j, i, rho);
+            }
+        }
+        shift += m;
+    }
+    Ok((w.finish(), to_bits(gt, s.n), to_bits(eq, s.n)))
+}
+
+/// Receiver: its leaf shares from the sender's tables (`u` and the `δ`s it sent).
+#[allow(clippy::type_complexity)]
+pub(crate) fn receive(
+    s: &MillShape,
+    pre: &LeafPre,
+    u: &[u64],
+    deltas: &[Vec<u8>],
+    msg: &[u8],
+) -> Result<(Vec<Vec<BitVec>>, Vec<Vec<BitVec>>)> {
+    let LeafPre::Receiver(pads) = pre else {
+        return Err(OtError::Internal("millionaire: receive on sender state"));
+    };
+    expect_len("millionaire tables", s.table_bytes(), msg.len())?;
+    let digits = s.digits();
+    let mut r = BitReader::new(msg);
+    let mut gt = words(s.k, digits.len(), s.n);
+    let mut eq = words(s.k, digits.len(), s.n);
+    let mut shift = 0;
+    for (j, &m) in digits.iter().enumerate() {
+        let size = 1usize << m;
+        let wb = s.entry_bits(j) as u32;
+        let mask = (1u64 << wb) - 1;
+        let packed = (size - 1) * wb as usize <= 64;
+        let (_, pc) = &pads[j];
+        for i in 0..s.n {
+            let x = digit_of(u[i], shift, m);
+            let delta = deltas[j][i] as usize;
+            // the sender skipped index δ; our entry (none if x = δ) has rank x − [x > δ]
+            let rank = x - (x > delta) as usize;
+            let val = if packed {
+                let all = r.read((size - 1) as u32 * wb);
+                if x == delta {
+                    0
+                } else {
+                    ((all >> (rank as u32 * wb)) & mask) as u8
+                }
+            } else {
+                let mut val = 0u8;
+                for y in (0..size).filter(|&y| y != delta) {
+                    let e = r.read(wb) as u8;
+                    if y == x {
+                        val = e;
+                    }
+                }
+                val
+            };
+            set_share(&mut gt, &mut eq, s.k, j, i, val ^ pc[i]);
+        }
+        shift += m;
+    }
+    Ok((to_bits(gt, s.n), to_bits(eq, s.n)))
+}
+

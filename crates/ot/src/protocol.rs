@@ -1,0 +1,779 @@
+//! The two-party nonlinear step over shares mod p with silent OT, mirroring
+//! `gc::protocol`: `client_offline`/`server_offline` before the inputs are known,
+//! `client_online`/`server_online` after, and `run_local`/`run_over` for both parties in
+//! two threads.
+//!
+//! **Semantics** (identical to `gc::NonlinSpec` / `gc::reference`): inputs are additive
+//! shares `x_C + x_S ≡ y (mod p)` of `spec.inputs()` values, `y` read centred in
+//! `(−p/2, p/2)`; each output is the op (`Relu`, `Identity`, `Max`, `MaxPool` over
+//! `window` consecutive inputs) of the centred values, floored by `2^trunc_bits`
+//! (arithmetic shift), reduced mod p, and freshly re-shared: each party's output share
+//! alone is uniform. With [`Truncation::Approximate`] the floor may be one too small
+//! (see [`crate::layer`] for exactly when); `Faithful` is exact.
+//!
+//! **Roles**: the client holds the value in the big millionaire (it is the OT receiver
+//! of the leaf OTs, COT direction SC) and the server the thresholds, so the server
+//! builds the `2^m`-entry leaf tables; the faithful truncation's small millionaire
+//! runs the other way (server = receiver, direction CS), the multiplexers run both
+//! ways, the truncation corrections are sent by the client (it holds `z_C`) and chosen
+//! by the server, and the AND triples use one COT of each direction. The protocol is
+//! symmetric up to these choices: swapping the roles would move work, not bytes.
+//!
+//! **Offline** (inputs unknown): both sides send a hello (layer description, session
+//! layer index and pool positions: any difference is an error), reserve the COTs of the
+//! layer in both pools (refilling by silent batches if short: the only offline traffic
+//! besides the hello), and derive all OT pads and AND triples locally. **Online**: the
+//! steps of [`crate::layer`], each a [`crate::program`] scheduled into alternating
+//! flights.
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use gc::{NonlinSpec, Nonlinear};
+use net::{Channel, Link, MemChannel};
+use rand_chacha::ChaCha20Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::bits::BitVec;
+use crate::error::{expect_len, OtError, Result};
+use crate::layer::{self, Step, StepShape};
+use crate::program;
+use crate::session::{Dir, OtSession, Role};
+use crate::silent::SilentParams;
+
+/// Wire-format version of the layer hello.
+pub const VERSION: u32 = 1;
+/// Most input shares per layer (bounds every allocation of a layer).
+pub const MAX_INPUTS: usize = 1 << 24;
+
+/// How truncation rounds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Truncation {
+    /// `⌊y / 2^f⌋` exactly, as `gc::reference`.
+    #[default]
+    Faithful,
+    /// Cheetah-style: `⌊y / 2^f⌋` or one less (never more); cheaper.
+    Approximate,
+}
+
+impl std::str::FromStr for Truncation {
+    type Err = OtError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "faithful" => Ok(Truncation::Faithful),
+            "approximate" | "approx" => Ok(Truncation::Approximate),
+            _ => Err(OtError::InvalidSpec(format!(
+                "truncation must be `faithful` or `approximate`, not `{s}`"
+            ))),
+        }
+    }
+}
+
+/// A nonlinear layer for the OT backend: `gc`'s description plus the truncation mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OtSpec {
+    /// The layer (same meaning as for `gc`).
+    pub spec: NonlinSpec,
+    /// Faithful or approximate truncation (irrelevant when `trunc_bits = 0`).
+    pub trunc: Truncation,
+}
+
+impl From<NonlinSpec> for OtSpec {
+    fn from(spec: NonlinSpec) -> Self {
+        OtSpec {
+            spec,
+            trunc: Truncation::Faithful,
+        }
+    }
+}
+
+impl OtSpec {
+    /// With faithful truncation.
+    pub fn faithful(spec: NonlinSpec) -> Self {
+        Self::from(spec)
+    }
+
+    /// With approximate truncation.
+    pub fn approximate(spec: NonlinSpec) -> Self {
+        OtSpec {
+            spec,
+            trunc: Truncation::Approximate,
+        }
+    }
+
+    /// Checks the description (`gc`'s rules plus [`MAX_INPUTS`]).
+    pub fn validate(&self) -> Result<()> {
+        self.spec.validate().map_err(|e| match e {
+            gc::GcError::InvalidSpec(s) => OtError::InvalidSpec(s),
+            e => OtError::InvalidSpec(e.to_string()),
+        })?;
+        if self.spec.inputs() > MAX_INPUTS {
+            return Err(OtError::InvalidSpec(format!(
+                "{} inputs exceed the limit of {MAX_INPUTS} per layer",
+                self.spec.inputs()
+            )));
+        }
+        Ok(())
+    }
+
+    fn faithful_trunc(&self) -> bool {
+        self.trunc == Truncation::Faithful
+    }
+
+    /// The steps of the layer.
+    pub(crate) fn steps(&self) -> Vec<Step> {
+        let s = &self.spec;
+        let (n, f, faithful) = (s.count, s.trunc_bits, self.faithful_trunc());
+        if n == 0 {
+            return vec![];
+        }
+        let single = |relu: bool| {
+            if !relu && f == 0 {
+                Step::Reshare { n }
+            } else {
+                Step::Core {
+                    n,
+                    relu,
+                    f,
+                    faithful,
+                }
+            }
+        };
+        match s.op {
+            Nonlinear::Relu => vec![single(true)],
+            Nonlinear::Identity => vec![single(false)],
+            Nonlinear::Max { window } | Nonlinear::MaxPool { window } => {
+                let relu = matches!(s.op, Nonlinear::MaxPool { .. });
+                if window <= 1 {
+                    return vec![single(relu)];
+                }
+                let mut steps = Vec::new();
+                let mut w = window;
+                let mut first = true;
+                while w > 1 {
+                    steps.push(Step::MaxLevel { count: n, w, first });
+                    w = w.div_ceil(2);
+                    first = false;
+                }
+                if f > 0 {
+                    steps.push(Step::Core {
+                        n,
+                        relu,
+                        f,
+                        faithful,
+                    });
+                } else if relu {
+                    steps.push(Step::Mux { n });
+                }
+                steps
+            }
+        }
+    }
+
+    fn shapes(&self) -> Vec<StepShape> {
+        self.steps()
+            .into_iter()
+            .map(|s| s.shape(self.spec.p))
+            .collect()
+    }
+
+    /// Upper estimate of the memory (bytes) one party's offline phase of this layer
+    /// holds: the precomputed material kept until the online phase (leaf-OT pads,
+    /// AND triples, OT pads into Z_p and the steps' circuits) plus the largest
+    /// transient while computing it (the COTs of the largest single take from the
+    /// pool, and as many in the pool's carry if that take triggers a refill; the
+    /// triples' per-element pads; hashing scratch). The session's own buffers, in which
+    /// the refills run, are [`SilentParams::session_memory_bytes`]. `u64::MAX` if the
+    /// description is invalid ([`OtSpec::validate`]).
+    pub fn precompute_bytes(&self) -> u64 {
+        if self.validate().is_err() {
+            return u64::MAX;
+        }
+        let shapes = self.shapes();
+        let programs = shapes.iter().filter_map(|s| s.shape.as_ref());
+        let held: usize = programs
+            .clone()
+            .map(|sh| sh.pre_bytes() + sh.circuit.approx_bytes())
+            .sum();
+        let transient = programs
+            .map(|sh| sh.precompute_transient_bytes())
+            .max()
+            .unwrap_or(0);
+        (held + transient) as u64
+    }
+
+    /// COTs the layer consumes in directions SC and CS.
+    pub fn cots(&self) -> (usize, usize) {
+        self.shapes()
+            .iter()
+            .filter_map(|s| s.shape.as_ref())
+            .map(|s| s.cots())
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    }
+
+    /// Online flights (both directions counted), from the schedule: consecutive
+    /// flights of the same party across steps merge into one.
+    pub fn online_flights(&self) -> Result<usize> {
+        self.validate()?;
+        let mut owners: Vec<Role> = Vec::new();
+        for s in self.shapes() {
+            if let Some(sh) = &s.shape {
+                owners.extend(program::flight_owners(sh, self.spec.p)?);
+            }
+        }
+        owners.dedup();
+        Ok(owners.len())
+    }
+
+    fn hello(&self, role: Role, session: &OtSession, layer: u64) -> [u8; HELLO_BYTES] {
+        let s = &self.spec;
+        let mut h = [0u8; HELLO_BYTES];
+        let mut at = 0;
+        let mut put = |b: &[u8]| {
+            h[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        };
+        put(&VERSION.to_le_bytes());
+        put(&[role as u8]);
+        put(&s.p.to_le_bytes());
+        put(&[op_code(s.op)]);
+        put(&(s.window() as u64).to_le_bytes());
+        put(&s.trunc_bits.to_le_bytes());
+        put(&(s.count as u64).to_le_bytes());
+        put(&[self.trunc as u8]);
+        put(&layer.to_le_bytes());
+        put(&session.position(Dir::Sc).to_le_bytes());
+        put(&session.position(Dir::Cs).to_le_bytes());
+        put(&(session.params().trees as u32).to_le_bytes());
+        put(&(session.params().depth as u32).to_le_bytes());
+        h
+    }
+}
+
+const HELLO_BYTES: usize = 4 + 1 + 8 + 1 + 8 + 4 + 8 + 1 + 8 + 8 + 8 + 4 + 4;
+
+fn op_code(op: Nonlinear) -> u8 {
+    match op {
+        Nonlinear::Relu => 0,
+        Nonlinear::MaxPool { .. } => 1,
+        Nonlinear::Identity => 2,
+        Nonlinear::Max { .. } => 3,
+    }
+}
+
+fn hello_fields(h: &[u8]) -> [(&'static str, u64); 13] {
+    let rd = |a: usize, n: usize| -> u64 {
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(&h[a..a + n]);
+        u64::from_le_bytes(b)
+    };
+    [
+        ("version", rd(0, 4)),
+        ("role", rd(4, 1)),
+        ("p", rd(5, 8)),
+        ("op", rd(13, 1)),
+        ("window", rd(14, 8)),
+        ("trunc_bits", rd(22, 4)),
+        ("count", rd(26, 8)),
+        ("truncation", rd(34, 1)),
+        ("layer", rd(35, 8)),
+        ("pool_sc", rd(43, 8)),
+        ("pool_cs", rd(51, 8)),
+        ("trees", rd(59, 4)),
+        ("depth", rd(63, 4)),
+    ]
+}
+
+fn check_hello(ours: &[u8], theirs: &[u8]) -> Result<()> {
+    expect_len("layer hello", HELLO_BYTES, theirs.len())?;
+    for ((field, o), (_, t)) in hello_fields(ours).into_iter().zip(hello_fields(theirs)) {
+        let ok = if field == "role" { o != t } else { o == t };
+        if !ok {
+            return Err(OtError::SpecMismatch {
+                field,
+                ours: o,
+                theirs: t,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Traffic and COT use of one layer's offline phase, as seen by one party.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LayerStats {
+    /// COTs consumed in direction SC.
+    pub cots_sc: u64,
+    /// COTs consumed in direction CS.
+    pub cots_cs: u64,
+    /// Bytes of silent-OT refills the offline phase ran (both directions).
+    pub refill_bytes: u64,
+    /// Wall time of those refills on this side.
+    pub refill_ms: f64,
+    /// Amortised silent-OT bytes per COT of this session.
+    pub bytes_per_cot: f64,
+}
+
+struct LayerPre {
+    role: Role,
+    spec: OtSpec,
+    steps: Vec<StepShape>,
+    pres: Vec<Option<program::Pre>>,
+    mask: ChaCha20Rng,
+    stats: LayerStats,
+}
+
+/// The server's state between the phases.
+pub struct ServerPre(LayerPre);
+/// The client's state between the phases.
+pub struct ClientPre(LayerPre);
+
+impl std::fmt::Debug for ServerPre {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ServerPre({:?})", self.0.spec)
+    }
+}
+impl std::fmt::Debug for ClientPre {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClientPre({:?})", self.0.spec)
+    }
+}
+
+impl ServerPre {
+    /// COT use and refill traffic of the offline phase.
+    pub fn stats(&self) -> LayerStats {
+        self.0.stats
+    }
+}
+impl ClientPre {
+    /// COT use and refill traffic of the offline phase.
+    pub fn stats(&self) -> LayerStats {
+        self.0.stats
+    }
+}
+
+impl OtSession {
+    fn layer_offline<C: Channel>(&mut self, ch: &mut C, spec: &OtSpec) -> Result<LayerPre> {
+        spec.validate()?;
+        let role = self.role();
+        let layer = self.layers();
+        let ours = spec.hello(role, self, layer);
+        match role {
+            Role::Server => {
+                ch.send(&ours)?;
+                let theirs = ch.recv()?;
+                check_hello(&ours, &theirs)?;
+            }
+            Role::Client => {
+                let theirs = ch.recv()?;
+                ch.send(&ours)?;
+                check_hello(&ours, &theirs)?;
+            }
+        }
+        let (sc, cs) = spec.cots();
+        self.steps_offline(ch, spec, spec.shapes(), (sc, cs))
+    }
+
+    /// Precomputes the given steps (after the hello).
+    fn steps_offline<C: Channel>(
+        &mut self,
+        ch: &mut C,
+        spec: &OtSpec,
+        steps: Vec<StepShape>,
+        (sc, cs): (usize, usize),
+    ) -> Result<LayerPre> {
+        let role = self.role();
+        let before = self.stats().refill_bytes;
+        let before_ms = self.stats().refill_ms;
+        let mut pres = Vec::with_capacity(steps.len());
+        for s in &steps {
+            pres.push(match &s.shape {
+                Some(sh) => Some(program::precompute(sh, self, ch, spec.spec.p)?),
+                None => None,
+            });
+        }
+        let refill_bytes = self.stats().refill_bytes - before;
+        let refill_ms = self.stats().refill_ms - before_ms;
+        let (_, mask) = self.next_layer();
+        Ok(LayerPre {
+            role,
+            spec: *spec,
+            steps,
+            pres,
+            mask,
+            stats: LayerStats {
+                cots_sc: sc as u64,
+                cots_cs: cs as u64,
+                refill_bytes,
+                refill_ms,
+                bytes_per_cot: self.bytes_per_cot(),
+            },
+        })
+    }
+
+    /// Server, offline phase of one layer in this session.
+    pub fn server_offline<C: Channel>(&mut self, ch: &mut C, spec: &OtSpec) -> Result<ServerPre> {
+        if self.role() != Role::Server {
+            return Err(OtError::Misuse("server_offline on a client session"));
+        }
+        self.layer_offline(ch, spec).map(ServerPre)
+    }
+
+    /// Client, offline phase of one layer in this session.
+    pub fn client_offline<C: Channel>(&mut self, ch: &mut C, spec: &OtSpec) -> Result<ClientPre> {
+        if self.role() != Role::Client {
+            return Err(OtError::Misuse("client_offline on a server session"));
+        }
+        self.layer_offline(ch, spec).map(ClientPre)
+    }
+}
+
+fn check_shares(spec: &NonlinSpec, shares: &[u64]) -> Result<()> {
+    if shares.len() != spec.inputs() {
+        return Err(OtError::ShareCount {
+            expected: spec.inputs(),
+            actual: shares.len(),
+        });
+    }
+    if let Some((index, &value)) = shares.iter().enumerate().find(|(_, &v)| v >= spec.p) {
+        return Err(OtError::ShareOutOfRange {
+            index,
+            value,
+            p: spec.p,
+        });
+    }
+    Ok(())
+}
+
+fn online<C: Channel>(ch: &mut C, pre: LayerPre, shares: &[u64]) -> Result<Vec<u64>> {
+    let LayerPre {
+        role,
+        spec,
+        steps,
+        pres,
+        mut mask,
+        ..
+    } = pre;
+    check_shares(&spec.spec, shares)?;
+    let p = spec.spec.p;
+    let mut cur = shares.to_vec();
+    let mut sigma: Option<BitVec> = None;
+    for (s, pre) in steps.iter().zip(pres) {
+        match (&s.shape, pre) {
+            (None, _) => cur = layer::reshare(role, p, &cur, &mut mask),
+            (Some(shape), Some(pre)) => {
+                let inputs = layer::inputs(s, role, p, &cur, sigma.as_ref());
+                let (out, eval) = program::run(ch, role, p, shape, pre, inputs)?;
+                sigma = match s.wires.sigma_out {
+                    Some(w) => Some(eval.get(&shape.circuit, w)?.clone()),
+                    None => None,
+                };
+                cur = out;
+            }
+            (Some(_), None) => return Err(OtError::Internal("step without precomputation")),
+        }
+    }
+    if spec.spec.count == 0 {
+        cur.clear();
+    }
+    Ok(cur)
+}
+
+/// Server, online phase: `shares` (length `spec.inputs()`, each `< p`) → the server's
+/// output shares (length `spec.count`).
+pub fn server_online<C: Channel>(ch: &mut C, pre: ServerPre, shares: &[u64]) -> Result<Vec<u64>> {
+    online(ch, pre.0, shares)
+}
+
+/// Client, online phase.
+pub fn client_online<C: Channel>(ch: &mut C, pre: ClientPre, shares: &[u64]) -> Result<Vec<u64>> {
+    online(ch, pre.0, shares)
+}
+
+/// Server, offline phase in a fresh session (base OTs, IKNP and the first silent
+/// batches included) with the default silent parameters.
+pub fn server_offline<C: Channel>(ch: &mut C, spec: &OtSpec) -> Result<ServerPre> {
+    spec.validate()?;
+    OtSession::server(ch)?.server_offline(ch, spec)
+}
+
+/// Client, offline phase in a fresh session.
+pub fn client_offline<C: Channel>(ch: &mut C, spec: &OtSpec) -> Result<ClientPre> {
+    spec.validate()?;
+    OtSession::client(ch)?.client_offline(ch, spec)
+}
+
+/// Time, traffic and COT use of one layer run by [`run_local`] / [`run_over`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OtReport {
+    /// Session setup (base OT, IKNP, first silent batch each way): wall time, slower
+    /// party.
+    pub setup_ms: f64,
+    /// Session setup bytes, both directions, frame headers included.
+    pub bytes_setup: u64,
+    /// Layer offline wall time (the slower party; setup and warm-up layers excluded).
+    pub offline_ms: f64,
+    /// Layer offline bytes, both directions (hello and any silent refill).
+    pub bytes_offline: u64,
+    /// Silent-OT refill bytes inside `bytes_offline`.
+    pub bytes_refill: u64,
+    /// Wall time of the silent-OT refills inside `offline_ms` (the slower party).
+    pub refill_ms: f64,
+    /// Online wall time (the slower party).
+    pub online_ms: f64,
+    /// Online bytes, both directions.
+    pub bytes_online: u64,
+    /// Online flights, both directions (2 = one round trip), from the schedule.
+    pub rounds_online: u64,
+    /// Online flights as counted by the channels (`net::Counters::flights` of both
+    /// sides): one less than `rounds_online` when the online phase starts with the
+    /// party that sent last in the offline phase, as in a back-to-back run.
+    pub flights_counted: u64,
+    /// COTs the layer consumed (both directions).
+    pub cots: u64,
+    /// COTs per output element.
+    pub cots_per_element: f64,
+    /// Amortised silent-OT bytes per COT (batch message over usable COTs).
+    pub bytes_per_cot: f64,
+    /// Bytes per output element: online + offline without refills + the layer's COTs
+    /// at the amortised price (the steady state of a long session).
+    pub bytes_per_element: f64,
+}
+
+/// Options of [`run_over_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Silent-OT parameters of the session.
+    pub params: SilentParams,
+    /// Layers of the same description run (and discarded) before the measured one.
+    pub warmup: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            params: SilentParams::DEFAULT,
+            warmup: 0,
+        }
+    }
+}
+
+/// Both parties in two threads over an in-memory channel pair, fresh session with the
+/// default parameters. Returns (client output shares, server output shares, report).
+pub fn run_local(
+    spec: &OtSpec,
+    client: &[u64],
+    server: &[u64],
+) -> Result<(Vec<u64>, Vec<u64>, OtReport)> {
+    let (cch, sch) = MemChannel::pair(net::DEFAULT_MAX_FRAME, Duration::from_secs(300), Link::NONE);
+    run_over_with(spec, RunOptions::default(), client, server, cch, sch)
+}
+
+/// [`run_local`] over the given channel ends (client's first), e.g. loopback TCP.
+pub fn run_over<C: Channel + Send>(
+    spec: &OtSpec,
+    client: &[u64],
+    server: &[u64],
+    cch: C,
+    sch: C,
+) -> Result<(Vec<u64>, Vec<u64>, OtReport)> {
+    run_over_with(spec, RunOptions::default(), client, server, cch, sch)
+}
+
+struct PartyOut {
+    out: Vec<u64>,
+    setup_ms: f64,
+    offline_ms: f64,
+    online_ms: f64,
+    c_setup: net::Counters,
+    c_off: net::Counters,
+    c_on: net::Counters,
+    stats: LayerStats,
+}
+
+fn party<C: Channel>(
+    mut ch: C,
+    role: Role,
+    spec: &OtSpec,
+    opts: RunOptions,
+    shares: &[u64],
+    barrier: &Barrier,
+) -> Result<PartyOut> {
+    let fail = |e: OtError, barrier: &Barrier| {
+        barrier.wait();
+        Err(e)
+    };
+    let t0 = Instant::now();
+    let mut session = match OtSession::new(&mut ch, role, opts.params) {
+        Ok(s) => s,
+        Err(e) => return fail(e, barrier),
+    };
+    let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let c_setup = ch.counters();
+    for _ in 0..opts.warmup {
+        let r = (|| -> Result<()> {
+            match role {
+                Role::Server => {
+                    let pre = session.server_offline(&mut ch, spec)?;
+                    server_online(&mut ch, pre, shares)?;
+                }
+                Role::Client => {
+                    let pre = session.client_offline(&mut ch, spec)?;
+                    client_online(&mut ch, pre, shares)?;
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = r {
+            return fail(e, barrier);
+        }
+    }
+    let c_layer = ch.counters();
+    let t1 = Instant::now();
+    let pre = match role {
+        Role::Server => session.server_offline(&mut ch, spec).map(|p| p.0),
+        Role::Client => session.client_offline(&mut ch, spec).map(|p| p.0),
+    };
+    let offline_ms = t1.elapsed().as_secs_f64() * 1e3;
+    let c_mid = ch.counters();
+    let pre = match pre {
+        Ok(p) => p,
+        Err(e) => {
+            drop(ch);
+            return fail(e, barrier);
+        }
+    };
+    let stats = pre.stats;
+    barrier.wait();
+    let t2 = Instant::now();
+    let out = online(&mut ch, pre, shares)?;
+    let online_ms = t2.elapsed().as_secs_f64() * 1e3;
+    let c_end = ch.counters();
+    Ok(PartyOut {
+        out,
+        setup_ms,
+        offline_ms,
+        online_ms,
+        c_setup,
+        c_off: c_mid - c_layer,
+        c_on: c_end - c_mid,
+        stats,
+    })
+}
+
+/// Both parties over the given channel ends with explicit options: a session is set
+/// up, `opts.warmup` layers run and are discarded, then the measured layer.
+pub fn run_over_with<C: Channel + Send>(
+    spec: &OtSpec,
+    opts: RunOptions,
+    client: &[u64],
+    server: &[u64],
+    cch: C,
+    sch: C,
+) -> Result<(Vec<u64>, Vec<u64>, OtReport)> {
+    spec.validate()?;
+    let barrier = Arc::new(Barrier::new(2));
+    let (rc, rs) = std::thread::scope(|s| {
+        let b = &barrier;
+        let hc = s.spawn(move || party(cch, Role::Client, spec, opts, client, b));
+        let hs = s.spawn(move || party(sch, Role::Server, spec, opts, server, b));
+        (
+            hc.join()
+                .unwrap_or(Err(OtError::Internal("client thread panicked"))),
+            hs.join()
+                .unwrap_or(Err(OtError::Internal("server thread panicked"))),
+        )
+    });
+    let (c, s) = match (rc, rs) {
+        (Ok(c), Ok(s)) => (c, s),
+        (Err(e), Err(OtError::Net(_))) | (Err(e), Ok(_)) => return Err(e),
+        (_, Err(e)) => return Err(e),
+    };
+    let bytes = |x: net::Counters| x.bytes_sent + x.bytes_received;
+    let count = spec.spec.count.max(1) as f64;
+    let cots = c.stats.cots_sc + c.stats.cots_cs;
+    let bytes_offline = bytes(c.c_off);
+    let bytes_online = bytes(c.c_on);
+    let cot_bytes = cots as f64 * c.stats.bytes_per_cot;
+    let report = OtReport {
+        setup_ms: c.setup_ms.max(s.setup_ms),
+        bytes_setup: bytes(c.c_setup),
+        offline_ms: c.offline_ms.max(s.offline_ms),
+        bytes_offline,
+        bytes_refill: c.stats.refill_bytes,
+        refill_ms: c.stats.refill_ms.max(s.stats.refill_ms),
+        online_ms: c.online_ms.max(s.online_ms),
+        bytes_online,
+        rounds_online: spec.online_flights()? as u64,
+        flights_counted: c.c_on.flights + s.c_on.flights,
+        cots,
+        cots_per_element: cots as f64 / count,
+        bytes_per_cot: c.stats.bytes_per_cot,
+        bytes_per_element: (bytes_online as f64
+            + (bytes_offline - c.stats.refill_bytes.min(bytes_offline)) as f64
+            + cot_bytes)
+            / count,
+    };
+    Ok((c.out, s.out, report))
+}
+
+/// The cleartext model of [`Truncation::Approximate`]: the output for the centred
+/// value of `y` when the server's input share is `y_s` (for `Relu`/`Identity`; for
+/// `Max`/`MaxPool` the share is that of the maximum before truncation, which the
+/// protocol draws fresh). Equal to `gc::reference` except that it may be one less.
+pub fn approx_trunc(p: u64, f: u32, relu: bool, y: u64, y_s: u64) -> u64 {
+    let pi = p as i128;
+    let yc = {
+        let v = (y % p) as i128;
+        if v > (pi - 1) / 2 {
+            v - pi
+        } else {
+            v
+        }
+    };
+    if relu && yc < 0 {
+        return 0;
+    }
+    let exact = yc.div_euclid(1i128 << f);
+    let zs = (2 * (y_s as u128 % p as u128) % p as u128) as i128;
+    let m = 1i128 << (f + 1);
+    let eps = (zs % m > 2 * yc.rem_euclid(1i128 << f)) as i128;
+    (exact - eps).rem_euclid(pi) as u64
+}
+
+/// DReLU alone, for tests and diagnostics: both parties in two threads over the given
+/// channel ends (client's first) in a fresh session; returns the client's and the
+/// server's shares mod p of `[y ≥ 0]` (0 or 1) for the centred `y` of each input.
+pub fn run_drelu_over<C: Channel + Send>(
+    p: u64,
+    params: SilentParams,
+    client: &[u64],
+    server: &[u64],
+    cch: C,
+    sch: C,
+) -> Result<(Vec<u64>, Vec<u64>)> {
+    let spec = OtSpec::faithful(NonlinSpec {
+        p,
+        op: Nonlinear::Relu,
+        trunc_bits: 0,
+        count: client.len(),
+    });
+    spec.validate()?;
+    let step = Step::Drelu { n: client.len() }.shape(p);
+    let cots = step.shape.as_ref().map_or((0, 0), |s| s.cots());
+    let go = &|mut ch: C, role: Role, x: &[u64]| -> Result<Vec<u64>> {
+        let mut s = OtSession::new(&mut ch, role, params)?;
+        let pre = s.steps_offline(&mut ch, &spec, vec![step.clone()], cots)?;
+        online(&mut ch, pre, x)
+    };
+    let (rc, rs) = std::thread::scope(|sc| {
+        let hs = sc.spawn(move || go(sch, Role::Server, server));
+        let rc = go(cch, Role::Client, client);
+        (
+            rc,
+            hs.join()
+                .unwrap_or(Err(OtError::Internal("server thread panicked"))),
+        )
+    });
+    Ok((rc?, rs?))
+}

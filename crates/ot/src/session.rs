@@ -1,0 +1,427 @@
+//! The OT session: base OTs, IKNP and the first silent batch once, then a pool of
+//! COTs in each direction that serves every later layer, refilled one silent batch
+//! (one flight) at a time.
+//!
+//! Two directions, each with its own `Δ` (random, least significant bit 1):
+//! **SC** (server = COT sender, client = receiver) and **CS** (the reverse). Both are
+//! needed because the nonlinear layers multiply a bit of one party with a value of the
+//! other in both orientations (bit triples, multiplexers).
+//!
+//! Setup, in order ([`OtSession::server`] / [`OtSession::client`], 7 flights):
+//! 1. SC: Chou-Orlandi (client = base-OT sender, 128 OTs) seeds IKNP with the
+//!    server's `Δ_S`; IKNP extends `t·h` COTs, the base COTs of the first SC batch.
+//! 2. CS: the same with the roles swapped (`Δ_C`).
+//! 3. The server sends a 32-byte seed for the common re-sharing masks and the first SC
+//!    batch message; the client answers with the first CS batch message.
+//!
+//! Cost with the default parameters: 2 × (4 128 B base OT + 76 800 B IKNP columns +
+//! 160 000 B batch) plus framing ≈ 482 kB, once per session. Both parties take COTs
+//! from the pools in the same order, so the pools stay in lockstep; each layer's hello
+//! carries both pools' positions and any difference is an [`OtError::SpecMismatch`].
+
+use std::time::Instant;
+
+use gc::ot::{ChouOrlandi, IknpReceiver, IknpSender};
+use net::Channel;
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use serde::{Deserialize, Serialize};
+use zeroize::Zeroize;
+
+use crate::error::{expect_len, OtError, Result};
+use crate::silent::{Pool, SilentParams, SilentReceiver, SilentSender};
+
+/// Which party this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// Holds the model; COT sender of direction SC.
+    Server,
+    /// Holds the input; COT sender of direction CS.
+    Client,
+}
+
+impl Role {
+    /// The other party.
+    pub fn other(self) -> Role {
+        match self {
+            Role::Server => Role::Client,
+            Role::Client => Role::Server,
+        }
+    }
+}
+
+/// A COT direction, named by its sender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Dir {
+    /// Server sends (holds `Δ_S`), client receives.
+    Sc,
+    /// Client sends (holds `Δ_C`), server receives.
+    Cs,
+}
+
+impl Dir {
+    /// The direction in which `role` is the sender.
+    pub fn sent_by(role: Role) -> Dir {
+        match role {
+            Role::Server => Dir::Sc,
+            Role::Client => Dir::Cs,
+        }
+    }
+    /// The sender.
+    pub fn sender(self) -> Role {
+        match self {
+            Dir::Sc => Role::Server,
+            Dir::Cs => Role::Client,
+        }
+    }
+    pub(crate) fn id(self) -> u8 {
+        match self {
+            Dir::Sc => 0,
+            Dir::Cs => 1,
+        }
+    }
+}
+
+/// Traffic and time of the session's own work (setup and refills).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionStats {
+    /// Bytes of the setup (both directions, frame headers included).
+    pub setup_bytes: u64,
+    /// Wall time of the setup on this side.
+    pub setup_ms: f64,
+    /// Silent batches generated in direction SC (the first included).
+    pub batches_sc: u64,
+    /// Silent batches generated in direction CS.
+    pub batches_cs: u64,
+    /// Bytes of all refills after the setup (both directions, headers included).
+    pub refill_bytes: u64,
+    /// Wall time spent in refills after the setup on this side.
+    pub refill_ms: f64,
+}
+
+/// COTs handed out of a pool.
+#[derive(Debug)]
+pub(crate) enum Cots {
+    /// Sender side: `v_i` (the receiver holds `v_i ⊕ b_i·Δ`).
+    Send {
+        /// The offset.
+        delta: u128,
+        /// `v_i`.
+        v: Vec<u128>,
+        /// Global index of `v[0]`.
+        first: u64,
+    },
+    /// Receiver side: `w_i`, choice bit `b_i = lsb(w_i)`.
+    Recv {
+        /// `w_i`.
+        w: Vec<u128>,
+        /// Global index of `w[0]`.
+        first: u64,
+    },
+}
+
+impl Drop for Cots {
+    fn drop(&mut self) {
+        match self {
+            Cots::Send { delta, v, .. } => {
+                delta.zeroize();
+                v.zeroize();
+            }
+            Cots::Recv { w, .. } => w.zeroize(),
+        }
+    }
+}
+
+/// A session between one server and one client: pools of silent COTs in both
+/// directions, set up once and shared by every layer.
+pub struct OtSession {
+    role: Role,
+    params: SilentParams,
+    sender: SilentSender,
+    receiver: SilentReceiver,
+    send_pool: Pool,
+    recv_pool: Pool,
+    mask_seed: [u8; 32],
+    layer: u64,
+    stats: SessionStats,
+}
+
+impl std::fmt::Debug for OtSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OtSession")
+            .field("role", &self.role)
+            .field("params", &self.params)
+            .field("send_pool", &self.send_pool)
+            .field("recv_pool", &self.recv_pool)
+            .field("layer", &self.layer)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for OtSession {
+    fn drop(&mut self) {
+        self.mask_seed.zeroize();
+    }
+}
+
+fn bytes(c: net::Counters) -> u64 {
+    c.bytes_sent + c.bytes_received
+}
+
+impl OtSession {
+    /// The server's side of the setup with the default parameters.
+    pub fn server<C: Channel>(ch: &mut C) -> Result<Self> {
+        Self::new(ch, Role::Server, SilentParams::DEFAULT)
+    }
+
+    /// The client's side of the setup with the default parameters.
+    pub fn client<C: Channel>(ch: &mut C) -> Result<Self> {
+        Self::new(ch, Role::Client, SilentParams::DEFAULT)
+    }
+
+    /// Either side with explicit parameters (both parties must pass the same; a
+    /// difference shows as a length error in the first batch).
+    pub fn new<C: Channel>(ch: &mut C, role: Role, params: SilentParams) -> Result<Self> {
+        params.validate()?;
+        let t0 = Instant::now();
+        let c0 = ch.counters();
+        let mut rng = ChaCha20Rng::from_rng(&mut rand::rng());
+        let n = params.reserve();
+        let fresh_delta = |rng: &mut ChaCha20Rng| rng.random::<u128>() | 1;
+        let mut choices: Vec<bool> = (0..n).map(|_| rng.random()).collect();
+        // SC then CS: each direction's silent sender is IKNP's sender.
+        let (sender, receiver) = match role {
+            Role::Server => {
+                let delta = fresh_delta(&mut rng);
+                let mut iknp = IknpSender::setup(&mut ChouOrlandi, ch, &mut rng, Some(delta))?;
+                let v = iknp.extend_cot(ch, n)?;
+                let sender = SilentSender::new(params, delta, v, Dir::Sc.id());
+                let mut iknp = IknpReceiver::setup(&mut ChouOrlandi, ch, &mut rng)?;
+                let w = iknp.extend_cot(ch, &choices)?;
+                let receiver =
+                    SilentReceiver::new(params, w, std::mem::take(&mut choices), Dir::Cs.id());
+                (sender, receiver)
+            }
+            Role::Client => {
+                let mut iknp = IknpReceiver::setup(&mut ChouOrlandi, ch, &mut rng)?;
+                let w = iknp.extend_cot(ch, &choices)?;
+                let receiver =
+                    SilentReceiver::new(params, w, std::mem::take(&mut choices), Dir::Sc.id());
+                let delta = fresh_delta(&mut rng);
+                let mut iknp = IknpSender::setup(&mut ChouOrlandi, ch, &mut rng, Some(delta))?;
+                let v = iknp.extend_cot(ch, n)?;
+                let sender = SilentSender::new(params, delta, v, Dir::Cs.id());
+                (sender, receiver)
+            }
+        };
+        let mut s = OtSession {
+            role,
+            params,
+            sender,
+            receiver,
+            send_pool: Pool::default(),
+            recv_pool: Pool::default(),
+            mask_seed: [0; 32],
+            layer: 0,
+            stats: SessionStats::default(),
+        };
+        match role {
+            Role::Server => {
+                rng.fill_bytes(&mut s.mask_seed);
+                ch.send(&s.mask_seed)?;
+                s.run_batches(ch, 1, 1)?;
+            }
+            Role::Client => {
+                let seed = ch.recv()?;
+                expect_len("mask seed", 32, seed.len())?;
+                s.mask_seed.copy_from_slice(&seed);
+                s.run_batches(ch, 1, 1)?;
+            }
+        }
+        s.stats.setup_bytes = bytes(ch.counters() - c0);
+        s.stats.setup_ms = t0.elapsed().as_secs_f64() * 1e3;
+        Ok(s)
+    }
+
+    /// This party.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The silent-OT parameters.
+    pub fn params(&self) -> SilentParams {
+        self.params
+    }
+
+    /// Setup and refill traffic so far.
+    pub fn stats(&self) -> SessionStats {
+        self.stats
+    }
+
+    /// Layers run so far (the next layer's index).
+    pub fn layers(&self) -> u64 {
+        self.layer
+    }
+
+    /// COTs left in the pool of direction `dir`.
+    pub fn available(&self, dir: Dir) -> usize {
+        self.pool(dir).available()
+    }
+
+    /// Global index of the next COT of direction `dir` (equal on both sides).
+    pub fn position(&self, dir: Dir) -> u64 {
+        self.pool(dir).next_index()
+    }
+
+    /// Amortised bytes of silent OT per usable COT (one batch message and its frame
+    /// header over the COTs it yields).
+    pub fn bytes_per_cot(&self) -> f64 {
+        (self.params.message_bytes() + 4) as f64 / self.params.usable() as f64
+    }
+
+    fn pool(&self, dir: Dir) -> &Pool {
+        if dir.sender() == self.role {
+            &self.send_pool
+        } else {
+            &self.recv_pool
+        }
+    }
+
+    /// Runs `sc` batches in direction SC and `cs` in direction CS (the same numbers
+    /// on both sides). Round `r` carries batch `r` of each direction that still needs
+    /// one, in two alternating flights: the server's message, then the client's. Each
+    /// side expands its sender trees first (the client before it even reads the
+    /// server's message), sends, and compresses them in a second thread while it reads
+    /// and expands the peer's message and compresses that; the next round waits for
+    /// both, since a direction's next batch needs the previous one's reserve.
+    fn run_batches<C: Channel>(&mut self, ch: &mut C, sc: usize, cs: usize) -> Result<()> {
+        let (mine, theirs) = match self.role {
+            Role::Server => (sc, cs),
+            Role::Client => (cs, sc),
+        };
+        let role = self.role;
+        for r in 0..mine.max(theirs) {
+            let (send, recv) = (r < mine, r < theirs);
+            let (snd, rcv) = (&mut self.sender, &mut self.receiver);
+            let (sp, rp) = (&mut self.send_pool, &mut self.recv_pool);
+            std::thread::scope(|scope| -> Result<()> {
+                let msg = send.then(|| snd.expand(sp));
+                let mut worker = None;
+                let send_and_compress = |ch: &mut C| -> Result<()> {
+                    if let Some(msg) = &msg {
+                        ch.send(msg)?;
+                        worker = Some(scope.spawn(move || snd.finish(sp)));
+                    }
+                    Ok(())
+                };
+                let theirs = match role {
+                    Role::Server => {
+                        send_and_compress(ch)?;
+                        recv.then(|| ch.recv()).transpose()?
+                    }
+                    Role::Client => {
+                        let m = recv.then(|| ch.recv()).transpose()?;
+                        send_and_compress(ch)?;
+                        m
+                    }
+                };
+                if let Some(m) = theirs {
+                    rcv.expand(&m, rp)?;
+                    rcv.finish(rp);
+                }
+                worker
+                    .map_or(Ok(()), |h| h.join())
+                    .map_err(|_| OtError::Internal("silent OT worker panicked"))
+            })?;
+        }
+        self.stats.batches_sc += sc as u64;
+        self.stats.batches_cs += cs as u64;
+        Ok(())
+    }
+
+    /// Makes sure `sc` COTs of direction SC and `cs` of direction CS are available,
+    /// running refills as needed (both parties call this with the same numbers).
+    pub fn reserve<C: Channel>(&mut self, ch: &mut C, sc: usize, cs: usize) -> Result<()> {
+        let per = self.params.usable();
+        let short = |have: usize, need: usize| need.saturating_sub(have).div_ceil(per);
+        let b_sc = short(self.available(Dir::Sc), sc);
+        let b_cs = short(self.available(Dir::Cs), cs);
+        if b_sc + b_cs == 0 {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let c0 = ch.counters();
+        self.run_batches(ch, b_sc, b_cs)?;
+        self.stats.refill_bytes += bytes(ch.counters() - c0);
+        self.stats.refill_ms += t0.elapsed().as_secs_f64() * 1e3;
+        Ok(())
+    }
+
+    /// `n` COTs of direction `dir`, refilling that direction first while its pool is
+    /// short (both parties take the same sequence of counts, so they refill at the
+    /// same points). The first refill round also carries a batch of the other
+    /// direction if that pool is below half a batch: a round with both directions
+    /// keeps both parties' cores busy (each side compresses its sender batch while it
+    /// expands and compresses its receiver batch), so a paired batch costs less time
+    /// than one run later on its own. At most `n` plus one batch (plus half a batch in
+    /// the other direction) is ever held.
+    pub(crate) fn take_refill<C: Channel>(
+        &mut self,
+        ch: &mut C,
+        dir: Dir,
+        n: usize,
+    ) -> Result<Cots> {
+        if self.available(dir) < n {
+            let t0 = Instant::now();
+            let c0 = ch.counters();
+            let other = match dir {
+                Dir::Sc => Dir::Cs,
+                Dir::Cs => Dir::Sc,
+            };
+            let mut pair = self.available(other) < self.params.usable() / 2;
+            while self.available(dir) < n {
+                let (this, that) = (1, pair as usize);
+                match dir {
+                    Dir::Sc => self.run_batches(ch, this, that)?,
+                    Dir::Cs => self.run_batches(ch, that, this)?,
+                }
+                pair = false;
+            }
+            self.stats.refill_bytes += bytes(ch.counters() - c0);
+            self.stats.refill_ms += t0.elapsed().as_secs_f64() * 1e3;
+        }
+        self.take(dir, n)
+    }
+
+    /// `n` COTs of direction `dir` (after [`OtSession::reserve`]).
+    pub(crate) fn take(&mut self, dir: Dir, n: usize) -> Result<Cots> {
+        if dir.sender() == self.role {
+            let (v, first) = self
+                .send_pool
+                .take(n)
+                .ok_or(OtError::Misuse("COT pool exhausted (reserve first)"))?;
+            Ok(Cots::Send {
+                delta: self.sender.delta(),
+                v,
+                first,
+            })
+        } else {
+            let (w, first) = self
+                .recv_pool
+                .take(n)
+                .ok_or(OtError::Misuse("COT pool exhausted (reserve first)"))?;
+            Ok(Cots::Recv { w, first })
+        }
+    }
+
+    /// Starts the next layer: returns its index and a generator of the common masks
+    /// (the same stream on both sides).
+    pub(crate) fn next_layer(&mut self) -> (u64, ChaCha20Rng) {
+        let l = self.layer;
+        self.layer += 1;
+        let mut rng = ChaCha20Rng::from_seed(self.mask_seed);
+        rng.set_stream(l);
+        (l, rng)
+    }
+}

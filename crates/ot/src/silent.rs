@@ -1,0 +1,468 @@
+//! Silent correlated OT from dual LPN with the expand-convolute code: Boyle, Couteau,
+//! Gilboa, Ishai, Kohl, Rindal, Scholl (CCS 2019, §5, "silent OT extension from the
+//! dual-LPN / syndrome-decoding assumption") with the code of Raghuraman, Rindal,
+//! Tanguy ("Expand-convolute codes for pseudorandom correlation generators from
+//! LPN", CRYPTO 2023), as deployed in libOTe and CryProt.
+//!
+//! One batch produces `N = t·2^{h−1}` COTs `w_i = v_i ⊕ b_i·Δ` (sender `v`, `Δ`;
+//! receiver `b`, `w`):
+//! 1. the [`crate::pprf`] over `t` trees of depth `h` gives the sender `s ∈ F^{N'}`,
+//!    `N' = t·2^h`, and the receiver `r = s ⊕ e·Δ` with `e` regular of weight `t`
+//!    (one noisy position per tree);
+//! 2. both compress with the dual (parity-check) map of the ExConv code of rate 1/2,
+//!    `cryprot_codes::ExConvCode::new(N).dual_encode` (expander weight 7,
+//!    accumulator 24, accumulated twice: libOTe's `ExConv7x24`): `v = H·s`,
+//!    `w = H·r = v ⊕ (H·e)·Δ`, and `b = H·e` is the least significant bit of `w`
+//!    because `lsb(s_i) = 0` and `lsb(Δ) = 1`.
+//!
+//! `b` is pseudorandom under the dual-LPN (regular syndrome decoding) assumption for
+//! the ExConv code. Parameters ([`SilentParams::DEFAULT`]): `t = 400` noisy
+//! positions, `h = 12` (`N' = 1 638 400`, `N = 819 200` per batch). libOTe's rule
+//! (`getRegNoiseWeight`, also CryProt's `get_reg_noise_weight`) takes
+//! `t = ⌈−λ / log₂(1 − 2δ)⌉` for security `λ` against linear tests with the code's
+//! minimum-distance ratio `δ`; libOTe and CryProt assume `δ = 0.15` for ExConv7x24
+//! (`t = 248` for λ = 128). We assume the more conservative `δ = 0.1`, which gives
+//! `t ≥ 398`, and use `t = 400` (≥ 128-bit computational security against linear
+//! tests, the attack family libOTe's estimate covers; the newest libOTe additionally
+//! asks `t ≥ λ`, which holds). [`SilentParams`] refuses fewer than 400 trees.
+//!
+//! The first batch of a direction takes its `t·h` base COTs from IKNP (`gc::ot`, with
+//! the silent sender's `Δ` as IKNP's offset); every later batch reserves the first
+//! `t·h` outputs of the previous one for the next ("bootstrapping from reserved
+//! COTs", as Ferret does), so a batch costs one flight of `16·t·(2h + 1)` bytes:
+//! 160 000 B for the default, 0.196 B per usable COT (814 400 per batch).
+//! Computation: the PPRF (`≈ 2N'` AES per side) and one `dual_encode` of `N'`
+//! blocks per side. cryprot-codes uses its branch-free SSE4.1 accumulator only when
+//! compiled with `target-feature=+sse4.1`, which this workspace does not set, so its
+//! scalar accumulator dominates: measured (tests/bench.rs `silent_throughput`, both
+//! parties on one 2-core host) 0.28 µs per COT for the two parties together, 0.17 µs
+//! with `RUSTFLAGS="-C target-feature=+sse4.1"`; a default batch takes ≈ 0.23 s.
+//!
+//! Departures: semi-honest only (no consistency check); the puncture points come from
+//! the random base-COT choice bits (power-of-two trees) instead of chosen points.
+
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use serde::{Deserialize, Serialize};
+use zeroize::Zeroize;
+
+use cryprot_codes::ExConvCode;
+use cryprot_core::Block;
+
+use crate::pprf::{unlane, wipe, Lane};
+use crate::error::{expect_len, OtError, Result};
+use crate::hash::Tccr;
+use crate::pprf::{self, Prg, Shape, GROUP};
+
+/// The fewest noisy positions (trees) accepted: 128-bit security with `δ = 0.1`.
+pub const MIN_TREES: usize = 400;
+
+/// Parameters of one silent batch: `trees` noisy positions, trees of depth `depth`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SilentParams {
+    /// Noise weight `t` (trees), a multiple of 8, at least [`MIN_TREES`].
+    pub trees: usize,
+    /// Tree depth `h` (5..=16).
+    pub depth: usize,
+}
+
+impl Default for SilentParams {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl SilentParams {
+    /// `t = 400`, `h = 12`: 819 200 COTs per batch, 814 400 usable.
+    pub const DEFAULT: SilentParams = SilentParams {
+        trees: 400,
+        depth: 12,
+    };
+
+    /// The default noise weight with trees of depth `depth` (smaller batches, same
+    /// security; used by the tests).
+    pub const fn with_depth(depth: usize) -> Self {
+        SilentParams { trees: 400, depth }
+    }
+
+    /// Checks the parameters.
+    pub fn validate(&self) -> Result<()> {
+        if self.trees < MIN_TREES || !self.trees.is_multiple_of(GROUP) || self.trees > 1 << 16 {
+            return Err(OtError::InvalidSpec(format!(
+                "silent OT needs a multiple of 8 trees in {MIN_TREES}..=65536, not {}",
+                self.trees
+            )));
+        }
+        if !(5..=16).contains(&self.depth) {
+            return Err(OtError::InvalidSpec(format!(
+                "silent OT tree depth must be in 5..=16, not {}",
+                self.depth
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn shape(&self) -> Shape {
+        Shape {
+            trees: self.trees,
+            depth: self.depth,
+        }
+    }
+
+    /// COTs per batch, `N = t·2^{h−1}`.
+    pub fn outputs(&self) -> usize {
+        (self.trees << self.depth) / 2
+    }
+
+    /// COTs of each batch kept as base COTs of the next, `t·h`.
+    pub fn reserve(&self) -> usize {
+        self.trees * self.depth
+    }
+
+    /// COTs per batch handed out.
+    pub fn usable(&self) -> usize {
+        self.outputs() - self.reserve()
+    }
+
+    /// Bytes of a batch message (frame headers excluded).
+    pub fn message_bytes(&self) -> usize {
+        16 * self.shape().msg_blocks()
+    }
+
+    /// Upper estimate of the peak memory (bytes) one [`crate::OtSession`] with these
+    /// parameters holds, a refill in flight included. Per direction: the leaf buffer
+    /// (16 B per leaf, `t·2^h` leaves: 26.2 MB by default), which is kept between
+    /// batches and from which the usable COTs are handed out; the unconsumed COTs a
+    /// refill moves aside (at most one batch's usable outputs when every request is
+    /// at most a batch; a larger request is counted by
+    /// [`crate::OtSpec::precompute_bytes`]); the GGM and hashing scratch, the batch
+    /// message and the base COTs (the encoder, `cryprot_codes::ExConvCode`, holds
+    /// no tables). About 80 MB for [`SilentParams::DEFAULT`].
+    pub fn session_memory_bytes(&self) -> u64 {
+        let s = self.shape();
+        let leaves = 16 * s.leaves() as u64;
+        let carry = 16 * self.usable() as u64;
+        let tree = 2 * 16 * ((GROUP as u64) << self.depth);
+        let base = 16 * 8 * s.base_cots() as u64;
+        let msg = 4 * self.message_bytes() as u64;
+        let per_dir = leaves + carry + tree + base + msg + 4096;
+        2 * per_dir
+    }
+}
+
+fn blocks_to_bytes(bs: &[u128]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 * bs.len());
+    for b in bs {
+        out.extend_from_slice(&b.to_le_bytes());
+    }
+    out
+}
+
+pub(crate) fn bytes_to_blocks(bytes: &[u8]) -> Vec<u128> {
+    bytes
+        .chunks_exact(16)
+        .map(|c| {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(c);
+            u128::from_le_bytes(a)
+        })
+        .collect()
+}
+
+/// Encodes the leaves in `pool`'s buffer in place, moves the first `reserve`
+/// outputs into `base` and leaves the next ones in the buffer as the pool's fresh
+/// COTs; everything else in the buffer is cleared.
+fn compress(code: &ExConvCode, pool: &mut Pool, reserve: usize, base: &mut Vec<u128>) {
+    let n = code.message_size();
+    let leaves = pool.buffer();
+    code.dual_encode(leaves);
+    let (out, rest) = leaves.split_at_mut(n);
+    wipe(rest);
+    let first = &mut out[..reserve];
+    base.zeroize();
+    base.clear();
+    base.extend(first.iter().map(|&l| unlane(l)));
+    wipe(first);
+    pool.filled(reserve, n);
+}
+
+/// The sending side of one direction (holds `Δ`).
+pub(crate) struct SilentSender {
+    params: SilentParams,
+    delta: u128,
+    base: Vec<u128>,
+    batch: u64,
+    dir: u8,
+    code: ExConvCode,
+    prg: Prg,
+    hash: Tccr,
+    rng: ChaCha20Rng,
+}
+
+impl Drop for SilentSender {
+    fn drop(&mut self) {
+        self.delta.zeroize();
+        self.base.zeroize();
+    }
+}
+
+impl std::fmt::Debug for SilentSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SilentSender")
+            .field("params", &self.params)
+            .field("batch", &self.batch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SilentSender {
+    /// `base`: the sender's halves of `params.reserve()` base COTs with offset `delta`.
+    pub(crate) fn new(params: SilentParams, delta: u128, base: Vec<u128>, dir: u8) -> Self {
+        Self {
+            params,
+            delta,
+            base,
+            batch: 0,
+            dir,
+            code: ExConvCode::new(params.outputs()),
+            prg: Prg::new(),
+            hash: Tccr::new(),
+            rng: ChaCha20Rng::from_rng(&mut rand::rng()),
+        }
+    }
+
+    pub(crate) fn delta(&self) -> u128 {
+        self.delta
+    }
+
+    /// The first half of a batch: expands the leaves into `pool`'s buffer (moving
+    /// its unconsumed COTs aside) and returns the message for the receiver. Send it
+    /// before calling [`SilentSender::finish`], so that both sides compress at the
+    /// same time.
+    pub(crate) fn expand(&mut self, pool: &mut Pool) -> Vec<u8> {
+        let shape = self.params.shape();
+        let mut seeds: Vec<u128> = (0..shape.trees)
+            .map(|_| {
+                let mut b = [0u8; 16];
+                self.rng.fill_bytes(&mut b);
+                u128::from_le_bytes(b)
+            })
+            .collect();
+        let id = pprf::Batch {
+            shape,
+            dir: self.dir,
+            index: self.batch,
+        };
+        let msg = pprf::send(
+            id,
+            self.delta,
+            &self.base,
+            &seeds,
+            &mut self.prg,
+            &mut self.hash,
+            pool.refill_buffer(shape.leaves()),
+        );
+        seeds.zeroize();
+        self.batch += 1;
+        blocks_to_bytes(&msg)
+    }
+
+    /// The second half: compresses the leaves in `pool`'s buffer, keeps the base
+    /// COTs of the next batch, and leaves the usable outputs `v` in the pool.
+    pub(crate) fn finish(&mut self, pool: &mut Pool) {
+        compress(&self.code, pool, self.params.reserve(), &mut self.base);
+    }
+}
+
+/// The receiving side of one direction.
+pub(crate) struct SilentReceiver {
+    params: SilentParams,
+    base_w: Vec<u128>,
+    base_c: Vec<bool>,
+    batch: u64,
+    dir: u8,
+    code: ExConvCode,
+    prg: Prg,
+    hash: Tccr,
+}
+
+impl Drop for SilentReceiver {
+    fn drop(&mut self) {
+        self.base_w.zeroize();
+        self.base_c.zeroize();
+    }
+}
+
+impl std::fmt::Debug for SilentReceiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SilentReceiver")
+            .field("params", &self.params)
+            .field("batch", &self.batch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SilentReceiver {
+    /// `base_w`, `base_c`: the receiver's halves and choice bits of the base COTs.
+    pub(crate) fn new(params: SilentParams, base_w: Vec<u128>, base_c: Vec<bool>, dir: u8) -> Self {
+        Self {
+            params,
+            base_w,
+            base_c,
+            batch: 0,
+            dir,
+            code: ExConvCode::new(params.outputs()),
+            prg: Prg::new(),
+            hash: Tccr::new(),
+        }
+    }
+
+    /// The first half of a batch: rebuilds the leaves into `pool`'s buffer (moving
+    /// its unconsumed COTs aside) from the sender's message.
+    pub(crate) fn expand(&mut self, msg: &[u8], pool: &mut Pool) -> Result<()> {
+        expect_len(
+            "silent OT batch message",
+            self.params.message_bytes(),
+            msg.len(),
+        )?;
+        let blocks = bytes_to_blocks(msg);
+        let shape = self.params.shape();
+        let id = pprf::Batch {
+            shape,
+            dir: self.dir,
+            index: self.batch,
+        };
+        pprf::receive(
+            id,
+            &self.base_w,
+            &self.base_c,
+            &blocks,
+            &mut self.prg,
+            &mut self.hash,
+            pool.refill_buffer(shape.leaves()),
+        )?;
+        self.batch += 1;
+        Ok(())
+    }
+
+    /// The second half: compresses, keeps the next base COTs, and leaves the usable
+    /// outputs `w` (choice bit = least significant bit) in `pool`.
+    pub(crate) fn finish(&mut self, pool: &mut Pool) {
+        compress(&self.code, pool, self.params.reserve(), &mut self.base_w);
+        self.base_c.zeroize();
+        self.base_c = self.base_w.iter().map(|w| w & 1 == 1).collect();
+    }
+}
+
+/// COTs ready to be handed out, with their global indices (for hash tweaks). The
+/// pool owns its side's leaf buffer (`N'` lanes, allocated by the first batch and
+/// reused): after a batch the buffer holds the batch's usable outputs at `lo..hi`
+/// and zeros elsewhere, and COTs are handed out from there without copying the batch;
+/// the next refill first moves what is left into `carry` (normally less than a
+/// layer's request), which is handed out first.
+#[derive(Default)]
+pub(crate) struct Pool {
+    buf: Vec<Lane>,
+    lo: usize,
+    hi: usize,
+    carry: Vec<u128>,
+    carry_pos: usize,
+    next_index: u64,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("available", &self.available())
+            .field("next_index", &self.next_index)
+            .finish()
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        wipe(&mut self.buf);
+        self.carry.zeroize();
+    }
+}
+
+impl Pool {
+    pub(crate) fn available(&self) -> usize {
+        self.carry.len() - self.carry_pos + self.hi - self.lo
+    }
+
+    /// Global index of the next COT handed out.
+    pub(crate) fn next_index(&self) -> u64 {
+        self.next_index
+    }
+
+    /// The leaf buffer.
+    fn buffer(&mut self) -> &mut [Lane] {
+        &mut self.buf
+    }
+
+    /// Moves the unconsumed COTs of the buffer into `carry` and returns the (all
+    /// zero) buffer of `len` lanes for the next batch. The consumed parts of both were
+    /// cleared by [`Pool::take`]; `carry` only grows by moving into a fresh allocation
+    /// and clearing the old one, so no copy of a COT is left behind.
+    fn refill_buffer(&mut self, len: usize) -> &mut [Lane] {
+        let window = self.hi - self.lo;
+        if window > 0 {
+            let left = self.carry.len() - self.carry_pos;
+            if self.carry_pos > 0 {
+                self.carry.copy_within(self.carry_pos.., 0);
+                // the moved-from tail beyond the live part
+                self.carry[left.max(self.carry_pos)..].zeroize();
+                self.carry.truncate(left);
+                self.carry_pos = 0;
+            }
+            if self.carry.capacity() < left + window {
+                let mut grown = Vec::with_capacity(left + window);
+                grown.extend_from_slice(&self.carry);
+                self.carry.zeroize();
+                self.carry = grown;
+            }
+            let src = &mut self.buf[self.lo..self.hi];
+            self.carry.extend(src.iter().map(|&x| unlane(x)));
+            wipe(src);
+        } else if self.carry_pos == self.carry.len() {
+            self.carry.clear();
+            self.carry_pos = 0;
+        }
+        self.lo = 0;
+        self.hi = 0;
+        if self.buf.len() != len {
+            wipe(&mut self.buf);
+            self.buf = vec![Block::ZERO; len];
+        }
+        &mut self.buf
+    }
+
+    /// The batch in the buffer is done: its usable outputs are at `lo..hi`.
+    fn filled(&mut self, lo: usize, hi: usize) {
+        debug_assert!(lo <= hi && hi <= self.buf.len());
+        self.lo = lo;
+        self.hi = hi;
+    }
+
+    /// `n` COTs and the global index of the first, or `None` if fewer are left.
+    pub(crate) fn take(&mut self, n: usize) -> Option<(Vec<u128>, u64)> {
+        if self.available() < n {
+            return None;
+        }
+        let mut v = Vec::with_capacity(n);
+        let from_carry = n.min(self.carry.len() - self.carry_pos);
+        let c = &mut self.carry[self.carry_pos..self.carry_pos + from_carry];
+        v.extend_from_slice(c);
+        c.zeroize();
+        self.carry_pos += from_carry;
+        let rest = n - from_carry;
+        let b = &mut self.buf[self.lo..self.lo + rest];
+        v.extend(b.iter().map(|&x| unlane(x)));
+        wipe(b);
+        self.lo += rest;
+        let first = self.next_index;
+        self.next_index += n as u64;
+        Some((v, first))
+    }
+}

@@ -1,0 +1,269 @@
+//! DReLU/ReLU, Max/MaxPool and both truncations on reconstructed shares against
+//! `gc::reference` (faithful) or the approximate-truncation model, for several primes,
+//! edge and random values, over in-memory channels and loopback TCP.
+#![allow(clippy::unwrap_used)]
+
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+use gc::{NonlinSpec, Nonlinear};
+use net::{Link, MemChannel, TcpChannel};
+use ot::{approx_trunc, run_over_with, OtSpec, RunOptions, SilentParams, Truncation};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+
+const P20: u64 = 1032193;
+const P32: u64 = 4293918721;
+const P40: u64 = 1099511480321;
+/// 2^60 − 2^14·… : a 60-bit NTT-friendly prime, 1152921504606830593 = 2^60 − 2^14 + 1.
+const P60: u64 = 1152921504606830593;
+
+fn opts() -> RunOptions {
+    RunOptions {
+        params: SilentParams::with_depth(6),
+        warmup: 0,
+    }
+}
+
+fn centred(p: u64, v: i128) -> u64 {
+    v.rem_euclid(p as i128) as u64
+}
+
+/// Edge values for truncation by `f` plus `extra` random ones.
+fn values(p: u64, f: u32, extra: usize, rng: &mut ChaCha20Rng) -> Vec<u64> {
+    let h = ((p - 1) / 2) as i128;
+    let t = 1i128 << f;
+    let mut v: Vec<i128> = vec![
+        0,
+        1,
+        -1,
+        h,
+        -h,
+        h - 1,
+        -h + 1,
+        t,
+        -t,
+        t + 1,
+        t - 1,
+        -t + 1,
+        -t - 1,
+        2 * t,
+        -2 * t,
+    ];
+    for _ in 0..extra {
+        v.push(rng.random_range(-h..=h));
+    }
+    // small magnitudes, where truncation errors show
+    for _ in 0..extra / 2 {
+        v.push(rng.random_range(-4 * t..4 * t));
+    }
+    v.into_iter().map(|x| centred(p, x)).collect()
+}
+
+fn split(y: &[u64], p: u64, rng: &mut ChaCha20Rng) -> (Vec<u64>, Vec<u64>) {
+    let c: Vec<u64> = y.iter().map(|_| rng.random_range(0..p)).collect();
+    let s: Vec<u64> = y.iter().zip(&c).map(|(y, c)| (y + p - c) % p).collect();
+    (c, s)
+}
+
+fn loopback() -> (TcpChannel, TcpChannel) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let c = TcpStream::connect(addr).unwrap();
+    let (s, _) = l.accept().unwrap();
+    let t = Duration::from_secs(120);
+    (
+        TcpChannel::new(c, net::DEFAULT_MAX_FRAME, t, Link::NONE).unwrap(),
+        TcpChannel::new(s, net::DEFAULT_MAX_FRAME, t, Link::NONE).unwrap(),
+    )
+}
+
+/// Runs the layer on `y` (inputs) and checks every output.
+fn check(spec: OtSpec, y: &[u64], tcp: bool, seed: u64) {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let p = spec.spec.p;
+    let (c, s) = split(y, p, &mut rng);
+    let (zc, zs, rep) = if tcp {
+        let (cch, sch) = loopback();
+        run_over_with(&spec, opts(), &c, &s, cch, sch).unwrap()
+    } else {
+        let (cch, sch) =
+            MemChannel::pair(net::DEFAULT_MAX_FRAME, Duration::from_secs(120), Link::NONE);
+        run_over_with(&spec, opts(), &c, &s, cch, sch).unwrap()
+    };
+    assert_eq!(zc.len(), spec.spec.count);
+    let want = gc::reference(&spec.spec, y);
+    let f = spec.spec.trunc_bits;
+    let approx = spec.trunc == Truncation::Approximate && f > 0;
+    for i in 0..spec.spec.count {
+        assert!(zc[i] < p && zs[i] < p);
+        let got = (zc[i] + zs[i]) % p;
+        if !approx {
+            assert_eq!(
+                got,
+                want[i],
+                "{spec:?} element {i}, input {:?}",
+                &y[i * spec.spec.window()..(i + 1) * spec.spec.window()]
+            );
+            continue;
+        }
+        match spec.spec.op {
+            Nonlinear::Relu | Nonlinear::Identity => {
+                let relu = spec.spec.op == Nonlinear::Relu;
+                assert_eq!(
+                    got,
+                    approx_trunc(p, f, relu, y[i], s[i]),
+                    "{spec:?} element {i}, y = {}",
+                    y[i]
+                );
+            }
+            _ => {
+                let ok = got == want[i] || got == (want[i] + p - 1) % p;
+                assert!(ok, "{spec:?} element {i}: got {got}, exact {}", want[i]);
+            }
+        }
+    }
+    // the report is consistent with the schedule and the channel counters
+    assert_eq!(rep.rounds_online as usize, spec.online_flights().unwrap());
+    assert!(
+        rep.flights_counted <= rep.rounds_online && rep.flights_counted + 1 >= rep.rounds_online
+    );
+    let (sc, cs) = spec.cots();
+    assert_eq!(rep.cots as usize, sc + cs);
+}
+
+fn relu(p: u64, f: u32, count: usize) -> NonlinSpec {
+    NonlinSpec {
+        p,
+        op: Nonlinear::Relu,
+        trunc_bits: f,
+        count,
+    }
+}
+
+fn run_relu_family(p: u64, seed: u64) {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    for f in [0u32, 1, 12] {
+        let y = values(p, f, 60, &mut rng);
+        let n = y.len();
+        check(OtSpec::faithful(relu(p, f, n)), &y, false, seed + f as u64);
+        if f > 0 {
+            check(
+                OtSpec::approximate(relu(p, f, n)),
+                &y,
+                false,
+                seed + 100 + f as u64,
+            );
+            let id = NonlinSpec {
+                op: Nonlinear::Identity,
+                ..relu(p, f, n)
+            };
+            check(OtSpec::faithful(id), &y, false, seed + 200 + f as u64);
+            check(OtSpec::approximate(id), &y, false, seed + 300 + f as u64);
+        }
+    }
+}
+
+#[test]
+fn relu_identity_p20() {
+    run_relu_family(P20, 1);
+}
+
+#[test]
+fn relu_identity_p32() {
+    run_relu_family(P32, 2);
+}
+
+#[test]
+fn relu_identity_p40() {
+    run_relu_family(P40, 3);
+}
+
+#[test]
+fn relu_identity_p60() {
+    run_relu_family(P60, 4);
+}
+
+#[test]
+fn identity_without_truncation_reshares() {
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let y = values(P40, 0, 20, &mut rng);
+    let spec = NonlinSpec {
+        op: Nonlinear::Identity,
+        ..relu(P40, 0, y.len())
+    };
+    check(OtSpec::faithful(spec), &y, false, 6);
+}
+
+fn windows(p: u64, f: u32, count: usize, window: usize, rng: &mut ChaCha20Rng) -> Vec<u64> {
+    let base = values(p, f, count * window, rng);
+    let mut y: Vec<u64> = base.into_iter().take(count * window).collect();
+    // ties and windows of equal signs
+    if count * window >= 2 * window {
+        for j in 0..window {
+            y[j] = centred(p, 7);
+            y[window + j] = centred(p, -((j as i128) + 1));
+        }
+    }
+    y
+}
+
+#[test]
+fn max_and_maxpool_all_primes() {
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    for p in [P20, P32, P40, P60] {
+        for window in [1usize, 2, 3, 4, 9] {
+            for f in [0u32, 3] {
+                let count = 12;
+                let y = windows(p, f, count, window, &mut rng);
+                for op in [Nonlinear::Max { window }, Nonlinear::MaxPool { window }] {
+                    let spec = NonlinSpec {
+                        p,
+                        op,
+                        trunc_bits: f,
+                        count,
+                    };
+                    check(OtSpec::faithful(spec), &y, false, p ^ window as u64);
+                    if f > 0 {
+                        check(OtSpec::approximate(spec), &y, false, p ^ window as u64 ^ 99);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn all_ops_over_tcp() {
+    let mut rng = ChaCha20Rng::seed_from_u64(8);
+    let p = P32;
+    let y = values(p, 12, 40, &mut rng);
+    check(OtSpec::faithful(relu(p, 12, y.len())), &y, true, 9);
+    check(OtSpec::approximate(relu(p, 12, y.len())), &y, true, 10);
+    let yw = windows(p, 2, 8, 4, &mut rng);
+    let spec = NonlinSpec {
+        p,
+        op: Nonlinear::MaxPool { window: 4 },
+        trunc_bits: 2,
+        count: 8,
+    };
+    check(OtSpec::faithful(spec), &yw, true, 11);
+}
+
+#[test]
+fn drelu_all_primes() {
+    let mut rng = ChaCha20Rng::seed_from_u64(12);
+    for p in [P20, P32, P40, P60] {
+        let y = values(p, 12, 80, &mut rng);
+        let (c, s) = split(&y, p, &mut rng);
+        let (cch, sch) =
+            MemChannel::pair(net::DEFAULT_MAX_FRAME, Duration::from_secs(60), Link::NONE);
+        let (zc, zs) =
+            ot::protocol::run_drelu_over(p, SilentParams::with_depth(6), &c, &s, cch, sch).unwrap();
+        let h = (p - 1) / 2;
+        for i in 0..y.len() {
+            let want = u64::from(y[i] <= h);
+            assert_eq!((zc[i] + zs[i]) % p, want, "p {p}, y = {}", y[i]);
+        }
+    }
+}
