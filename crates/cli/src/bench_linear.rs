@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use he::{Backend, Bfv, Counting, OpCounts, Params};
-use kernels::{share_output, FloodPool, LinearLayer};
+use kernels::{FloodPool, LinearLayer};
 use rand::Rng;
 use serde::Serialize;
 
@@ -143,11 +143,9 @@ pub fn measure<L: LinearLayer>(
         row.kernel_ms = t.elapsed().as_secs_f64() * 1e3;
         let counts = server.take();
         let t = Instant::now();
-        let shared = share_output(&server, out, &mut pool)?;
-        let server_share = plan.finish(&shared.server_slots)?;
+        let (response, server_share) = plan.share_response(&server, out, &mut pool)?;
         row.share_ms = t.elapsed().as_secs_f64() * 1e3;
-        let resp: Vec<Vec<u8>> = shared
-            .response
+        let resp: Vec<Vec<u8>> = response
             .iter()
             .map(|c| server.serialize(c))
             .collect::<Result<_, _>>()?;

@@ -25,6 +25,27 @@ pub enum Layout {
     Cyclic,
 }
 
+/// How the n values of a plaintext are placed in the plaintext polynomial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Encoding {
+    /// SIMD batching: n slots of Z_p ([`Layout`]); products are slot-wise and
+    /// rotations permute slots.
+    Slots,
+    /// Coefficient encoding: the values are the coefficients of m(X) = Σ v_i X^i in
+    /// Z_p[X]/(X^n + 1); a ciphertext × plaintext product is the negacyclic polynomial
+    /// product (the same ring operation as in slot encoding), and there are no rotations.
+    Coeffs,
+}
+
+impl std::fmt::Display for Encoding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Encoding::Slots => "slot",
+            Encoding::Coeffs => "coefficient",
+        })
+    }
+}
+
 /// Direction of a message, for byte accounting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dir {
@@ -82,6 +103,26 @@ impl GaloisSpec {
         self.column |= other.column;
         self
     }
+}
+
+/// Checks coefficient runs (sorted, disjoint, non-empty, inside 0..n); returns the
+/// number of kept coefficients.
+pub fn check_runs(keep: &[std::ops::Range<usize>], n: usize) -> Result<usize> {
+    let mut at = 0;
+    let mut total = 0;
+    for (index, r) in keep.iter().enumerate() {
+        if r.start < at || r.start >= r.end || r.end > n {
+            return Err(HeError::BadRuns {
+                index,
+                start: r.start,
+                end: r.end,
+                n,
+            });
+        }
+        at = r.end;
+        total += r.end - r.start;
+    }
+    Ok(total)
 }
 
 /// Checks a rotation step against the layout and the declared keys; returns the
@@ -234,7 +275,8 @@ pub trait Backend: Sync {
     fn encrypt_zero_flood(&self, bits: u32) -> Result<Self::Ct>;
     /// Decrypts and decodes the n slots (client).
     fn decrypt(&self, ct: &Self::Ct) -> Result<Vec<u64>>;
-    /// Remaining noise budget in bits (client-side diagnostic; `None` where there is no noise).
+    /// Remaining noise budget in bits (client-side diagnostic; `None` where there is no
+    /// noise, or for a selected ciphertext, whose dropped coefficients have none defined).
     fn noise_budget(&self, ct: &Self::Ct) -> Result<Option<u32>>;
 
     /// ct + ct.
@@ -251,6 +293,31 @@ pub trait Backend: Sync {
     fn mul_plain(&self, a: &Self::Ct, b: &Self::PreparedPt) -> Result<Self::Ct>;
     /// Σ ct_i × pt_i with one reduction at the end.
     fn dot(&self, cts: &[&Self::Ct], pts: &[&Self::PreparedPt]) -> Result<Self::Ct>;
+
+    /// Coefficient encoding of n values of Z_p (fewer are padded with zeros): the
+    /// plaintext polynomial Σ values\[i\]·X^i, for encryption and additions.
+    fn encode_coeffs(&self, values: &[u64]) -> Result<Self::Pt>;
+    /// A plaintext polynomial with these n coefficients of Z_p (fewer are padded with
+    /// zeros), prepared for multiplication (offline work). Coefficients are lifted
+    /// centred, into (−p/2, p/2]: a weight −1 given as p − 1 multiplies as −1, never as
+    /// p − 1, so the product's noise grows with the weights' magnitudes only.
+    fn prepare_coeffs(&self, values: &[u64]) -> Result<Self::PreparedPt>;
+    /// Σ ct_i × pt_i as negacyclic polynomial products (coefficient encoding), with
+    /// one reduction at the end. The ciphertexts and plaintexts must be coefficient
+    /// encoded.
+    fn dot_coeffs(&self, cts: &[&Self::Ct], pts: &[&Self::PreparedPt]) -> Result<Self::Ct>;
+    /// Decrypts to the n coefficients of the plaintext polynomial (client). For a
+    /// selected ciphertext ([`Backend::select_coeffs`]) only the kept coefficients are
+    /// meaningful.
+    fn decrypt_coeffs(&self, ct: &Self::Ct) -> Result<Vec<u64>>;
+    /// Reduces a coefficient-encoded ciphertext to the coefficients the client reads
+    /// (`keep`: sorted, disjoint, non-empty ranges in 0..n): c0 travels at those
+    /// coefficients only, c1 whole (Cheetah's "extract", sent as OpenCheetah does by
+    /// dropping c0's other coefficients). A response whose client reads d of n
+    /// coefficients shrinks from 2n to about n + d coefficients. The result is for
+    /// the wire and [`Backend::decrypt_coeffs`] (correct at the kept coefficients) only;
+    /// other operations refuse it ([`HeError::Selected`]).
+    fn select_coeffs(&self, a: &Self::Ct, keep: &[std::ops::Range<usize>]) -> Result<Self::Ct>;
 
     /// Rotates each row left by `step` (signed; |step| < span). Needs a declared key.
     fn rotate_rows(&self, a: &Self::Ct, step: i64) -> Result<Self::Ct>;
@@ -278,6 +345,24 @@ pub trait Backend: Sync {
         match self.params() {
             Some(p) => p.ct_wire_size(self.level(a), self.is_seeded(a)),
             None => 0,
+        }
+    }
+
+    /// Encodes n values of Z_p in the given encoding ([`Backend::encode`] or
+    /// [`Backend::encode_coeffs`]).
+    fn encode_as(&self, values: &[u64], encoding: Encoding) -> Result<Self::Pt> {
+        match encoding {
+            Encoding::Slots => self.encode(values),
+            Encoding::Coeffs => self.encode_coeffs(values),
+        }
+    }
+
+    /// Decrypts in the given encoding ([`Backend::decrypt`] or
+    /// [`Backend::decrypt_coeffs`]).
+    fn decrypt_as(&self, ct: &Self::Ct, encoding: Encoding) -> Result<Vec<u64>> {
+        match encoding {
+            Encoding::Slots => self.decrypt(ct),
+            Encoding::Coeffs => self.decrypt_coeffs(ct),
         }
     }
 

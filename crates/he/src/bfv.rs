@@ -19,13 +19,14 @@
 //! [`Bfv::rotate_rows_fhe`] keeps fhe.rs's own rotation for comparison.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::sync::Arc;
 
 use fhe::bfv::{
     BfvParameters, Ciphertext, Encoding, EvaluationKey, EvaluationKeyBuilder, Plaintext, PublicKey,
     SecretKey,
 };
-use fhe::proto::bfv::{Ciphertext as CtProto, EvaluationKey as EkProto, PublicKey as PkProto};
+use fhe::proto::bfv::{EvaluationKey as EkProto, PublicKey as PkProto};
 use fhe_math::ntt::NttOperator;
 use fhe_math::rq::{
     dot_product, traits::TryConvertFrom, Context, Poly, Representation, SubstitutionExponent,
@@ -38,7 +39,7 @@ use prost::Message;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::backend::{check_step, Backend, GaloisSpec, Layout, SlotInfo};
+use crate::backend::{check_runs, check_step, Backend, GaloisSpec, Layout, SlotInfo};
 use crate::error::{HeError, Result};
 use crate::params::Params;
 
@@ -47,6 +48,9 @@ use crate::params::Params;
 pub struct BfvCt {
     ct: Ciphertext,
     seeded: bool,
+    /// For a selected ciphertext ([`Backend::select_coeffs`]): the kept coefficient
+    /// runs (c0 is zero elsewhere).
+    keep: Option<Arc<Vec<Range<usize>>>>,
 }
 
 /// An encoded plaintext (scaled on use, for additions and encryption).
@@ -184,7 +188,7 @@ fn malformed(what: &'static str, detail: impl Into<String>) -> HeError {
     }
 }
 
-use crate::wire::{RqWire, REPR_NTT, REPR_NTT_SHOUP};
+use crate::wire::{CtWire, RqWire, REPR_NTT, REPR_NTT_SHOUP, REPR_POWER_BASIS};
 
 /// Decodes a serialized polynomial of `ctx` in representation `repr`, checking its
 /// degree, byte length and that every coefficient is reduced.
@@ -477,12 +481,14 @@ impl Bfv {
 
     fn wrap(&self, c: Vec<Poly>) -> Result<BfvCt> {
         Ok(BfvCt {
+            keep: None,
             ct: Ciphertext::new(c, self.par())?,
             seeded: false,
         })
     }
 
     fn top(a: &BfvCt) -> Result<()> {
+        Self::whole(a, "an operation at the top level")?;
         let l = a.ct.level_index();
         if l != 0 {
             return Err(HeError::WrongLevel {
@@ -493,11 +499,134 @@ impl Bfv {
         Ok(())
     }
 
+    fn whole(a: &BfvCt, operation: &'static str) -> Result<()> {
+        match a.keep {
+            Some(_) => Err(HeError::Selected { operation }),
+            None => Ok(()),
+        }
+    }
+
     fn padded(&self, values: &[u64]) -> Result<Vec<u64>> {
         self.check_values(values)?;
         let mut v = values.to_vec();
         v.resize(self.info.n, 0);
         Ok(v)
+    }
+
+    /// A prepared plaintext from n reduced plaintext coefficients, lifted centred into
+    /// (−p/2, p/2] (never the unsigned lift of p − 1), in NTT + Shoup form.
+    fn prepare_centred(&self, coeffs: &[u64]) -> Result<BfvPrepared> {
+        let ctx = self.par().context_at_level(0)?;
+        let p = self.info.p;
+        let centred: Vec<i64> = coeffs
+            .iter()
+            .map(|&c| {
+                if c > p / 2 {
+                    c as i64 - p as i64
+                } else {
+                    c as i64
+                }
+            })
+            .collect();
+        let mut poly =
+            Poly::try_convert_from(centred.as_slice(), ctx, false, Representation::PowerBasis)?;
+        poly.change_representation(Representation::NttShoup);
+        Ok(BfvPrepared(poly))
+    }
+
+    /// A selected ciphertext on the wire: fhe.rs's ciphertext message with c0 in power
+    /// basis at the kept coefficients only (each modulus's values padded to a multiple
+    /// of 8 and bit-packed as fhe-math does) and the runs in field 4.
+    fn serialize_selected(&self, a: &BfvCt, keep: &[Range<usize>]) -> Result<Vec<u8>> {
+        let mut c0 = a.ct[0].clone();
+        c0.change_representation(Representation::PowerBasis);
+        let ctx = c0.ctx().clone();
+        let kept: usize = keep.iter().map(|r| r.len()).sum();
+        let mut coefficients = Vec::new();
+        for (row, q) in c0.coefficients().outer_iter().zip(ctx.moduli_operators()) {
+            let mut v: Vec<u64> = keep
+                .iter()
+                .flat_map(|r| r.clone().map(|i| row[i]))
+                .collect();
+            v.resize(kept.div_ceil(8) * 8, 0);
+            coefficients.extend(q.serialize_vec(&v));
+        }
+        let c0 = RqWire {
+            representation: REPR_POWER_BASIS,
+            degree: self.info.n as u32,
+            coefficients,
+            allow_variable_time: false,
+        };
+        Ok(CtWire {
+            c: vec![c0.encode_to_vec(), a.ct[1].to_bytes()],
+            seed: vec![],
+            level: a.ct.level_index() as u32,
+            keep: keep
+                .iter()
+                .flat_map(|r| [r.start as u32, r.end as u32])
+                .collect(),
+        }
+        .encode_to_vec())
+    }
+
+    /// Decodes and validates a selected ciphertext (runs sorted, disjoint and inside
+    /// 0..n, exact byte lengths, every value reduced).
+    fn deserialize_selected(&self, proto: &CtWire) -> Result<BfvCt> {
+        const WHAT: &str = "selected ciphertext";
+        let n = self.info.n;
+        if proto.keep.len() & 1 == 1 || proto.keep.len() > 2 * n {
+            return Err(malformed(WHAT, format!("{} run bounds", proto.keep.len())));
+        }
+        if proto.c.len() != 2 || !proto.seed.is_empty() {
+            return Err(malformed(WHAT, "expected two polynomials and no seed"));
+        }
+        let keep: Vec<Range<usize>> = proto
+            .keep
+            .chunks_exact(2)
+            .map(|r| r[0] as usize..r[1] as usize)
+            .collect();
+        let kept = check_runs(&keep, n).map_err(|e| malformed(WHAT, e.to_string()))?;
+        let level = proto.level as usize;
+        let ctx = self.par().context_at_level(level)?.clone();
+        let rq =
+            RqWire::decode(proto.c[0].as_slice()).map_err(|e| malformed(WHAT, e.to_string()))?;
+        if rq.representation != REPR_POWER_BASIS || rq.degree as usize != n {
+            return Err(malformed(
+                WHAT,
+                "c0 is not a power-basis polynomial of degree n",
+            ));
+        }
+        let padded = kept.div_ceil(8) * 8;
+        let ops: &[Modulus] = ctx.moduli_operators();
+        let expected: usize = ops.iter().map(|q| q.serialization_length(padded)).sum();
+        if rq.coefficients.len() != expected {
+            return Err(malformed(
+                WHAT,
+                format!("{} c0 bytes instead of {expected}", rq.coefficients.len()),
+            ));
+        }
+        let mut arr = ndarray::Array2::<u64>::zeros((ops.len(), n));
+        let mut at = 0;
+        for (j, (qi, &q)) in ops.iter().zip(ctx.moduli()).enumerate() {
+            let len = qi.serialization_length(padded);
+            let v = qi.deserialize_vec(&rq.coefficients[at..at + len]);
+            at += len;
+            if v.len() != padded || v.iter().any(|&c| c >= q) {
+                return Err(malformed(WHAT, "coefficient not reduced modulo q"));
+            }
+            let mut it = v.into_iter();
+            for r in &keep {
+                for i in r.clone() {
+                    arr[[j, i]] = it.next().unwrap_or(0);
+                }
+            }
+        }
+        let mut c0 = Poly::try_convert_from(arr, &ctx, true, Representation::PowerBasis)?;
+        c0.change_representation(Representation::Ntt);
+        let c1 = decode_poly(&proto.c[1], &ctx, n, REPR_NTT, WHAT)?;
+        let mut out = self.wrap(vec![c0, c1])?;
+        out.keep = Some(Arc::new(keep));
+        Ok(out)
     }
 
     /// The hoisted key switch, fused: for every modulus j and slot t,
@@ -596,6 +725,7 @@ impl Bfv {
         match s {
             None => Ok(a.clone()),
             Some(s) => Ok(BfvCt {
+                keep: None,
                 ct: ek.rotates_columns_by(&a.ct, s)?,
                 seeded: false,
             }),
@@ -617,6 +747,7 @@ impl Bfv {
     pub fn mul_plain_fhe(&self, a: &BfvCt, b: &BfvPt) -> Result<BfvCt> {
         Self::top(a)?;
         Ok(BfvCt {
+            keep: None,
             ct: &a.ct * &b.0,
             seeded: false,
         })
@@ -662,23 +793,9 @@ impl Backend for Bfv {
         let pt = self.encode(values)?;
         let ctx = self.par().context_at_level(0)?;
         let m = Poly::try_convert_from(&pt.0, ctx, false, Representation::PowerBasis)?;
-        let p = self.info.p;
-        let centred: Vec<i64> = m
-            .coefficients()
-            .row(0)
-            .iter()
-            .map(|&c| {
-                if c > p / 2 {
-                    c as i64 - p as i64
-                } else {
-                    c as i64
-                }
-            })
-            .collect();
-        let mut poly =
-            Poly::try_convert_from(centred.as_slice(), ctx, false, Representation::PowerBasis)?;
-        poly.change_representation(Representation::NttShoup);
-        Ok(BfvPrepared(poly))
+        // The plaintext polynomial's coefficients are below p < q_0: row 0 holds them.
+        let coeffs: Vec<u64> = m.coefficients().row(0).to_vec();
+        self.prepare_centred(&coeffs)
     }
 
     fn prepared_to_bytes(&self, pt: &BfvPrepared) -> Result<Vec<u8>> {
@@ -698,12 +815,20 @@ impl Backend for Bfv {
 
     fn encrypt_sym(&self, pt: &BfvPt) -> Result<BfvCt> {
         let ct = self.sk()?.try_encrypt(&pt.0, &mut rand::rng())?;
-        Ok(BfvCt { ct, seeded: true })
+        Ok(BfvCt {
+            keep: None,
+            ct,
+            seeded: true,
+        })
     }
 
     fn encrypt_pk(&self, pt: &BfvPt) -> Result<BfvCt> {
         let ct = self.pk()?.try_encrypt(&pt.0, &mut rand::rng())?;
-        Ok(BfvCt { ct, seeded: false })
+        Ok(BfvCt {
+            keep: None,
+            ct,
+            seeded: false,
+        })
     }
 
     fn encrypt_zero_flood(&self, bits: u32) -> Result<BfvCt> {
@@ -722,12 +847,18 @@ impl Backend for Bfv {
     }
 
     fn decrypt(&self, ct: &BfvCt) -> Result<Vec<u64>> {
+        Self::whole(ct, "slot decryption")?;
         let pt = self.sk()?.try_decrypt(&ct.ct)?;
         Ok(Vec::<u64>::try_decode(&pt, Encoding::simd())?)
     }
 
     #[allow(unsafe_code)]
     fn noise_budget(&self, ct: &BfvCt) -> Result<Option<u32>> {
+        if ct.keep.is_some() {
+            // c0 travels at the kept coefficients only: the noise of the others is
+            // not defined, so the budget is not measured.
+            return Ok(None);
+        }
         let sk = self.sk()?;
         // SAFETY: `measure_noise` is `unsafe` in fhe.rs only because it runs in variable
         // time in the noise; it is a client-side diagnostic on the client's own data.
@@ -738,6 +869,8 @@ impl Backend for Bfv {
     }
 
     fn add(&self, a: &BfvCt, b: &BfvCt) -> Result<BfvCt> {
+        Self::whole(a, "add")?;
+        Self::whole(b, "add")?;
         let (la, lb) = (a.ct.level_index(), b.ct.level_index());
         if la != lb {
             return Err(HeError::LevelMismatch {
@@ -749,6 +882,8 @@ impl Backend for Bfv {
     }
 
     fn sub(&self, a: &BfvCt, b: &BfvCt) -> Result<BfvCt> {
+        Self::whole(a, "sub")?;
+        Self::whole(b, "sub")?;
         let (la, lb) = (a.ct.level_index(), b.ct.level_index());
         if la != lb {
             return Err(HeError::LevelMismatch {
@@ -762,6 +897,7 @@ impl Backend for Bfv {
     fn add_plain(&self, a: &BfvCt, b: &BfvPt) -> Result<BfvCt> {
         Self::top(a)?;
         Ok(BfvCt {
+            keep: None,
             ct: &a.ct + &b.0,
             seeded: false,
         })
@@ -770,12 +906,14 @@ impl Backend for Bfv {
     fn sub_plain(&self, a: &BfvCt, b: &BfvPt) -> Result<BfvCt> {
         Self::top(a)?;
         Ok(BfvCt {
+            keep: None,
             ct: &a.ct - &b.0,
             seeded: false,
         })
     }
 
     fn negate(&self, a: &BfvCt) -> Result<BfvCt> {
+        Self::whole(a, "negate")?;
         self.wrap(vec![-&a.ct[0], -&a.ct[1]])
     }
 
@@ -804,6 +942,59 @@ impl Backend for Bfv {
         let c0 = dot_product(cts.iter().map(|c| &c.ct[0]), pts.iter().map(|p| &p.0))?;
         let c1 = dot_product(cts.iter().map(|c| &c.ct[1]), pts.iter().map(|p| &p.0))?;
         self.wrap(vec![c0, c1])
+    }
+
+    fn encode_coeffs(&self, values: &[u64]) -> Result<BfvPt> {
+        let v = self.padded(values)?;
+        // fhe.rs scales a plaintext exactly (⌊q·m/p⌉ via (−p)^{-1} mod q) in either
+        // encoding, so the message can be any element of Z_p.
+        Ok(BfvPt(Plaintext::try_encode(
+            v.as_slice(),
+            Encoding::poly_at_level(0),
+            self.par(),
+        )?))
+    }
+
+    fn prepare_coeffs(&self, values: &[u64]) -> Result<BfvPrepared> {
+        let v = self.padded(values)?;
+        self.prepare_centred(&v)
+    }
+
+    fn dot_coeffs(&self, cts: &[&BfvCt], pts: &[&BfvPrepared]) -> Result<BfvCt> {
+        // A ciphertext × plaintext product multiplies polynomials in R_q whatever the
+        // encoding: the slot path is the same operation.
+        self.dot(cts, pts)
+    }
+
+    fn decrypt_coeffs(&self, ct: &BfvCt) -> Result<Vec<u64>> {
+        let pt = self.sk()?.try_decrypt(&ct.ct)?;
+        Ok(Vec::<u64>::try_decode(&pt, Encoding::poly())?)
+    }
+
+    fn select_coeffs(&self, a: &BfvCt, keep: &[Range<usize>]) -> Result<BfvCt> {
+        Self::whole(a, "select_coeffs")?;
+        check_runs(keep, self.info.n)?;
+        // c0 in power basis, zero outside the runs (what the client will receive), back
+        // in NTT form so that decryption reads the kept coefficients unchanged.
+        let mut c0 = a.ct[0].clone();
+        c0.change_representation(Representation::PowerBasis);
+        let mut arr = c0.coefficients().to_owned();
+        let mut mask = vec![false; self.info.n];
+        for r in keep {
+            mask[r.clone()].iter_mut().for_each(|m| *m = true);
+        }
+        for mut row in arr.outer_iter_mut() {
+            for (v, &m) in row.iter_mut().zip(&mask) {
+                if !m {
+                    *v = 0;
+                }
+            }
+        }
+        let mut c0 = Poly::try_convert_from(arr, c0.ctx(), true, Representation::PowerBasis)?;
+        c0.change_representation(Representation::Ntt);
+        let mut out = self.wrap(vec![c0, a.ct[1].clone()])?;
+        out.keep = Some(Arc::new(keep.to_vec()));
+        Ok(out)
     }
 
     fn rotate_rows(&self, a: &BfvCt, step: i64) -> Result<BfvCt> {
@@ -870,6 +1061,7 @@ impl Backend for Bfv {
     fn rotate_hoisted(&self, h: &BfvHoisted, step: i64) -> Result<BfvCt> {
         match check_step(step, self.info.n / 2, &self.normalized, &self.galois)? {
             None => Ok(BfvCt {
+                keep: None,
                 ct: h.ct.clone(),
                 seeded: false,
             }),
@@ -884,9 +1076,14 @@ impl Backend for Bfv {
     }
 
     fn switch_to_last(&self, a: &BfvCt) -> Result<BfvCt> {
+        Self::whole(a, "switch_to_last")?;
         let mut ct = a.ct.clone();
         ct.switch_to_level(self.params.last_level())?;
-        Ok(BfvCt { ct, seeded: false })
+        Ok(BfvCt {
+            keep: None,
+            ct,
+            seeded: false,
+        })
     }
 
     fn level(&self, a: &BfvCt) -> usize {
@@ -898,15 +1095,33 @@ impl Backend for Bfv {
     }
 
     fn serialize(&self, a: &BfvCt) -> Result<Vec<u8>> {
-        Ok(a.ct.to_bytes())
+        match &a.keep {
+            None => Ok(a.ct.to_bytes()),
+            Some(keep) => self.serialize_selected(a, keep),
+        }
+    }
+
+    fn wire_size(&self, a: &BfvCt) -> usize {
+        let level = a.ct.level_index();
+        match &a.keep {
+            None => self.params.ct_wire_size(level, a.seeded),
+            Some(keep) => self.params.selected_ct_wire_size(
+                level,
+                keep.len(),
+                keep.iter().map(|r| r.len()).sum(),
+            ),
+        }
     }
 
     fn deserialize(&self, bytes: &[u8]) -> Result<BfvCt> {
         const WHAT: &str = "ciphertext";
-        let proto = CtProto::decode(bytes).map_err(|e| malformed(WHAT, e.to_string()))?;
+        let proto = CtWire::decode(bytes).map_err(|e| malformed(WHAT, e.to_string()))?;
         let level = proto.level as usize;
         if level > self.params.last_level() {
             return Err(malformed(WHAT, format!("level {level} out of range")));
+        }
+        if !proto.keep.is_empty() {
+            return self.deserialize_selected(&proto);
         }
         let ctx = self.par().context_at_level(level)?.clone();
         let seeded = !proto.seed.is_empty();

@@ -149,6 +149,43 @@ impl<B: Backend> Backend for Counting<B> {
         });
         Ok(r)
     }
+    fn encode_coeffs(&self, values: &[u64]) -> Result<Self::Pt> {
+        let r = self.inner.encode_coeffs(values)?;
+        self.bump(|c| c.ntt += 1);
+        Ok(r)
+    }
+    fn prepare_coeffs(&self, values: &[u64]) -> Result<Self::PreparedPt> {
+        let r = self.inner.prepare_coeffs(values)?;
+        self.bump(|c| c.ntt += 1);
+        Ok(r)
+    }
+    fn dot_coeffs(&self, cts: &[&Self::Ct], pts: &[&Self::PreparedPt]) -> Result<Self::Ct> {
+        let r = self.inner.dot_coeffs(cts, pts)?;
+        let k = cts.len() as u64;
+        self.bump(|c| {
+            c.sc_mult += k;
+            c.add += k - 1;
+            c.fused_add += k - 1
+        });
+        Ok(r)
+    }
+    fn decrypt_coeffs(&self, ct: &Self::Ct) -> Result<Vec<u64>> {
+        let r = self.inner.decrypt_coeffs(ct)?;
+        self.bump(|c| {
+            c.decrypt += 1;
+            c.intt += 1
+        });
+        Ok(r)
+    }
+    fn select_coeffs(&self, a: &Self::Ct, keep: &[std::ops::Range<usize>]) -> Result<Self::Ct> {
+        let r = self.inner.select_coeffs(a, keep)?;
+        // c0 to power basis and back (the backend keeps ciphertexts in NTT form).
+        self.bump(|c| {
+            c.intt += 1;
+            c.ntt += 1
+        });
+        Ok(r)
+    }
     fn rotate_rows(&self, a: &Self::Ct, step: i64) -> Result<Self::Ct> {
         let r = self.inner.rotate_rows(a, step)?;
         if step != 0 {
@@ -225,11 +262,13 @@ impl<B: Backend> Backend for Counting<B> {
     }
 }
 
-/// A ciphertext of the data-free backend: its level and whether it is seeded.
+/// A ciphertext of the data-free backend: its level, whether it is seeded, and for a
+/// selected ciphertext its (runs, kept coefficients).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShapeCt {
     level: usize,
     seeded: bool,
+    selected: Option<(u32, u32)>,
 }
 
 /// A backend that carries no data, only shapes; it enforces the same layout, key and
@@ -290,7 +329,15 @@ impl Shape {
             keys,
         }
     }
+    fn whole(a: &ShapeCt, operation: &'static str) -> Result<()> {
+        match a.selected {
+            Some(_) => Err(HeError::Selected { operation }),
+            None => Ok(()),
+        }
+    }
     fn same(a: &ShapeCt, b: &ShapeCt) -> Result<ShapeCt> {
+        Self::whole(a, "add")?;
+        Self::whole(b, "add")?;
         if a.level != b.level {
             return Err(HeError::LevelMismatch {
                 left: a.level,
@@ -298,11 +345,13 @@ impl Shape {
             });
         }
         Ok(ShapeCt {
+            selected: None,
             level: a.level,
             seeded: false,
         })
     }
     fn top(a: &ShapeCt) -> Result<ShapeCt> {
+        Self::whole(a, "an operation at the top level")?;
         if a.level != 0 {
             return Err(HeError::WrongLevel {
                 expected: 0,
@@ -310,11 +359,13 @@ impl Shape {
             });
         }
         Ok(ShapeCt {
+            selected: None,
             level: 0,
             seeded: false,
         })
     }
     const FRESH: ShapeCt = ShapeCt {
+        selected: None,
         level: 0,
         seeded: false,
     };
@@ -359,6 +410,7 @@ impl Backend for Shape {
     }
     fn encrypt_sym(&self, _pt: &()) -> Result<ShapeCt> {
         Ok(ShapeCt {
+            selected: None,
             level: 0,
             seeded: true,
         })
@@ -369,10 +421,12 @@ impl Backend for Shape {
     fn encrypt_zero_flood(&self, _bits: u32) -> Result<ShapeCt> {
         Ok(Self::FRESH)
     }
-    fn decrypt(&self, _ct: &ShapeCt) -> Result<Vec<u64>> {
+    fn decrypt(&self, ct: &ShapeCt) -> Result<Vec<u64>> {
+        Self::whole(ct, "slot decryption")?;
         Ok(vec![0; self.info.n])
     }
-    fn noise_budget(&self, _ct: &ShapeCt) -> Result<Option<u32>> {
+    fn noise_budget(&self, ct: &ShapeCt) -> Result<Option<u32>> {
+        Self::whole(ct, "noise measurement")?;
         Ok(None)
     }
     fn add(&self, a: &ShapeCt, b: &ShapeCt) -> Result<ShapeCt> {
@@ -388,7 +442,9 @@ impl Backend for Shape {
         Self::top(a)
     }
     fn negate(&self, a: &ShapeCt) -> Result<ShapeCt> {
+        Self::whole(a, "negate")?;
         Ok(ShapeCt {
+            selected: None,
             level: a.level,
             seeded: false,
         })
@@ -411,18 +467,52 @@ impl Backend for Shape {
         }
         Ok(Self::FRESH)
     }
+    fn encode_coeffs(&self, values: &[u64]) -> Result<()> {
+        self.check_values(values)
+    }
+    fn prepare_coeffs(&self, values: &[u64]) -> Result<()> {
+        self.check_values(values)
+    }
+    fn dot_coeffs(&self, cts: &[&ShapeCt], pts: &[&()]) -> Result<ShapeCt> {
+        self.dot(cts, pts)
+    }
+    fn decrypt_coeffs(&self, _ct: &ShapeCt) -> Result<Vec<u64>> {
+        Ok(vec![0; self.info.n])
+    }
+    fn select_coeffs(&self, a: &ShapeCt, keep: &[std::ops::Range<usize>]) -> Result<ShapeCt> {
+        Self::whole(a, "select_coeffs")?;
+        let kept = crate::backend::check_runs(keep, self.info.n)?;
+        Ok(ShapeCt {
+            level: a.level,
+            seeded: false,
+            selected: Some((keep.len() as u32, kept as u32)),
+        })
+    }
+    fn wire_size(&self, a: &ShapeCt) -> usize {
+        match (&self.params, a.selected) {
+            (None, _) => 0,
+            (Some(p), None) => p.ct_wire_size(a.level, a.seeded),
+            (Some(p), Some((runs, kept))) => {
+                p.selected_ct_wire_size(a.level, runs as usize, kept as usize)
+            }
+        }
+    }
     fn rotate_rows(&self, a: &ShapeCt, step: i64) -> Result<ShapeCt> {
+        Self::whole(a, "a slot rotation")?;
         check_step(step, self.info.span(), &self.keys, &self.galois)?;
         Ok(ShapeCt {
+            selected: None,
             level: a.level,
             seeded: false,
         })
     }
     fn rotate_columns(&self, a: &ShapeCt) -> Result<ShapeCt> {
+        Self::whole(a, "a slot rotation")?;
         if self.info.layout != Layout::TwoRows || !self.galois.column {
             return Err(HeError::UndeclaredColumnRotation);
         }
         Ok(ShapeCt {
+            selected: None,
             level: a.level,
             seeded: false,
         })
@@ -433,8 +523,10 @@ impl Backend for Shape {
     fn rotate_hoisted(&self, h: &ShapeCt, step: i64) -> Result<ShapeCt> {
         self.rotate_rows(h, step)
     }
-    fn switch_to_last(&self, _a: &ShapeCt) -> Result<ShapeCt> {
+    fn switch_to_last(&self, a: &ShapeCt) -> Result<ShapeCt> {
+        Self::whole(a, "switch_to_last")?;
         Ok(ShapeCt {
+            selected: None,
             level: self.levels - 1,
             seeded: false,
         })
@@ -446,11 +538,30 @@ impl Backend for Shape {
         a.seeded
     }
     fn serialize(&self, a: &ShapeCt) -> Result<Vec<u8>> {
-        Ok(vec![a.level as u8, u8::from(a.seeded)])
+        let mut out = vec![a.level as u8, u8::from(a.seeded)];
+        if let Some((runs, kept)) = a.selected {
+            out.extend(runs.to_le_bytes());
+            out.extend(kept.to_le_bytes());
+        }
+        Ok(out)
     }
     fn deserialize(&self, bytes: &[u8]) -> Result<ShapeCt> {
+        if let [l, 0, r @ ..] = bytes {
+            if r.len() == 8 && (*l as usize) < self.levels {
+                let word = |i: usize| u32::from_le_bytes([r[i], r[i + 1], r[i + 2], r[i + 3]]);
+                let (runs, kept) = (word(0), word(4));
+                if runs >= 1 && runs <= kept && kept as usize <= self.info.n {
+                    return Ok(ShapeCt {
+                        level: *l as usize,
+                        seeded: false,
+                        selected: Some((runs, kept)),
+                    });
+                }
+            }
+        }
         match bytes {
             [l, s] if (*l as usize) < self.levels && *s <= 1 => Ok(ShapeCt {
+                selected: None,
                 level: *l as usize,
                 seeded: *s == 1,
             }),

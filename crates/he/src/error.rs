@@ -159,6 +159,36 @@ pub enum HeError {
         /// Largest possible.
         max: u32,
     },
+    /// An operand or an operation in the other plaintext encoding (slots vs
+    /// coefficients), detected by the simulator.
+    #[error("{operation} needs {expected}-encoded operands, got a {actual}-encoded one")]
+    EncodingMismatch {
+        /// The operation.
+        operation: &'static str,
+        /// The encoding it needs.
+        expected: crate::backend::Encoding,
+        /// The encoding it got.
+        actual: crate::backend::Encoding,
+    },
+    /// A selected ciphertext (only some coefficients decryptable, for the wire) was
+    /// given to an operation other than coefficient decryption or serialisation.
+    #[error("{operation} needs a whole ciphertext, not one reduced to selected coefficients")]
+    Selected {
+        /// The operation.
+        operation: &'static str,
+    },
+    /// Coefficient runs that are not sorted, disjoint, non-empty and inside 0..n.
+    #[error("coefficient run {index} ({start}..{end}) is empty, unsorted, overlapping or beyond n = {n}")]
+    BadRuns {
+        /// Position of the offending run.
+        index: usize,
+        /// Its start.
+        start: usize,
+        /// Its end.
+        end: usize,
+        /// Ring degree.
+        n: usize,
+    },
     /// An error reported by the fhe.rs engine.
     #[error("fhe.rs: {0}")]
     Engine(String),

@@ -3,11 +3,18 @@
 //!
 //! - [`Bfv`]: fhe.rs 0.1.1 (`tfhe-ntt`) with hoisted rotations, Shoup-form plaintexts
 //!   and fused sums of products; the only code in helina that talks to fhe.rs.
-//! - [`Sim`]: a cleartext slot simulator with identical semantics.
+//! - [`Sim`]: a cleartext simulator with identical semantics (slots, and polynomials in
+//!   Z_p\[X\]/(X^n + 1) for coefficient encoding).
 //! - [`Count`]: data-free, shapes only, for op-count tables of whole networks.
 //!
 //! [`Counting`] wraps any of them and counts every operation, so a kernel reports the same
 //! counts on all three.
+//!
+//! Two plaintext encodings ([`Encoding`]): slots (`encode`, `prepare`, `dot`, rotations,
+//! `decrypt`) and coefficients (`encode_coeffs`, `prepare_coeffs` with weights lifted
+//! centred, `dot_coeffs` = negacyclic polynomial products, `decrypt_coeffs`, and
+//! `select_coeffs`, which sends c0 only at the coefficients a client reads) for
+//! Cheetah's rotation-free kernels. Ciphertexts are the same objects in both.
 //!
 //! What is secret from whom: the client's secret key never leaves a client [`Bfv`]; a
 //! server [`Bfv`] (made by [`Bfv::server`]) holds only the public key and the Galois keys
@@ -22,7 +29,7 @@ mod plain_ntt;
 mod sim;
 mod wire;
 
-pub use backend::{Backend, Dir, GaloisSpec, Layout, OpCounts, SlotInfo};
+pub use backend::{check_runs, Backend, Dir, Encoding, GaloisSpec, Layout, OpCounts, SlotInfo};
 pub use bfv::{Bfv, BfvCt, BfvHoisted, BfvPrepared, BfvPt, PublicKeys};
 pub use count::{Count, Counting, Shape, ShapeCt};
 pub use error::{HeError, Result};
@@ -31,4 +38,4 @@ pub use params::{
     PRESETS,
 };
 pub use plain_ntt::PlainNtt;
-pub use sim::{random_slots, Sim, SimCt};
+pub use sim::{random_slots, Sim, SimCt, SimPt};

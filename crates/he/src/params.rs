@@ -262,6 +262,36 @@ impl Params {
             .unwrap_or(0)
     }
 
+    /// Exact serialized size in bytes of a selected ciphertext at `level` (see
+    /// [`crate::Backend::select_coeffs`]) keeping `kept` coefficients in `runs` runs:
+    /// c1 whole, c0 at the kept coefficients (padded to a multiple of 8), the runs as
+    /// fixed 32-bit pairs.
+    pub fn selected_ct_wire_size(&self, level: usize, runs: usize, kept: usize) -> usize {
+        let Ok(ctx) = self.fhe.context_at_level(level) else {
+            return 0;
+        };
+        let ops = ctx.moduli_operators();
+        let rq = |repr: i32, values: usize, vt: bool| {
+            crate::wire::RqWire {
+                representation: repr,
+                degree: self.n as u32,
+                coefficients: vec![0; ops.iter().map(|q| q.serialization_length(values)).sum()],
+                allow_variable_time: vt,
+            }
+            .encode_to_vec()
+        };
+        crate::wire::CtWire {
+            c: vec![
+                rq(crate::wire::REPR_POWER_BASIS, kept.div_ceil(8) * 8, false),
+                rq(crate::wire::REPR_NTT, self.n, true),
+            ],
+            seed: vec![],
+            level: level as u32,
+            keep: vec![0; 2 * runs],
+        }
+        .encoded_len()
+    }
+
     /// A hash identifying these parameters *and* this build's NTT backend (hex, 32 chars).
     pub fn hash(&self) -> String {
         let mut h = Sha256::new();

@@ -17,6 +17,25 @@ pub(crate) struct RqWire {
     pub(crate) allow_variable_time: bool,
 }
 
+/// fhe.rs's `Ciphertext` protobuf plus helina's field 4: the coefficient runs a
+/// *selected* ciphertext keeps (see [`crate::Backend::select_coeffs`]). Without field 4
+/// the bytes are exactly fhe.rs's; with it, `c[0]` holds c0 in power basis at the kept
+/// coefficients only.
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct CtWire {
+    #[prost(bytes = "vec", repeated, tag = "1")]
+    pub(crate) c: Vec<Vec<u8>>,
+    #[prost(bytes = "vec", tag = "2")]
+    pub(crate) seed: Vec<u8>,
+    #[prost(uint32, tag = "3")]
+    pub(crate) level: u32,
+    /// Kept runs as (start, end) pairs, fixed-width so sizes do not depend on values.
+    #[prost(fixed32, repeated, tag = "4")]
+    pub(crate) keep: Vec<u32>,
+}
+
+/// Representation tag of a power-basis polynomial.
+pub(crate) const REPR_POWER_BASIS: i32 = 1;
 /// Representation tag of an NTT-form polynomial.
 pub(crate) const REPR_NTT: i32 = 2;
 /// Representation tag of an NTT + Shoup-form polynomial.

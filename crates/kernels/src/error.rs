@@ -88,6 +88,26 @@ pub enum KernelError {
         /// The plan it was used with.
         actual: String,
     },
+    /// A group count that does not divide the channels of a grouped convolution.
+    #[error("groups = {groups} must divide the channels: c_i = {c_i}, c_o = {c_o}")]
+    Groups {
+        /// Groups.
+        groups: usize,
+        /// Input channels.
+        c_i: usize,
+        /// Output channels.
+        c_o: usize,
+    },
+    /// A grouped convolution that is not depthwise (groups = c_i, c_o a multiple of c_i).
+    #[error("a depthwise convolution needs groups = input channels and output channels a multiple of them: groups = {groups}, c_i = {c_i}, c_o = {c_o}")]
+    NotDepthwise {
+        /// Groups.
+        groups: usize,
+        /// Input channels.
+        c_i: usize,
+        /// Output channels.
+        c_o: usize,
+    },
 }
 
 /// Result alias.

@@ -2,10 +2,12 @@
 //! benchmarks drive them the same way: offline encode, client query, server compute +
 //! `share_output`, the cleartext finish both parties apply, client decrypt.
 
-use he::{Backend, GaloisSpec, Params};
+use std::ops::Range;
+
+use he::{Backend, Encoding, GaloisSpec, Params};
 
 use crate::error::Result;
-use crate::share::{share_output, FloodPool};
+use crate::share::{share_output_encoded, FloodPool};
 
 /// A planned linear layer.
 pub trait LinearLayer {
@@ -31,8 +33,21 @@ pub trait LinearLayer {
     fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>>;
     /// Server: the HE computation before `share_output`.
     fn compute<B: Backend>(&self, b: &B, m: &Self::Encoded<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>>;
-    /// The cleartext finishing map from response slots to outputs (both parties).
+    /// The cleartext finishing map from response slots (or coefficients) to outputs
+    /// (both parties).
     fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>>;
+    /// How queries and responses are encoded: slots (default) or coefficients
+    /// (Cheetah); `share_output` masks and the client decrypts in this encoding.
+    fn encoding(&self) -> Encoding {
+        Encoding::Slots
+    }
+    /// For coefficient-encoded responses: the coefficients of response `index` that
+    /// `finish` reads, as sorted runs; `respond` then sends only those of c0
+    /// ([`Backend::select_coeffs`]). `None` (the default): whole ciphertexts.
+    fn response_coeffs(&self, index: usize) -> Option<Vec<Range<usize>>> {
+        let _ = index;
+        None
+    }
 
     /// Server online: compute, share, finish the server's share.
     fn respond<B: Backend>(
@@ -43,20 +58,62 @@ pub trait LinearLayer {
         pool: &mut FloodPool<B>,
     ) -> Result<(Vec<B::Ct>, Vec<u64>)> {
         let out = self.compute(b, m, q)?;
-        let shared = share_output(b, out, pool)?;
+        self.share_response(b, out, pool)
+    }
+
+    /// Server online, after `compute`: `share_output` in the layer's encoding, the
+    /// server's share finished, and (coefficient encoding) the response reduced to the
+    /// coefficients the client reads.
+    fn share_response<B: Backend>(
+        &self,
+        b: &B,
+        out: Vec<B::Ct>,
+        pool: &mut FloodPool<B>,
+    ) -> Result<(Vec<B::Ct>, Vec<u64>)> {
+        use rayon::prelude::*;
+        let shared = share_output_encoded(b, out, pool, self.encoding())?;
         let server = self.finish(&shared.server_slots)?;
-        Ok((shared.response, server))
+        // After the privacy step: only what the client reads of c0 goes on the wire.
+        let keeps: Vec<Option<Vec<Range<usize>>>> = (0..shared.response.len())
+            .map(|i| self.response_coeffs(i))
+            .collect();
+        let response = shared
+            .response
+            .into_par_iter()
+            .zip(keeps)
+            .map(|(ct, keep)| match keep {
+                Some(keep) if !keep.is_empty() => Ok(b.select_coeffs(&ct, &keep)?),
+                _ => Ok(ct),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((response, server))
     }
 
     /// Client: decrypt and finish.
     fn decrypt<B: Backend>(&self, b: &B, resp: &[B::Ct]) -> Result<Vec<u64>> {
         use rayon::prelude::*;
+        let encoding = self.encoding();
         let slots = resp
             .par_iter()
-            .map(|c| b.decrypt(c))
+            .map(|c| b.decrypt_as(c, encoding))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         self.finish(&slots)
     }
+}
+
+/// Sorted coefficient indices as runs, bridging gaps of one coefficient (a run costs
+/// 8 bytes on the wire, a coefficient at most 8).
+pub(crate) fn runs(mut indices: Vec<usize>) -> Vec<Range<usize>> {
+    indices.sort_unstable();
+    indices.dedup();
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for i in indices {
+        match out.last_mut() {
+            Some(r) if i <= r.end + 1 => r.end = i + 1,
+            _ => out.push(i..i + 1),
+        }
+    }
+    out
 }
 
 /// acc + x, or x when there is no accumulator yet.

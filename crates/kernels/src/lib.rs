@@ -15,10 +15,11 @@ pub mod rotate;
 mod share;
 pub mod square;
 
+pub use conv::grouped::{DepthwisePlan, EncodedGroups, GroupedConvShape, GroupedPlan};
 pub use conv::{ConvMethod, ConvPlan, ConvShape, EncodedFilters, Padding};
 pub use error::{KernelError, Result};
 pub use estimate::{estimate, CostModel, Estimate};
 pub use layer::LinearLayer;
 pub use matvec::{EncodedMatrix, Geometry, MatvecPlan, Method};
-pub use share::{share_output, FloodPool, Shared};
+pub use share::{share_output, share_output_encoded, FloodPool, Shared};
 pub use square::SquarePlan;

@@ -8,7 +8,9 @@
 //!   σ² += L·n·q_max²/3·10; a rotation composed of `h` key switches (a step without a
 //!   key of its own, beyond the Galois-key budget: one hop per set bit) adds `h` of
 //!   them, σ of the key-switch term × h ([`NoiseModel::with_hops`]);
-//! - a ScMult by a plaintext with centred coefficients |w| ≤ p/2: σ² ← n·(p/2)²·σ²;
+//! - a ScMult by a plaintext with centred coefficients |w| ≤ p/2: σ² ← n·(p/2)²·σ²
+//!   (k·(p/2)²·σ² when at most k coefficients are non-zero, as in coefficient-encoded
+//!   weights);
 //! - a sum of k terms: σ ← k·σ (as if fully correlated, the safe side).
 //!
 //! The bound on ‖e‖∞ is 9σ: a sub-Gaussian tail exceeds it with probability below
@@ -90,6 +92,13 @@ impl NoiseModel {
     /// After a ScMult.
     pub fn mult(&self, b: f64) -> f64 {
         b + self.sc_mult
+    }
+    /// After a ScMult by a plaintext with at most `nonzero` non-zero centred
+    /// coefficients (|w| ≤ p/2): σ² ← nonzero·(p/2)²·σ² (coefficient-encoded weights;
+    /// at most the dense bound of [`NoiseModel::mult`]).
+    pub fn mult_sparse(&self, b: f64, nonzero: usize) -> f64 {
+        let k = nonzero.clamp(1, self.n) as f64;
+        b + 0.5 * k.log2() + self.sc_mult - 0.5 * (self.n as f64).log2()
     }
     /// After summing `k` terms.
     pub fn sum(&self, b: f64, k: usize) -> f64 {

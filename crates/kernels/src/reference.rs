@@ -2,7 +2,9 @@
 //! every kernel's reconstructed output must equal mod p. Used by the kernel tests, the
 //! demo and the client's `--reveal` check.
 
+use crate::conv::grouped::GroupedConvShape;
 use crate::conv::{ConvShape, Padding};
+use crate::error::{KernelError, Result};
 
 /// W·x for a row-major `rows x cols` matrix.
 pub fn matvec(w: &[i64], x: &[i64], rows: usize, cols: usize) -> Vec<i128> {
@@ -61,6 +63,54 @@ pub fn conv(sh: &ConvShape, x: &[i64], f: &[i64]) -> Vec<i128> {
         }
     }
     out
+}
+
+/// The grouped convolution of a c_i x h x w image with c_o x c_i/G x k_h x k_w filters
+/// (ONNX / PyTorch layout: output channel o reads the input channels of group
+/// o / (c_o/G)), zero padding and stride as [`conv`], as c_o x h_out x w_out. Checks the
+/// shape and the lengths.
+pub fn grouped_conv(sh: &GroupedConvShape, x: &[i64], f: &[i64]) -> Result<Vec<i128>> {
+    sh.validate()?;
+    for (what, expected, actual) in [
+        ("input image", sh.input_len(), x.len()),
+        ("filters", sh.weight_len(), f.len()),
+    ] {
+        if expected != actual {
+            return Err(KernelError::Shape {
+                what,
+                expected,
+                actual,
+            });
+        }
+    }
+    let (h_out, w_out, pt, pl) = conv_output(&sh.group_shape());
+    let (cig, cog) = (sh.group_in(), sh.group_out());
+    let mut out = Vec::with_capacity(sh.c_o * h_out * w_out);
+    for o in 0..sh.c_o {
+        let group = o / cog;
+        for y in 0..h_out {
+            for xx in 0..w_out {
+                let mut acc: i128 = 0;
+                for c in 0..cig {
+                    let ic = group * cig + c;
+                    for dy in 0..sh.k_h {
+                        for dx in 0..sh.k_w {
+                            let iy = (y * sh.stride + dy) as i64 - pt as i64;
+                            let ix = (xx * sh.stride + dx) as i64 - pl as i64;
+                            if iy < 0 || ix < 0 || iy >= sh.h as i64 || ix >= sh.w as i64 {
+                                continue;
+                            }
+                            let xv = x[(ic * sh.h + iy as usize) * sh.w + ix as usize];
+                            let fv = f[((o * cig + c) * sh.k_h + dy) * sh.k_w + dx];
+                            acc += xv as i128 * fv as i128;
+                        }
+                    }
+                }
+                out.push(acc);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Values reduced into [0, p).

@@ -2,7 +2,9 @@
 //!
 //! For every returned ciphertext:
 //! 1. **mask**: add r, uniform over all n slots (fresh from a CSPRNG); the server's share
-//!    is −r mod p;
+//!    is −r mod p. Coefficient-encoded responses (Cheetah) are masked the same way with
+//!    r as the n plaintext coefficients ([`share_output_encoded`]): a uniform plaintext
+//!    is uniform in either encoding, and the server's share is then −r coefficient-wise;
 //! 2. **re-randomise and flood**: add a public-key encryption of zero whose c0 carries
 //!    uniform noise of `flood_bits` bits (see [`crate::noise`]): the c1 half is then a
 //!    fresh RLWE sample instead of a weight-dependent function of the client's query,
@@ -14,7 +16,7 @@
 
 use std::collections::VecDeque;
 
-use he::Backend;
+use he::{Backend, Encoding};
 use rand::Rng;
 
 use crate::error::{KernelError, Result};
@@ -68,11 +70,24 @@ pub struct Shared<B: Backend> {
     pub server_slots: Vec<Vec<u64>>,
 }
 
-/// Masks, re-randomises (flooding) and switches every ciphertext to the last level.
+/// Masks, re-randomises (flooding) and switches every ciphertext to the last level
+/// (slot encoding: the server's share is per slot).
 pub fn share_output<B: Backend>(
     b: &B,
     cts: Vec<B::Ct>,
     pool: &mut FloodPool<B>,
+) -> Result<Shared<B>> {
+    share_output_encoded(b, cts, pool, Encoding::Slots)
+}
+
+/// [`share_output`] for ciphertexts in either encoding: the mask r is encoded as
+/// `encoding` says, and the server's share (−r) is given in that encoding's values
+/// (slots, or the plaintext polynomial's coefficients).
+pub fn share_output_encoded<B: Backend>(
+    b: &B,
+    cts: Vec<B::Ct>,
+    pool: &mut FloodPool<B>,
+    encoding: Encoding,
 ) -> Result<Shared<B>> {
     use rayon::prelude::*;
     let s = b.slots();
@@ -88,7 +103,7 @@ pub fn share_output<B: Backend>(
         .map(|(ct, zero)| -> Result<(B::Ct, Vec<u64>)> {
             let mut rng = rand::rng();
             let r: Vec<u64> = (0..s.n).map(|_| rng.random_range(0..s.p)).collect();
-            let masked = b.add_plain(&ct, &b.encode(&r)?)?;
+            let masked = b.add_plain(&ct, &b.encode_as(&r, encoding)?)?;
             let flooded = b.add(&masked, &zero)?;
             let out = b.switch_to_last(&flooded)?;
             Ok((out, r.iter().map(|&v| (s.p - v) % s.p).collect()))

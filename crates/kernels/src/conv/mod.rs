@@ -7,8 +7,10 @@
 //!
 //! (ideal model, c_n channels per ciphertext), [`gazelle_in`] (input rotation, no
 //! output rotation: c_i f − c_i/c_n HstPerm), [`heliks`] (multiply first, ≤ 4 keys:
-//! c_o (f − 1) + c_o (c_n − 1)/c_n Perm, HELiKs Table 1), and [`ensei`] (frequency domain:
-//! c_o·c_i/c_n ScMult, no rotation, c_o output ciphertexts, fewer when c_i < c_n).
+//! c_o (f − 1) + c_o (c_n − 1)/c_n Perm, HELiKs Table 1), [`ensei`] (frequency domain:
+//! c_o·c_i/c_n ScMult, no rotation, c_o output ciphertexts, fewer when c_i < c_n) and
+//! [`cheetah`] (coefficient encoding, no rotation, no Galois key; its own tiling, see
+//! its module doc: the layout below is the slot methods').
 //!
 //! ## Layout (the same for every method)
 //! Each input channel is zero padded to an hp x wp grid (padding `same` or `valid`) and
@@ -32,13 +34,15 @@
 //! plaintexts hold, at input block b, the filter tap of the output channel in block
 //! (b − k); rotating the product left by k·B' moves it there.
 
+pub mod cheetah;
 pub mod ensei;
 pub mod gala;
 pub mod gazelle_in;
 pub mod gazelle_out;
+pub mod grouped;
 pub mod heliks;
 
-use he::{Backend, GaloisSpec, Layout, Params, SlotInfo};
+use he::{Backend, Encoding, GaloisSpec, Layout, Params, SlotInfo};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{KernelError, Result};
@@ -58,16 +62,19 @@ pub enum ConvMethod {
     Ensei,
     /// HELiKs: multiply first, fixed-step rotations, ≤ 4 keys.
     Heliks,
+    /// Cheetah's HomConv: coefficient encoding, no rotations, no Galois keys.
+    Cheetah,
 }
 
 impl ConvMethod {
     /// Every method.
-    pub const ALL: [ConvMethod; 5] = [
+    pub const ALL: [ConvMethod; 6] = [
         ConvMethod::GazelleOut,
         ConvMethod::GazelleIn,
         ConvMethod::Gala,
         ConvMethod::Heliks,
         ConvMethod::Ensei,
+        ConvMethod::Cheetah,
     ];
     /// Name.
     pub fn name(self) -> &'static str {
@@ -77,6 +84,7 @@ impl ConvMethod {
             ConvMethod::Gala => "gala",
             ConvMethod::Ensei => "ensei",
             ConvMethod::Heliks => "heliks",
+            ConvMethod::Cheetah => "cheetah",
         }
     }
     /// Parses a name.
@@ -166,6 +174,16 @@ impl ConvGeometry {
         strip * self.h1
     }
     fn new(shape: ConvShape, slots: SlotInfo, frequency_domain: bool) -> Result<Self> {
+        Self::new_packed(shape, slots, frequency_domain, false)
+    }
+    /// As [`ConvGeometry::new`]; `coefficients`: Cheetah tiles the image itself, so the
+    /// slot layout's strips are not needed (one strip, whatever the row width).
+    fn new_packed(
+        shape: ConvShape,
+        slots: SlotInfo,
+        frequency_domain: bool,
+        coefficients: bool,
+    ) -> Result<Self> {
         for (what, v) in [
             ("input channels", shape.c_i),
             ("height", shape.h),
@@ -208,7 +226,9 @@ impl ConvGeometry {
         // A strip of r stride-1 output rows needs r + k_h − 1 input rows (its halo).
         let fits = |r: usize| -> bool {
             let rows_in = r + shape.k_h - 1;
-            if frequency_domain {
+            if coefficients {
+                true
+            } else if frequency_domain {
                 (rows_in + shape.k_h - 1).next_power_of_two().max(8)
                     * (wp + shape.k_w - 1).next_power_of_two().max(8)
                     <= slots.n
@@ -305,6 +325,7 @@ pub struct ConvPlan {
     rot: Rotations,
     slots: SlotInfo,
     ensei: Option<(ensei::EnseiGeometry, ensei::Transform)>,
+    cheetah: Option<cheetah::CheetahGeometry>,
 }
 
 impl ConvPlan {
@@ -320,10 +341,18 @@ impl ConvPlan {
         slots: SlotInfo,
         budget: Option<usize>,
     ) -> Result<Self> {
-        let geom = ConvGeometry::new(shape, slots, method == ConvMethod::Ensei)?;
+        let geom = ConvGeometry::new_packed(
+            shape,
+            slots,
+            method == ConvMethod::Ensei,
+            method == ConvMethod::Cheetah,
+        )?;
         let mut steps: Vec<i64> = Vec::new();
         let mut ens = None;
-        if method == ConvMethod::Ensei {
+        let mut coeff = None;
+        if method == ConvMethod::Cheetah {
+            coeff = Some(cheetah::geometry(&geom)?);
+        } else if method == ConvMethod::Ensei {
             let e = ensei::geometry(&geom)?;
             let t = ensei::transform(&e, slots.p)?;
             ens = Some((e, t));
@@ -341,6 +370,7 @@ impl ConvPlan {
             geom,
             slots,
             ensei: ens,
+            cheetah: coeff,
         })
     }
     /// The method.
@@ -351,6 +381,11 @@ impl ConvPlan {
     pub fn geometry(&self) -> &ConvGeometry {
         &self.geom
     }
+    /// Cheetah's coefficient-encoding geometry (tiles, channels per ciphertext), for
+    /// [`ConvMethod::Cheetah`] only.
+    pub fn cheetah_geometry(&self) -> Option<&cheetah::CheetahGeometry> {
+        self.cheetah.as_ref()
+    }
     /// Rotations and keys.
     pub fn rotations(&self) -> &Rotations {
         &self.rot
@@ -358,7 +393,7 @@ impl ConvPlan {
     /// Galois keys the client generates (plus the row swap in the real layout).
     pub fn galois(&self) -> GaloisSpec {
         let g = self.rot.galois();
-        if self.geom.rows == 2 && self.ensei.is_none() {
+        if self.geom.rows == 2 && self.ensei.is_none() && self.cheetah.is_none() {
             g.with_column()
         } else {
             g
@@ -366,6 +401,9 @@ impl ConvPlan {
     }
     /// Response ciphertexts (c_o for ENSEI: its block sums happen on the shares).
     pub fn output_cts(&self) -> usize {
+        if let Some(e) = &self.cheetah {
+            return e.output_cts();
+        }
         match &self.ensei {
             Some((e, _)) => e.out_cts * self.geom.strips,
             None => self.geom.out_cts * self.geom.strips,
@@ -373,6 +411,9 @@ impl ConvPlan {
     }
     /// Prepared plaintexts the encoded filters hold (memory: each is n·L·16 bytes).
     pub fn encoded_plaintexts(&self) -> usize {
+        if let Some(e) = &self.cheetah {
+            return e.plaintexts();
+        }
         match &self.ensei {
             Some((e, _)) => e.out_cts * e.in_cts,
             None => self.geom.plaintexts(),
@@ -380,6 +421,9 @@ impl ConvPlan {
     }
     /// Query ciphertexts.
     pub fn query_cts(&self) -> usize {
+        if let Some(e) = &self.cheetah {
+            return e.query_cts();
+        }
         match &self.ensei {
             Some((e, _)) => e.in_cts * self.geom.strips,
             None => self.geom.in_cts * self.geom.strips,
@@ -408,6 +452,24 @@ impl ConvPlan {
         let half = (p / 2) as i64;
         if let Some((index, &value)) = f.iter().enumerate().find(|(_, v)| v.abs() > half) {
             return Err(KernelError::WeightRange { index, value, p });
+        }
+        if let Some(e) = &self.cheetah {
+            // In parallel over output groups, in order.
+            let groups = crate::par::map(0..e.out_groups, |og| {
+                (0..e.in_groups)
+                    .map(|ig| {
+                        Ok(if b.carries_data() {
+                            b.prepare_coeffs(&cheetah::filter_values(&sh, e, f, p, og, ig))?
+                        } else {
+                            b.prepare_coeffs(&[])?
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            return Ok(EncodedFilters {
+                plan: self.id(),
+                pts: groups.into_iter().flatten().collect(),
+            });
         }
         if let Some((e, t)) = &self.ensei {
             // In parallel over output ciphertexts, in order.
@@ -516,6 +578,9 @@ impl ConvPlan {
     /// Worst-case kernel noise bits.
     pub fn kernel_noise(&self, m: &NoiseModel) -> f64 {
         let m = &m.with_hops(self.rot.max_hops());
+        if let Some(e) = &self.cheetah {
+            return cheetah::noise(&self.geom.shape, e, m);
+        }
         if let Some((e, _)) = &self.ensei {
             return ensei::noise(e, m);
         }
@@ -583,6 +648,12 @@ impl crate::layer::LinearLayer for ConvPlan {
         if let Some((index, &value)) = x.iter().enumerate().find(|(_, &v)| v >= p) {
             return Err(he::HeError::NotReduced { index, value, p }.into());
         }
+        if let Some(e) = &self.cheetah {
+            return cheetah::query_values(&sh, e, x)
+                .iter()
+                .map(|v| Ok(b.encrypt_sym(&b.encode_coeffs(v)?)?))
+                .collect();
+        }
         let mut out = Vec::with_capacity(self.query_cts());
         for strip in 0..g.strips {
             // Input rows of this strip: padded rows [start, start + hp), halo included.
@@ -631,6 +702,9 @@ impl crate::layer::LinearLayer for ConvPlan {
                 actual: q.len(),
             });
         }
+        if let Some(e) = &self.cheetah {
+            return cheetah::compute(b, e, &m.pts, q);
+        }
         let per_strip = q.len() / self.geom.strips;
         let mut out = Vec::with_capacity(self.output_cts());
         for qs in q.chunks(per_strip.max(1)) {
@@ -651,7 +725,7 @@ impl crate::layer::LinearLayer for ConvPlan {
                 ConvMethod::GazelleIn => gazelle_in::compute(&ctx)?,
                 ConvMethod::Gala => gala::compute(&ctx)?,
                 ConvMethod::Heliks => heliks::compute(&ctx)?,
-                ConvMethod::Ensei => {
+                ConvMethod::Ensei | ConvMethod::Cheetah => {
                     return Err(KernelError::EmptyDimension {
                         what: "ENSEI transform",
                     })
@@ -660,8 +734,24 @@ impl crate::layer::LinearLayer for ConvPlan {
         }
         Ok(out)
     }
+    fn encoding(&self) -> Encoding {
+        if self.cheetah.is_some() {
+            Encoding::Coeffs
+        } else {
+            Encoding::Slots
+        }
+    }
+    fn response_coeffs(&self, index: usize) -> Option<Vec<std::ops::Range<usize>>> {
+        let e = self.cheetah.as_ref()?;
+        Some(crate::layer::runs(cheetah::response_indices(
+            &self.geom, e, index,
+        )))
+    }
     fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
         let g = &self.geom;
+        if let Some(e) = &self.cheetah {
+            return cheetah::finish(g, e, slots);
+        }
         if let Some((e, t)) = &self.ensei {
             if slots.len() != self.output_cts() {
                 return Err(KernelError::CiphertextCount {

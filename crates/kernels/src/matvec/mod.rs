@@ -8,6 +8,7 @@
 //! | [`hybrid`] | GAZELLE (GALA §III-A-2) | n_i n_o/n − 1 HstPerm + log2(n/n_o) Perm | both sets |
 //! | [`gala`] | GALA §III-A-3 | n_i n_o/n − 1 Perm | n_i n_o/n − 1 |
 //! | [`heliks`] | HELiKs §4 | n_i n_o/n − 1 Perm, one fixed step | 1 |
+//! | [`cheetah`] | Cheetah HomFC (coefficient encoding) | none | 0 |
 //!
 //! One interface for every method ([`MatvecPlan`]): the server encodes W offline
 //! ([`MatvecPlan::encode`]); the client encrypts x ([`MatvecPlan::query`], seeded
@@ -33,8 +34,13 @@
 //! in-segment sum to the cleartext shares (GALA, HELiKs) or to log2 L HE rotations
 //! (hybrid). Where the paper's figures interleave rows instead of using contiguous
 //! segments, the counts are the same.
+//!
+//! [`cheetah`] uses no slots: queries and weights are polynomials in coefficient
+//! encoding (see its module doc); in [`Geometry`] its chunk width d1 is `tile` (and
+//! `period`), its rows per block d0 `block_rows`, and `diags` = 1.
 
 pub mod bsgs;
+pub mod cheetah;
 pub mod diagonal;
 pub mod gala;
 pub mod heliks;
@@ -42,7 +48,7 @@ pub mod hybrid;
 pub mod naive;
 
 use bincode::Options;
-use he::{Backend, GaloisSpec, Params, SlotInfo};
+use he::{Backend, Encoding, GaloisSpec, Params, SlotInfo};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{KernelError, Result};
@@ -64,17 +70,20 @@ pub enum Method {
     Gala,
     /// HELiKs: multiply first, one fixed rotation step, cleartext row-half sums.
     Heliks,
+    /// Cheetah's HomFC: coefficient encoding, no rotations, no Galois keys.
+    Cheetah,
 }
 
 impl Method {
     /// Every method, in table order.
-    pub const ALL: [Method; 6] = [
+    pub const ALL: [Method; 7] = [
         Method::Naive,
         Method::Diagonal,
         Method::Bsgs,
         Method::Hybrid,
         Method::Gala,
         Method::Heliks,
+        Method::Cheetah,
     ];
     /// Lower-case name.
     pub fn name(self) -> &'static str {
@@ -85,6 +94,7 @@ impl Method {
             Method::Hybrid => "hybrid",
             Method::Gala => "gala",
             Method::Heliks => "heliks",
+            Method::Cheetah => "cheetah",
         }
     }
     /// Parses a name.
@@ -307,6 +317,14 @@ impl MatvecPlan {
                 g.seg = tile.min(n / r);
                 g.diags = tile / g.seg;
             }
+            Method::Cheetah => {
+                let (d0, d1) = cheetah::split(n_o, n_i, n);
+                g.tile = d1;
+                g.period = d1;
+                g.col_tiles = n_i.div_ceil(d1);
+                g.block_rows = d0;
+                g.row_blocks = n_o.div_ceil(d0);
+            }
         }
         let steps = match method {
             Method::Naive => naive::steps(&g),
@@ -315,6 +333,7 @@ impl MatvecPlan {
             Method::Hybrid => hybrid::steps(&g),
             Method::Gala => gala::steps(&g),
             Method::Heliks => heliks::steps(&g),
+            Method::Cheetah => Vec::new(),
         };
         let budget = if method == Method::Bsgs { None } else { budget };
         Ok(Self {
@@ -385,6 +404,14 @@ impl MatvecPlan {
             let (block, k) = (bk / g.diags, bk % g.diags);
             let mut pts = Vec::with_capacity(g.col_tiles);
             for tile in 0..g.col_tiles {
+                if self.method == Method::Cheetah {
+                    pts.push(if b.carries_data() {
+                        b.prepare_coeffs(&cheetah::weight_values(g, &wt, block, tile))?
+                    } else {
+                        b.prepare_coeffs(&[])?
+                    });
+                    continue;
+                }
                 if !b.carries_data() {
                     pts.push(b.prepare(&[])?);
                     continue;
@@ -395,6 +422,7 @@ impl MatvecPlan {
                     Method::Bsgs => bsgs::value(g, &wt, block, k, tile, slot),
                     Method::Hybrid => hybrid::value(g, &wt, block, k, tile, slot),
                     Method::Gala | Method::Heliks => gala::value(g, &wt, block, k, tile, slot),
+                    Method::Cheetah => 0, // encoded above
                 };
                 let v: Vec<u64> = (0..g.n).map(value).collect();
                 pts.push(b.prepare(&v)?);
@@ -419,6 +447,7 @@ impl MatvecPlan {
             Method::Hybrid => hybrid::noise(g, m),
             Method::Gala => gala::noise(g, m),
             Method::Heliks => heliks::noise(g, m),
+            Method::Cheetah => cheetah::noise(g, m),
         }
     }
 }
@@ -493,6 +522,14 @@ impl crate::layer::LinearLayer for MatvecPlan {
         if let Some((index, &value)) = x.iter().enumerate().find(|(_, &v)| v >= p) {
             return Err(he::HeError::NotReduced { index, value, p }.into());
         }
+        if self.method == Method::Cheetah {
+            return (0..g.col_tiles)
+                .map(|tile| {
+                    let v = cheetah::query_values(g, x, p, tile);
+                    Ok(b.encrypt_sym(&b.encode_coeffs(&v)?)?)
+                })
+                .collect();
+        }
         (0..g.col_tiles)
             .map(|tile| {
                 let v: Vec<u64> = (0..g.n)
@@ -537,7 +574,26 @@ impl crate::layer::LinearLayer for MatvecPlan {
             Method::Hybrid => hybrid::compute(&ctx, q),
             Method::Gala => gala::compute(&ctx, q),
             Method::Heliks => heliks::compute(&ctx, q),
+            Method::Cheetah => cheetah::compute(&ctx, q),
         }
+    }
+    fn encoding(&self) -> Encoding {
+        if self.method == Method::Cheetah {
+            Encoding::Coeffs
+        } else {
+            Encoding::Slots
+        }
+    }
+    fn response_coeffs(&self, index: usize) -> Option<Vec<std::ops::Range<usize>>> {
+        let g = &self.geom;
+        (self.method == Method::Cheetah).then(|| {
+            let rows = g.block_rows.min(g.n_o.saturating_sub(index * g.block_rows));
+            crate::layer::runs(
+                (0..rows)
+                    .map(|r| cheetah::output_coefficient(g, r))
+                    .collect(),
+            )
+        })
     }
     fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>> {
         let g = &self.geom;
@@ -562,6 +618,7 @@ impl crate::layer::LinearLayer for MatvecPlan {
                     Method::Diagonal | Method::Bsgs => (local, 1),
                     Method::Hybrid => (local * g.seg, 1),
                     Method::Gala | Method::Heliks => (local * g.seg, g.seg),
+                    Method::Cheetah => (cheetah::output_coefficient(g, local), 1),
                 };
                 let s = v
                     .get(start..start + len)

@@ -1,0 +1,332 @@
+#![allow(clippy::unwrap_used)]
+//! Coefficient encoding on every backend: products are negacyclic polynomial products
+//! in Z_p[X]/(X^n + 1) (checked against a schoolbook reference), weights are lifted
+//! centred (a weight −1 given as p − 1 costs no noise), the simulator refuses to mix
+//! encodings, and the three backends count the same operations.
+
+mod common;
+
+use common::*;
+use he::{random_slots, Backend, Bfv, Count, Counting, Encoding, GaloisSpec, HeError, Sim};
+use rand::Rng;
+
+/// Independent reference: the negacyclic product a·b mod (X^n + 1, p), schoolbook.
+fn negacyclic(a: &[u64], b: &[u64], p: u64) -> Vec<u64> {
+    let n = a.len();
+    let mut out = vec![0i128; n];
+    for i in 0..n {
+        if a[i] == 0 {
+            continue;
+        }
+        for j in 0..n {
+            let v = a[i] as i128 * b[j] as i128;
+            if i + j < n {
+                out[i + j] += v;
+            } else {
+                out[i + j - n] -= v;
+            }
+        }
+    }
+    out.iter().map(|v| v.rem_euclid(p as i128) as u64).collect()
+}
+
+fn add(a: &[u64], b: &[u64], p: u64) -> Vec<u64> {
+    a.iter().zip(b).map(|(x, y)| (x + y) % p).collect()
+}
+
+/// Sparse random polynomial: `k` random non-zero coefficients (and the extremes ±p/2).
+fn sparse(n: usize, k: usize, p: u64, seed: u64) -> Vec<u64> {
+    let mut r = rng(seed);
+    let mut v = vec![0u64; n];
+    for _ in 0..k {
+        v[r.random_range(0..n)] = r.random_range(0..p);
+    }
+    v[n - 1] = p - 1; // −1
+    v[n / 2] = p / 2; // the largest centred magnitude
+    v[n / 2 + 1] = p / 2 + 1; // −p/2 (p odd)
+    v
+}
+
+#[test]
+fn bfv_and_sim_multiply_polynomials_negacyclically() {
+    let b = client();
+    let s = sim();
+    let (n, p) = (params().n(), params().p());
+    let x1 = random_slots(n, p, &mut rng(1));
+    let x2 = sparse(n, 40, p, 2);
+    let w1 = sparse(n, 30, p, 3);
+    let w2 = sparse(n, 50, p, 4);
+    let want = add(&negacyclic(&x1, &w1, p), &negacyclic(&x2, &w2, p), p);
+
+    let c1 = b.encrypt_sym(&b.encode_coeffs(&x1).unwrap()).unwrap();
+    let c2 = b.encrypt_pk(&b.encode_coeffs(&x2).unwrap()).unwrap();
+    let (p1, p2) = (
+        b.prepare_coeffs(&w1).unwrap(),
+        b.prepare_coeffs(&w2).unwrap(),
+    );
+    let prod = b.dot_coeffs(&[&c1, &c2], &[&p1, &p2]).unwrap();
+    assert_eq!(b.decrypt_coeffs(&prod).unwrap(), want);
+    // After the switch to the last level too.
+    let low = b.switch_to_last(&prod).unwrap();
+    assert_eq!(b.decrypt_coeffs(&low).unwrap(), want);
+    // Plain additions in coefficient encoding.
+    let r = random_slots(n, p, &mut rng(5));
+    let masked = b.add_plain(&prod, &b.encode_coeffs(&r).unwrap()).unwrap();
+    assert_eq!(b.decrypt_coeffs(&masked).unwrap(), add(&want, &r, p));
+
+    let d1 = s.encrypt_sym(&s.encode_coeffs(&x1).unwrap()).unwrap();
+    let d2 = s.encrypt_pk(&s.encode_coeffs(&x2).unwrap()).unwrap();
+    let (q1, q2) = (
+        s.prepare_coeffs(&w1).unwrap(),
+        s.prepare_coeffs(&w2).unwrap(),
+    );
+    let sp = s.dot_coeffs(&[&d1, &d2], &[&q1, &q2]).unwrap();
+    assert_eq!(s.decrypt_coeffs(&sp).unwrap(), want);
+}
+
+#[test]
+fn sim_without_a_transform_multiplies_by_schoolbook() {
+    // p ≡ 1 mod 2048 but not mod 4096: no negacyclic NTT of length 2048 mod p.
+    let p = 12289;
+    let n = 2048;
+    let s = Sim::ideal(n, p, GaloisSpec::none());
+    let x = sparse(n, 100, p, 6);
+    let w = sparse(n, 100, p, 7);
+    let c = s.encrypt_sym(&s.encode_coeffs(&x).unwrap()).unwrap();
+    let prod = s
+        .dot_coeffs(&[&c], &[&s.prepare_coeffs(&w).unwrap()])
+        .unwrap();
+    assert_eq!(s.decrypt_coeffs(&prod).unwrap(), negacyclic(&x, &w, p));
+    // and with a transform (p ≡ 1 mod 4096), the same result
+    let q = he::batching_prime(20, n).unwrap();
+    let t = Sim::ideal(n, q, GaloisSpec::none());
+    let xq: Vec<u64> = x.iter().map(|v| v % q).collect();
+    let wq: Vec<u64> = w.iter().map(|v| v % q).collect();
+    let c = t.encrypt_sym(&t.encode_coeffs(&xq).unwrap()).unwrap();
+    let prod = t
+        .dot_coeffs(&[&c], &[&t.prepare_coeffs(&wq).unwrap()])
+        .unwrap();
+    assert_eq!(t.decrypt_coeffs(&prod).unwrap(), negacyclic(&xq, &wq, q));
+}
+
+/// Weights given as p − 1 multiply as −1: the product of a fresh encryption by a dense
+/// polynomial of −1s keeps nearly the budget of one by +1s (an unsigned lift would
+/// multiply the noise by p ≈ 2^20 and lose ~20 bits).
+#[test]
+fn signed_weights_are_lifted_centred() {
+    let b = client();
+    let (n, p) = (params().n(), params().p());
+    let x = random_slots(n, p, &mut rng(8));
+    let ct = b.encrypt_sym(&b.encode_coeffs(&x).unwrap()).unwrap();
+    let budget = |w: &[u64]| {
+        let prod = b
+            .dot_coeffs(&[&ct], &[&b.prepare_coeffs(w).unwrap()])
+            .unwrap();
+        assert_eq!(b.decrypt_coeffs(&prod).unwrap(), negacyclic(&x, w, p));
+        b.noise_budget(&prod).unwrap().unwrap() as i64
+    };
+    let dense = |v: u64| -> Vec<u64> { (0..n).map(|i| if i < 64 { v } else { 0 }).collect() };
+    let plus = budget(&dense(1));
+    let minus = budget(&dense(p - 1));
+    eprintln!("budget after a product by 64 coefficients +1: {plus} bits, −1: {minus} bits");
+    assert!(
+        (plus - minus).abs() <= 2,
+        "+1: {plus} bits, −1: {minus} bits"
+    );
+}
+
+#[test]
+fn the_simulator_refuses_to_mix_encodings() {
+    let s = sim();
+    let slot = s.encrypt_sym(&s.encode(&[1, 2]).unwrap()).unwrap();
+    let coef = s.encrypt_sym(&s.encode_coeffs(&[1, 2]).unwrap()).unwrap();
+    assert_eq!(coef.encoding(), Some(Encoding::Coeffs));
+    let mismatch = |r: Result<_, HeError>| matches!(r, Err(HeError::EncodingMismatch { .. }));
+    assert!(mismatch(s.add(&slot, &coef).map(|_| ())));
+    assert!(mismatch(s.rotate_rows(&coef, 1).map(|_| ())));
+    assert!(mismatch(s.hoist(&coef).map(|_| ())));
+    assert!(mismatch(s.decrypt(&coef).map(|_| ())));
+    assert!(mismatch(s.decrypt_coeffs(&slot).map(|_| ())));
+    let wc = s.prepare_coeffs(&[3]).unwrap();
+    let ws = s.prepare(&[3]).unwrap();
+    assert!(mismatch(s.mul_plain(&coef, &ws).map(|_| ())));
+    assert!(mismatch(s.mul_plain(&slot, &wc).map(|_| ())));
+    assert!(mismatch(s.dot_coeffs(&[&slot], &[&wc]).map(|_| ())));
+    assert!(mismatch(s.dot_coeffs(&[&coef], &[&ws]).map(|_| ())));
+    assert!(mismatch(
+        s.add_plain(&coef, &s.encode(&[1]).unwrap()).map(|_| ())
+    ));
+    // An encryption of zero (the flooding zeros) goes with either encoding.
+    let zero = s.encrypt_zero_flood(10).unwrap();
+    assert_eq!(zero.encoding(), None);
+    let sum = s.add(&coef, &zero).unwrap();
+    assert_eq!(s.decrypt_coeffs(&sum).unwrap()[..2], [1, 2]);
+    assert_eq!(
+        s.decrypt(&s.add(&slot, &zero).unwrap()).unwrap()[..2],
+        [1, 2]
+    );
+    // The encoding survives the wire and stored plaintexts.
+    let back = s.deserialize(&s.serialize(&coef).unwrap()).unwrap();
+    assert_eq!(back, coef);
+    let wb = s
+        .prepared_from_bytes(&s.prepared_to_bytes(&wc).unwrap())
+        .unwrap();
+    assert_eq!(wb, wc);
+    let mut bad = s.serialize(&coef).unwrap();
+    bad[2] = 7;
+    assert!(matches!(
+        s.deserialize(&bad),
+        Err(HeError::Malformed { .. })
+    ));
+}
+
+#[test]
+fn coefficient_ops_count_the_same_on_every_backend() {
+    fn workload<B: Backend>(b: &B) -> usize {
+        let n = b.slots().n;
+        let x = vec![1u64; n];
+        let c = b.encrypt_sym(&b.encode_coeffs(&x).unwrap()).unwrap();
+        let w = b.prepare_coeffs(&x).unwrap();
+        let w2 = b.prepare_coeffs(&x[..3]).unwrap();
+        let d = b.dot_coeffs(&[&c, &c], &[&w, &w2]).unwrap();
+        let last = b.switch_to_last(&d).unwrap();
+        let sel = b.select_coeffs(&last, &[1..4, 9..10]).unwrap();
+        b.decrypt_coeffs(&sel).unwrap();
+        b.wire_size(&sel)
+    }
+    let bfv = Counting::new(Bfv::keygen(params(), GaloisSpec::none()).unwrap());
+    let s = Counting::new(Sim::new(params(), GaloisSpec::none()));
+    let c = Count::real(params(), GaloisSpec::none());
+    let sizes = [workload(&bfv), workload(&s), workload(&c)];
+    assert_eq!(sizes, [sizes[0]; 3]);
+    assert_eq!(
+        sizes[0],
+        params().selected_ct_wire_size(params().last_level(), 2, 4)
+    );
+    let k = c.counts();
+    assert_eq!(bfv.counts(), k);
+    assert_eq!(s.counts(), k);
+    // NTTs: encode 1, prepare 2, switch 2·2, select 1; iNTTs: switch 2·2, select 1,
+    // decrypt 1.
+    assert_eq!(
+        (k.sc_mult, k.add, k.fused_add, k.ntt, k.intt, k.decrypt),
+        (2, 1, 1, 8, 6, 1)
+    );
+    assert_eq!(k.rotations() + k.dec_perm, 0);
+}
+
+/// Test-side mirror of the ciphertext wire message (fhe.rs's three fields + helina's
+/// runs), to corrupt selected ciphertexts.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Wire {
+    #[prost(bytes = "vec", repeated, tag = "1")]
+    c: Vec<Vec<u8>>,
+    #[prost(bytes = "vec", tag = "2")]
+    seed: Vec<u8>,
+    #[prost(uint32, tag = "3")]
+    level: u32,
+    #[prost(fixed32, repeated, tag = "4")]
+    keep: Vec<u32>,
+}
+
+#[test]
+fn selected_ciphertexts_carry_only_the_kept_coefficients() {
+    use prost::Message;
+    let b = client();
+    let s = sim();
+    let (n, p) = (params().n(), params().p());
+    let last = params().last_level();
+    let x = random_slots(n, p, &mut rng(9));
+    let w = sparse(n, 20, p, 10);
+    let keep = vec![0..1, 7..20, 100..101, n - 3..n];
+    let kept = 1 + 13 + 1 + 3;
+    let want = negacyclic(&x, &w, p);
+
+    let c = b.encrypt_sym(&b.encode_coeffs(&x).unwrap()).unwrap();
+    let prod = b
+        .dot_coeffs(&[&c], &[&b.prepare_coeffs(&w).unwrap()])
+        .unwrap();
+    let low = b.switch_to_last(&prod).unwrap();
+    let sel = b.select_coeffs(&low, &keep).unwrap();
+    let bytes = b.serialize(&sel).unwrap();
+    assert_eq!(bytes.len(), b.wire_size(&sel));
+    assert_eq!(
+        bytes.len(),
+        params().selected_ct_wire_size(last, keep.len(), kept)
+    );
+    let full = b.serialize(&low).unwrap().len();
+    assert!(bytes.len() * 100 < full * 55, "{} of {full}", bytes.len());
+    let back = b.deserialize(&bytes).unwrap();
+    assert_eq!(b.level(&back), last);
+    let got = b.decrypt_coeffs(&back).unwrap();
+    for r in &keep {
+        assert_eq!(got[r.clone()], want[r.clone()]);
+    }
+    // Everything but coefficient decryption and the wire refuses it.
+    let sel_err = |r: Result<(), HeError>| matches!(r, Err(HeError::Selected { .. }));
+    assert!(sel_err(b.add(&back, &back).map(|_| ())));
+    assert!(sel_err(b.decrypt(&back).map(|_| ())));
+    assert!(sel_err(b.noise_budget(&back).map(|_| ())));
+    assert!(sel_err(b.switch_to_last(&back).map(|_| ())));
+    assert!(sel_err(b.select_coeffs(&back, &keep).map(|_| ())));
+    // Bad runs: typed errors.
+    let run = |start: usize, end: usize| std::ops::Range { start, end };
+    for bad in [
+        vec![run(5, 3)],
+        vec![run(0, 5), run(3, 8)],
+        vec![run(n - 1, n + 1)],
+        vec![run(4, 4)],
+    ] {
+        assert!(matches!(
+            b.select_coeffs(&low, &bad),
+            Err(HeError::BadRuns { .. })
+        ));
+    }
+    // Corrupted wire forms: typed errors, never a panic.
+    let wire = Wire::decode(bytes.as_slice()).unwrap();
+    let mut variants = Vec::new();
+    let mut odd = wire.clone();
+    odd.keep.pop();
+    variants.push(odd);
+    let mut overlap = wire.clone();
+    overlap.keep[3] = 3; // 7..20 becomes 7..3
+    variants.push(overlap);
+    let mut beyond = wire.clone();
+    let last_end = beyond.keep.len() - 1;
+    beyond.keep[last_end] = n as u32 + 8;
+    variants.push(beyond);
+    let mut short = wire.clone();
+    let len = short.c[0].len();
+    short.c[0].truncate(len - 3);
+    variants.push(short);
+    let mut huge = wire.clone();
+    huge.keep = (0..2 * n as u32 + 2).collect();
+    variants.push(huge);
+    let mut seeded = wire.clone();
+    seeded.seed = vec![0; 32];
+    variants.push(seeded);
+    for v in variants {
+        assert!(matches!(
+            b.deserialize(&v.encode_to_vec()),
+            Err(HeError::Malformed { .. })
+        ));
+    }
+
+    // The simulator: the same wire size, the kept coefficients only.
+    let sc = s.encrypt_sym(&s.encode_coeffs(&x).unwrap()).unwrap();
+    let sp = s
+        .dot_coeffs(&[&sc], &[&s.prepare_coeffs(&w).unwrap()])
+        .unwrap();
+    let ssel = s
+        .select_coeffs(&s.switch_to_last(&sp).unwrap(), &keep)
+        .unwrap();
+    assert_eq!(s.wire_size(&ssel), bytes.len());
+    let sback = s.deserialize(&s.serialize(&ssel).unwrap()).unwrap();
+    assert_eq!(sback, ssel);
+    let sgot = s.decrypt_coeffs(&sback).unwrap();
+    for (i, v) in sgot.iter().enumerate() {
+        let inside = keep.iter().any(|r| r.contains(&i));
+        assert_eq!(*v, if inside { want[i] } else { 0 });
+    }
+    assert!(sel_err(s.add(&sback, &sback).map(|_| ())));
+}

@@ -1,0 +1,686 @@
+//! Cheetah's coefficient-encoding kernels (matvec HomFC, conv HomConv): shares
+//! reconstruct the plaintext reference mod p on the simulator and on real BFV, at odd
+//! shapes (non-powers of two, n_i > n, n_o > n, c_i·h·w > n, 1x1 / 3x3 / 5x5, same and
+//! valid, strides, spatial tiles); no rotation and no Galois key; identical op counts
+//! on Bfv, Sim and Count; responses flooded and at the last level like every method's;
+//! typed errors.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::OnceLock;
+
+use he::{Backend, Bfv, Count, Counting, GaloisSpec, Layout, OpCounts, Params, Sim, SlotInfo};
+use kernels::{
+    estimate, ConvMethod, ConvPlan, ConvShape, CostModel, FloodPool, KernelError, LinearLayer,
+    MatvecPlan, Method, Padding,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+
+/// The smallest preset whose noise budget affords Cheetah's flooding (n = 8192, 164 bits).
+fn params() -> &'static Params {
+    static P: OnceLock<Params> = OnceLock::new();
+    P.get_or_init(|| Params::preset("n8192-q164").unwrap())
+}
+
+/// One client for every Bfv test: Cheetah needs no Galois key.
+fn client() -> &'static Bfv {
+    static B: OnceLock<Bfv> = OnceLock::new();
+    B.get_or_init(|| Bfv::keygen(params(), GaloisSpec::none()).unwrap())
+}
+
+fn real(p: &Params) -> SlotInfo {
+    SlotInfo {
+        n: p.n(),
+        p: p.p(),
+        layout: Layout::TwoRows,
+    }
+}
+
+fn ideal(n: usize) -> SlotInfo {
+    SlotInfo {
+        n,
+        p: he::batching_prime(20, n).unwrap(),
+        layout: Layout::Cyclic,
+    }
+}
+
+fn random(len: usize, bound: i64, rng: &mut ChaCha20Rng) -> Vec<i64> {
+    (0..len).map(|_| rng.random_range(-bound..=bound)).collect()
+}
+
+/// The whole protocol on one backend (client = server): (client share, server share).
+fn run<L: LinearLayer, B: Backend>(
+    b: &B,
+    plan: &L,
+    w: &[i64],
+    x: &[i64],
+    bits: u32,
+) -> (Vec<u64>, Vec<u64>) {
+    let p = b.slots().p;
+    let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
+    let m = plan.encode_weights(b, w).unwrap();
+    let q = plan.query(b, &xr).unwrap();
+    let mut pool = FloodPool::new(bits);
+    pool.fill(b, plan.output_cts()).unwrap();
+    let (resp, server) = plan.respond(b, &m, &q, &mut pool).unwrap();
+    (plan.decrypt(b, &resp).unwrap(), server)
+}
+
+fn reconstruct(a: &[u64], b: &[u64], p: u64) -> Vec<u64> {
+    a.iter().zip(b).map(|(x, y)| (x + y) % p).collect()
+}
+
+fn matvec_ref(w: &[i64], x: &[i64], n_o: usize, n_i: usize, p: u64) -> Vec<u64> {
+    kernels::reference::reduce(&kernels::reference::matvec(w, x, n_o, n_i), p)
+}
+
+fn conv_ref(sh: &ConvShape, x: &[i64], f: &[i64], p: u64) -> Vec<u64> {
+    kernels::reference::reduce(&kernels::reference::conv(sh, x, f), p)
+}
+
+fn shape(
+    c_i: usize,
+    h: usize,
+    w: usize,
+    c_o: usize,
+    k: usize,
+    s: usize,
+    pad: Padding,
+) -> ConvShape {
+    ConvShape {
+        c_i,
+        h,
+        w,
+        c_o,
+        k_h: k,
+        k_w: k,
+        stride: s,
+        padding: pad,
+    }
+}
+
+fn conv_problem(sh: &ConvShape, seed: u64) -> (Vec<i64>, Vec<i64>) {
+    let mut r = ChaCha20Rng::seed_from_u64(seed);
+    let x = random(sh.c_i * sh.h * sh.w, 200, &mut r);
+    let f = random(sh.c_o * sh.c_i * sh.k_h * sh.k_w, 200, &mut r);
+    (x, f)
+}
+
+#[test]
+fn matvec_reconstructs_on_sim() {
+    let p = params();
+    for (i, &(n_o, n_i)) in [
+        (1, 1),
+        (7, 13),
+        (100, 300),
+        (33, 8193),  // n_i > n
+        (9001, 19),  // n_o > n
+        (257, 8500), // both chunked
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut r = ChaCha20Rng::seed_from_u64(i as u64);
+        let (w, x) = (random(n_o * n_i, 1000, &mut r), random(n_i, 1000, &mut r));
+        let plan = MatvecPlan::new(Method::Cheetah, n_o, n_i, real(p)).unwrap();
+        let g = plan.geometry();
+        assert!(g.block_rows * g.tile <= g.n, "{n_o}x{n_i}: {g:?}");
+        if n_i > g.n {
+            assert!(plan.query_cts() > 1);
+        }
+        let sim = Sim::new(p, plan.galois());
+        let (c, s) = run(&sim, &plan, &w, &x, 0);
+        assert_eq!(
+            reconstruct(&c, &s, p.p()),
+            matvec_ref(&w, &x, n_o, n_i, p.p()),
+            "{n_o}x{n_i}"
+        );
+    }
+}
+
+#[test]
+fn matvec_reconstructs_in_small_ideal_rings() {
+    // n = 1024 makes n_i > n and n_o > n cheap: several chunks and blocks at once.
+    let slots = ideal(1024);
+    for (i, &(n_o, n_i)) in [(1500, 1100), (2100, 50), (3, 2500), (1025, 1025), (31, 33)]
+        .iter()
+        .enumerate()
+    {
+        let mut r = ChaCha20Rng::seed_from_u64(10 + i as u64);
+        let (w, x) = (random(n_o * n_i, 50, &mut r), random(n_i, 50, &mut r));
+        let plan = MatvecPlan::with_key_budget(Method::Cheetah, n_o, n_i, slots, None).unwrap();
+        let sim = Sim::ideal(1024, slots.p, plan.galois());
+        let (c, s) = run(&sim, &plan, &w, &x, 0);
+        assert_eq!(
+            reconstruct(&c, &s, slots.p),
+            matvec_ref(&w, &x, n_o, n_i, slots.p),
+            "{n_o}x{n_i}"
+        );
+    }
+}
+
+/// The split: d0·d1 ≤ n, and the 2·queries + responses it minimises.
+#[test]
+fn matvec_split() {
+    let plan = MatvecPlan::new(Method::Cheetah, 512, 512, real(params())).unwrap();
+    let g = plan.geometry();
+    // d1 = 128: 4 query chunks; d0 = 64 rows per block: 8 responses (2·4 + 8 = 16).
+    assert_eq!((g.tile, g.block_rows), (128, 64));
+    assert_eq!((plan.query_cts(), plan.output_cts()), (4, 8));
+    for (n_o, n_i) in [(1, 1), (10, 100000), (100000, 10), (777, 3333)] {
+        let plan = MatvecPlan::new(Method::Cheetah, n_o, n_i, real(params())).unwrap();
+        let g = plan.geometry();
+        assert!(g.block_rows * g.tile <= 8192 && g.block_rows <= n_o && g.tile <= n_i);
+        assert_eq!(plan.query_cts(), n_i.div_ceil(g.tile));
+        assert_eq!(plan.output_cts(), n_o.div_ceil(g.block_rows));
+    }
+}
+
+/// Full protocol on real BFV: the query and the response cross the wire (serialised,
+/// validated), the response is at the last level with budget left, the shares
+/// reconstruct W·x; no rotation; the same counts on Sim and Count.
+fn bfv_matvec(n_o: usize, n_i: usize, seed: u64) {
+    let p = params();
+    let plan = MatvecPlan::new(Method::Cheetah, n_o, n_i, real(p)).unwrap();
+    assert_eq!(plan.galois(), GaloisSpec::none());
+    let mut r = ChaCha20Rng::seed_from_u64(seed);
+    let w = random(n_o * n_i, (p.p() / 2) as i64, &mut r); // the whole centred range
+    let x = random(n_i, 1000, &mut r);
+    let (c, s, counts) = bfv_run(&plan, &w, &x);
+    assert_eq!(
+        reconstruct(&c, &s, p.p()),
+        matvec_ref(&w, &x, n_o, n_i, p.p()),
+        "{n_o}x{n_i} on Bfv"
+    );
+    let products = plan.query_cts() * plan.output_cts();
+    same_counts_everywhere(&plan, &w, &x, counts, products, &format!("{n_o}x{n_i}"));
+}
+
+fn bfv_run<L: LinearLayer>(plan: &L, w: &[i64], x: &[i64]) -> (Vec<u64>, Vec<u64>, OpCounts) {
+    let p = params();
+    let bits = plan.flood_bits(p).unwrap();
+    let client = client();
+    let server = Counting::new(Bfv::server(p, client.public_keys()).unwrap());
+    let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();
+    let m = plan.encode_weights(&server, w).unwrap();
+    let q: Vec<_> = plan
+        .query(client, &xr)
+        .unwrap()
+        .iter()
+        .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
+        .collect();
+    let mut pool = FloodPool::new(bits);
+    pool.fill(&server, plan.output_cts()).unwrap();
+    server.take();
+    let (resp, s) = plan.respond(&server, &m, &q, &mut pool).unwrap();
+    let counts = server.take();
+    let resp: Vec<_> = resp
+        .iter()
+        .map(|c| client.deserialize(&server.serialize(c).unwrap()).unwrap())
+        .collect();
+    for (i, ct) in resp.iter().enumerate() {
+        assert_eq!(client.level(ct), p.last_level());
+        // Only the coefficients `finish` reads travel in c0.
+        let keep = plan.response_coeffs(i).unwrap();
+        let kept: usize = keep.iter().map(|r| r.len()).sum();
+        assert_eq!(
+            server.serialize(ct).unwrap().len(),
+            p.selected_ct_wire_size(p.last_level(), keep.len(), kept)
+        );
+        assert!(matches!(
+            client.noise_budget(ct),
+            Err(he::HeError::Selected { .. })
+        ));
+    }
+    (plan.decrypt(client, &resp).unwrap(), s, counts)
+}
+
+/// The server's counts of `respond` (kernel + share_output) on Sim and Count equal
+/// those on Bfv, field by field; none of them is a rotation.
+fn same_counts_everywhere<L: LinearLayer>(
+    plan: &L,
+    w: &[i64],
+    x: &[i64],
+    bfv: OpCounts,
+    products: usize,
+    what: &str,
+) {
+    fn respond_counts<L: LinearLayer, B: Backend>(
+        b: &Counting<B>,
+        plan: &L,
+        w: &[i64],
+        x: &[i64],
+    ) -> OpCounts {
+        let p = b.slots().p;
+        let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
+        let m = plan.encode_weights(b, w).unwrap();
+        let q = plan.query(b, &xr).unwrap();
+        let mut pool = FloodPool::new(0);
+        pool.fill(b, plan.output_cts()).unwrap();
+        b.take();
+        plan.respond(b, &m, &q, &mut pool).unwrap();
+        b.take()
+    }
+    let p = params();
+    let sim = Counting::new(Sim::new(p, plan.galois()));
+    let cnt = Count::real(p, plan.galois());
+    assert_eq!(respond_counts(&sim, plan, w, x), bfv, "{what}: sim");
+    assert_eq!(respond_counts(&cnt, plan, w, x), bfv, "{what}: count");
+    assert_eq!(
+        (bfv.perm, bfv.hst_perm, bfv.dec_perm),
+        (0, 0, 0),
+        "{what}: rotations"
+    );
+    assert_eq!(bfv.sc_mult as usize, products, "{what}: products");
+    assert_eq!(bfv.mod_switch as usize, plan.output_cts() * p.last_level());
+}
+
+#[test]
+fn matvec_on_bfv() {
+    bfv_matvec(7, 13, 20);
+    bfv_matvec(100, 300, 21);
+    bfv_matvec(20, 9000, 22); // n_i > n
+    bfv_matvec(9000, 20, 23); // n_o > n
+}
+
+#[test]
+fn conv_reconstructs_on_sim() {
+    let p = params();
+    let shapes = [
+        shape(1, 5, 5, 2, 3, 1, Padding::Same),
+        shape(3, 8, 8, 4, 3, 1, Padding::Same),
+        shape(1, 28, 28, 5, 5, 2, Padding::Valid),
+        shape(16, 16, 16, 16, 1, 1, Padding::Same),
+        shape(40, 16, 16, 24, 3, 1, Padding::Same), // c_i·h·w > n
+        shape(3, 9, 7, 5, 3, 2, Padding::Same),
+        shape(5, 11, 13, 7, 5, 1, Padding::Valid),
+        shape(7, 12, 10, 3, 5, 1, Padding::Same),
+        shape(4, 20, 20, 6, 1, 2, Padding::Valid), // 1x1 strided: subsampled input
+        shape(6, 15, 15, 4, 1, 3, Padding::Same),
+        shape(2, 9, 9, 3, 5, 3, Padding::Same),
+        shape(2, 100, 90, 3, 3, 1, Padding::Same), // spatial tiles
+        shape(1, 3, 5000, 2, 3, 1, Padding::Same), // a row wider than n/2 slots
+        shape(130, 6, 6, 70, 3, 1, Padding::Valid),
+    ];
+    for (i, sh) in shapes.iter().enumerate() {
+        let (x, f) = conv_problem(sh, 30 + i as u64);
+        let plan = ConvPlan::new(ConvMethod::Cheetah, *sh, real(p)).unwrap();
+        assert_eq!(plan.galois().key_count(p.n() / 2), 0);
+        let sim = Sim::new(p, plan.galois());
+        let (c, s) = run(&sim, &plan, &f, &x, 0);
+        assert_eq!(
+            reconstruct(&c, &s, p.p()),
+            conv_ref(sh, &x, &f, p.p()),
+            "{sh:?}"
+        );
+    }
+    // The slot methods cannot lay out the wide row; Cheetah tiles it.
+    assert!(ConvPlan::new(
+        ConvMethod::Gala,
+        shape(1, 3, 5000, 2, 3, 1, Padding::Same),
+        real(p)
+    )
+    .is_err());
+}
+
+#[test]
+fn conv_reconstructs_in_small_ideal_rings() {
+    // n = 1024: channels, tiles and output groups all split.
+    let slots = ideal(1024);
+    for (i, sh) in [
+        shape(9, 20, 17, 11, 3, 1, Padding::Same),
+        shape(3, 40, 40, 2, 5, 2, Padding::Same),
+        shape(50, 4, 4, 60, 1, 1, Padding::Valid),
+        shape(2, 31, 33, 3, 3, 1, Padding::Valid),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (x, f) = conv_problem(sh, 50 + i as u64);
+        let plan = ConvPlan::with_key_budget(ConvMethod::Cheetah, *sh, slots, None).unwrap();
+        let sim = Sim::ideal(1024, slots.p, plan.galois());
+        let (c, s) = run(&sim, &plan, &f, &x, 0);
+        assert_eq!(
+            reconstruct(&c, &s, slots.p),
+            conv_ref(sh, &x, &f, slots.p),
+            "{sh:?}"
+        );
+    }
+}
+
+/// 16x16x128 → 128 3x3 same at n = 8192: one 18x18 tile, 8 input channels and 3 output
+/// channels per ciphertext (8·3·324 ≤ 8192): 16 queries, 43 responses, 688 ScMult.
+#[test]
+fn conv_packing_of_the_benchmark_shape() {
+    let p = params();
+    let sh = shape(128, 16, 16, 128, 3, 1, Padding::Same);
+    let plan = ConvPlan::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
+    assert_eq!((plan.query_cts(), plan.output_cts()), (16, 43));
+    assert_eq!(plan.encoded_plaintexts(), 16 * 43);
+    let e = estimate(&plan, p, &CostModel::reference(p)).unwrap();
+    assert_eq!(e.counts.sc_mult, 688);
+    assert_eq!(
+        (e.counts.rotations(), e.counts.dec_perm, e.galois_keys),
+        (0, 0, 0)
+    );
+    assert_eq!(e.bytes_up, 16 * p.ct_wire_size(0, true) as u64);
+    // Each response keeps 3 channels x 16 rows of 16 coefficients (the last one 2
+    // channels): c1 whole, c0 at 768 (512) coefficients.
+    let last = p.last_level();
+    assert_eq!(
+        e.bytes_down,
+        (42 * p.selected_ct_wire_size(last, 48, 768) + p.selected_ct_wire_size(last, 32, 512))
+            as u64
+    );
+    assert!(e.bytes_down * 10 < 43 * p.ct_wire_size(last, false) as u64 * 6);
+}
+
+fn bfv_conv(sh: ConvShape, seed: u64) {
+    let p = params();
+    let plan = ConvPlan::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
+    assert_eq!(plan.galois(), GaloisSpec::none());
+    let mut r = ChaCha20Rng::seed_from_u64(seed);
+    let x = random(sh.c_i * sh.h * sh.w, 1000, &mut r);
+    let f = random(
+        sh.c_o * sh.c_i * sh.k_h * sh.k_w,
+        (p.p() / 2) as i64,
+        &mut r,
+    );
+    let (c, s, counts) = bfv_run(&plan, &f, &x);
+    assert_eq!(
+        reconstruct(&c, &s, p.p()),
+        conv_ref(&sh, &x, &f, p.p()),
+        "{sh:?} on Bfv"
+    );
+    // ScMult = tiles · input groups · output groups.
+    let e = plan.cheetah_geometry().unwrap();
+    assert_eq!(plan.query_cts(), e.tiles() * e.in_groups);
+    assert_eq!(plan.output_cts(), e.tiles() * e.out_groups);
+    assert!(e.c_w * e.m_w * e.th * e.tw <= p.n());
+    let products = e.tiles() * e.in_groups * e.out_groups;
+    same_counts_everywhere(&plan, &f, &x, counts, products, &format!("{sh:?}"));
+}
+
+#[test]
+fn conv_on_bfv() {
+    bfv_conv(shape(40, 16, 16, 24, 3, 1, Padding::Same), 60); // c_i·h·w > n
+    bfv_conv(shape(1, 28, 28, 5, 5, 2, Padding::Valid), 61);
+    bfv_conv(shape(16, 10, 10, 20, 1, 2, Padding::Same), 62);
+    bfv_conv(shape(2, 100, 90, 3, 3, 1, Padding::Same), 63); // spatial tiles
+}
+
+/// Flooding as for every method: each pool zero decrypts to noise of the flooding
+/// size, and a response keeps the budget of the unflooded result switched down.
+#[test]
+fn responses_are_flooded_rerandomised_and_at_the_last_level() {
+    let p = params();
+    let plan = MatvecPlan::new(Method::Cheetah, 30, 200, real(p)).unwrap();
+    let bits = plan.flood_bits(p).unwrap();
+    let client = client();
+    let server = Bfv::server(p, client.public_keys()).unwrap();
+    let expected = p.log_q_at(0) - (p.p() as f64).log2() - bits as f64 - 1.0;
+    let budget = |c: &he::BfvCt| {
+        let c = client.deserialize(&server.serialize(c).unwrap()).unwrap();
+        client.noise_budget(&c).unwrap().unwrap() as f64
+    };
+    let flooded = budget(&server.encrypt_zero_flood(bits).unwrap());
+    assert!(
+        (flooded - expected).abs() <= 3.0,
+        "a pool zero leaves {flooded} bits, {bits}-bit flooding predicts {expected:.1}"
+    );
+    assert!(budget(&server.encrypt_zero_flood(0).unwrap()) > flooded + 60.0);
+    let mut r = ChaCha20Rng::seed_from_u64(70);
+    let (w, x) = (random(30 * 200, 500, &mut r), random(200, 500, &mut r));
+    let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();
+    let m = plan.encode(&server, &w).unwrap();
+    let q: Vec<_> = plan
+        .query(client, &xr)
+        .unwrap()
+        .iter()
+        .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
+        .collect();
+    let mut pool = FloodPool::new(bits);
+    pool.fill(&server, 3 * plan.output_cts()).unwrap();
+    let (r1, s1) = plan.respond(&server, &m, &q, &mut pool).unwrap();
+    let (r2, _) = plan.respond(&server, &m, &q, &mut pool).unwrap();
+    let raw = server
+        .switch_to_last(&plan.compute(&server, &m, &q).unwrap()[0])
+        .unwrap();
+    let c1 = |ct: &he::BfvCt| server.component_bytes(ct, 1).unwrap();
+    assert_ne!(c1(&r1[0]), c1(&r2[0]));
+    assert_ne!(c1(&r1[0]), c1(&raw));
+    // The privacy step alone (before the coefficient selection): every response at the
+    // last level, with the budget of the unflooded result.
+    let out = plan.compute(&server, &m, &q).unwrap();
+    let shared =
+        kernels::share_output_encoded(&server, out, &mut pool, he::Encoding::Coeffs).unwrap();
+    for ct in &shared.response {
+        assert_eq!(server.level(ct), p.last_level());
+        assert!((budget(ct) - budget(&raw)).abs() <= 2.0);
+    }
+    for ct in &r1 {
+        assert_eq!(server.level(ct), p.last_level());
+    }
+    // The mask is uniform on every coefficient, not only the read ones: the server's
+    // share has no run of zeros.
+    assert!(s1.iter().filter(|&&v| v == 0).count() < 3);
+    let resp: Vec<_> = r1
+        .iter()
+        .map(|c| client.deserialize(&server.serialize(c).unwrap()).unwrap())
+        .collect();
+    assert_eq!(
+        reconstruct(&plan.decrypt(client, &resp).unwrap(), &s1, p.p()),
+        matvec_ref(&w, &x, 30, 200, p.p())
+    );
+    assert!(matches!(
+        plan.respond(&server, &m, &q, &mut pool),
+        Err(KernelError::PoolEmpty { .. })
+    ));
+}
+
+#[test]
+fn mask_covers_every_coefficient_and_only_read_ones_are_sent() {
+    // share_output masks all n coefficients: the decrypted coefficients are
+    // uniform-looking everywhere, including the ones the finish map never reads.
+    let p = params();
+    let plan = MatvecPlan::new(Method::Cheetah, 4, 5, real(p)).unwrap();
+    let sim = Sim::new(p, plan.galois());
+    let m = plan.encode(&sim, &[1; 20]).unwrap();
+    let q = plan.query(&sim, &[1; 5]).unwrap();
+    let mut pool = FloodPool::new(0);
+    pool.fill(&sim, 2).unwrap();
+    let out = plan.compute(&sim, &m, &q).unwrap();
+    let shared = kernels::share_output_encoded(&sim, out, &mut pool, he::Encoding::Coeffs).unwrap();
+    let coeffs = sim.decrypt_coeffs(&shared.response[0]).unwrap();
+    assert!(coeffs.iter().filter(|&&v| v == 0).count() < 3);
+    assert!(shared.server_slots[0].iter().filter(|&&v| v == 0).count() < 3);
+    // The response then keeps the 4 coefficients finish reads (0, 5, 10, 15: d1 = 5).
+    assert_eq!(plan.geometry().tile, 5);
+    let keep = plan.response_coeffs(0).unwrap();
+    assert_eq!(keep, vec![0..1, 5..6, 10..11, 15..16]);
+    let (resp, _) = plan.respond(&sim, &m, &q, &mut pool).unwrap();
+    let seen = sim.decrypt_coeffs(&resp[0]).unwrap();
+    for (i, &v) in seen.iter().enumerate() {
+        if !keep.iter().any(|r| r.contains(&i)) {
+            assert_eq!(v, 0, "coefficient {i} was sent");
+        }
+    }
+    let full = p.ct_wire_size(p.last_level(), false);
+    let sent = sim.wire_size(&resp[0]);
+    assert_eq!(sent, p.selected_ct_wire_size(p.last_level(), 4, 4));
+    assert!(sent * 2 < full + 200, "{sent} of {full} bytes");
+}
+
+#[test]
+fn flooding_budget_errors_are_typed() {
+    // n = 4096 with 109 bits cannot afford the flooding; the error names a preset.
+    let small = Params::preset("n4096").unwrap();
+    let plan = MatvecPlan::new(Method::Cheetah, 16, 128, real(&small)).unwrap();
+    match plan.flood_bits(&small) {
+        Err(KernelError::NoiseBudget { suggestion, .. }) => {
+            assert!(suggestion.contains("n8192"), "{suggestion}")
+        }
+        other => panic!("expected a noise-budget error, got {other:?}"),
+    }
+    let conv = ConvPlan::new(
+        ConvMethod::Cheetah,
+        shape(4, 8, 8, 4, 3, 1, Padding::Same),
+        real(&small),
+    )
+    .unwrap();
+    assert!(matches!(
+        conv.flood_bits(&small),
+        Err(KernelError::NoiseBudget { .. })
+    ));
+    assert!(plan.flood_bits(params()).is_ok() && conv.flood_bits(params()).is_ok());
+}
+
+#[test]
+fn bad_inputs_are_typed_errors() {
+    let p = params();
+    let s = real(p);
+    assert!(matches!(
+        MatvecPlan::new(Method::Cheetah, 0, 4, s),
+        Err(KernelError::EmptyDimension { .. })
+    ));
+    let plan = MatvecPlan::new(Method::Cheetah, 2, 3, s).unwrap();
+    let sim = Sim::new(p, plan.galois());
+    assert!(matches!(
+        plan.encode(&sim, &[1, 2, 3]),
+        Err(KernelError::Shape {
+            expected: 6,
+            actual: 3,
+            ..
+        })
+    ));
+    assert!(matches!(
+        plan.encode(&sim, &[1, 2, 3, 4, 5, p.p() as i64]),
+        Err(KernelError::WeightRange { index: 5, .. })
+    ));
+    assert!(matches!(
+        plan.query(&sim, &[1, 2]),
+        Err(KernelError::Shape { .. })
+    ));
+    assert!(matches!(
+        plan.query(&sim, &[1, 2, p.p()]),
+        Err(KernelError::He(he::HeError::NotReduced { .. }))
+    ));
+    let m = plan.encode(&sim, &[1; 6]).unwrap();
+    assert!(matches!(
+        plan.compute(&sim, &m, &[]),
+        Err(KernelError::CiphertextCount { .. })
+    ));
+    let other = MatvecPlan::new(Method::Gala, 2, 3, s).unwrap();
+    let q_slots = other.query(&sim, &[1, 2, 3]).unwrap();
+    // A slot-encoded query is refused by the simulator (and would decrypt to garbage).
+    assert!(matches!(
+        plan.compute(&sim, &m, &q_slots),
+        Err(KernelError::He(he::HeError::EncodingMismatch { .. }))
+    ));
+    let m_other = other.encode(&sim, &[1; 6]).unwrap();
+    let q = plan.query(&sim, &[1, 2, 3]).unwrap();
+    assert!(matches!(
+        plan.compute(&sim, &m_other, &q),
+        Err(KernelError::PlanMismatch { .. })
+    ));
+    assert!(matches!(
+        plan.finish(&[]),
+        Err(KernelError::CiphertextCount { .. })
+    ));
+    assert!(matches!(
+        plan.finish(&[vec![0; 3]]),
+        Err(KernelError::Shape { .. })
+    ));
+
+    // Conv: a filter larger than a ciphertext, bad lengths, short responses.
+    let tiny = ideal(1024);
+    assert!(matches!(
+        ConvPlan::with_key_budget(
+            ConvMethod::Cheetah,
+            shape(1, 40, 40, 1, 33, 1, Padding::Same),
+            tiny,
+            None
+        ),
+        Err(KernelError::Shape { .. })
+    ));
+    let conv = ConvPlan::new(
+        ConvMethod::Cheetah,
+        shape(2, 4, 4, 2, 3, 1, Padding::Same),
+        s,
+    )
+    .unwrap();
+    assert!(matches!(
+        conv.encode(&sim, &[1; 5]),
+        Err(KernelError::Shape { .. })
+    ));
+    assert!(matches!(
+        conv.query(&sim, &[1; 5]),
+        Err(KernelError::Shape { .. })
+    ));
+    assert!(matches!(
+        conv.finish(&[]),
+        Err(KernelError::CiphertextCount { .. })
+    ));
+    assert!(matches!(
+        conv.finish(&[vec![0; 10]]),
+        Err(KernelError::Shape { .. })
+    ));
+}
+
+#[test]
+fn encoded_cheetah_matrices_save_and_load() {
+    let p = params();
+    let plan = MatvecPlan::new(Method::Cheetah, 10, 300, real(p)).unwrap();
+    let b = client();
+    let mut r = ChaCha20Rng::seed_from_u64(80);
+    let (w, x) = (random(3000, 900, &mut r), random(300, 900, &mut r));
+    let bytes = plan.encode(b, &w).unwrap().save(b).unwrap();
+    let loaded = kernels::EncodedMatrix::load(b, &plan, &bytes).unwrap();
+    let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();
+    let q = plan.query(b, &xr).unwrap();
+    let mut pool = FloodPool::new(plan.flood_bits(p).unwrap());
+    pool.fill(b, plan.output_cts()).unwrap();
+    let (resp, s) = plan.respond(b, &loaded, &q, &mut pool).unwrap();
+    assert_eq!(
+        reconstruct(&plan.decrypt(b, &resp).unwrap(), &s, p.p()),
+        matvec_ref(&w, &x, 10, 300, p.p())
+    );
+    let other = MatvecPlan::new(Method::Heliks, 10, 300, real(p)).unwrap();
+    assert!(matches!(
+        kernels::EncodedMatrix::<Bfv>::load(b, &other, &bytes),
+        Err(KernelError::PlanMismatch { .. })
+    ));
+}
+
+#[test]
+fn estimates_have_no_rotation_and_exact_bytes() {
+    let p = params();
+    let model = CostModel::reference(p);
+    let plan = MatvecPlan::new(Method::Cheetah, 512, 512, real(p)).unwrap();
+    let e = estimate(&plan, p, &model).unwrap();
+    assert_eq!((e.counts.rotations(), e.galois_keys), (0, 0));
+    assert_eq!(e.counts.sc_mult, 4 * 8);
+    assert_eq!(e.plaintexts, 32);
+    assert_eq!(e.bytes_up, 4 * p.ct_wire_size(0, true) as u64);
+    // 64 rows per response, one coefficient each (stride d1 = 128).
+    assert_eq!(
+        e.bytes_down,
+        8 * p.selected_ct_wire_size(p.last_level(), 64, 64) as u64
+    );
+    let want = (32.0 * model.sc_mult_us
+        + 8.0 * model.share_us
+        + (e.counts.add - e.counts.fused_add) as f64 * model.add_us)
+        / 1e3;
+    assert!((e.server_ms - want).abs() < 1e-9);
+}
+
+#[test]
+fn methods_are_registered() {
+    assert_eq!(Method::parse("cheetah"), Some(Method::Cheetah));
+    assert!(Method::ALL.contains(&Method::Cheetah));
+    assert_eq!(ConvMethod::parse("cheetah"), Some(ConvMethod::Cheetah));
+    assert!(ConvMethod::ALL.contains(&ConvMethod::Cheetah));
+    assert_eq!(Method::Cheetah.to_string(), "cheetah");
+    let plan = MatvecPlan::new(Method::Cheetah, 3, 3, real(params())).unwrap();
+    assert_eq!(plan.encoding(), he::Encoding::Coeffs);
+}
