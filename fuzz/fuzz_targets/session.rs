@@ -112,7 +112,13 @@ fn fixture() -> &'static Fixture {
         .expect("fc2");
         let prog = nn::lower(&net, 6, params.p()).expect("program");
         let plan = NetworkPlan::auto(prog.clone(), &params).expect("plan");
-        let network = NetworkServer::new(&plan, gc::Garbler::Server).expect("network server");
+        // garbled circuits keep an execution cheap; the silent-OT messages have their
+        // own target (ot_messages)
+        let network = NetworkServer::new(
+            &plan,
+            protocol::NonlinearProtocol::GarbledCircuits(gc::Garbler::Server),
+        )
+        .expect("network server");
         let galois = plan.layers.iter().fold(GaloisSpec::none(), |g, l| {
             g.union(
                 &protocol::Plan::new(&l.pick, &params)

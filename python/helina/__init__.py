@@ -91,8 +91,25 @@ class Result:
 
     @property
     def labels(self) -> np.ndarray:
-        """The argmax of each row of ``logits``."""
+        """The graph's ``label`` output when it has one (a classifier's head, e.g. from
+        skl2onnx: ints or strings), else the argmax of each row of ``logits``."""
+        g = self.graph_outputs
+        if "label" in g:
+            return g["label"].reshape(len(self.logits), -1)[:, 0]
         return np.argmax(self.logits, axis=1)
+
+    @property
+    def graph_outputs(self) -> dict:
+        """The graph's own outputs by name (e.g. ``label`` and ``probabilities``),
+        computed by the client's head from the private logits; each a numpy array whose
+        first axis is the batch."""
+        rows: dict = {}
+        for o in self.report.get("outputs", []):
+            for g in o.get("graph_outputs", []):
+                dtype = object if g["dtype"] == "string" else g["dtype"]
+                a = np.asarray(g["values"], dtype=dtype).reshape(g["shape"])
+                rows.setdefault(g["name"], []).append(a)
+        return {k: np.concatenate(v, axis=0) for k, v in rows.items()}
 
     @property
     def matches_fixed_reference(self) -> Optional[bool]:
@@ -121,6 +138,8 @@ def infer(
     tolerance: float = 0.05,
     params: Optional[str] = None,
     method: str = "auto",
+    nonlinear: str = "ot",
+    garbler: str = "server",
     progress: Progress = None,
     report: bool = False,
 ):
@@ -129,8 +148,11 @@ def infer(
     ``calibration`` (inputs like ``x``, but not the ones you test on) or
     ``input_range=(lo, hi)`` chooses the fixed point; without either the inputs
     themselves are used (and the plan is only as safe as they are representative).
-    ``tolerance`` is the largest |private − float| accepted on any logit. Returns the
-    logits (``(batch, classes)``), or a :class:`Result` with ``report=True``.
+    ``tolerance`` is the largest |private − float| accepted on any logit.
+    ``nonlinear`` is how ReLU, MaxPool and truncation run: ``"ot"`` (silent OT and
+    millionaire comparisons, the default) or ``"gc"`` (garbled circuits, garbled by
+    ``garbler``). Returns the logits (``(batch, classes)``), or a :class:`Result` with
+    ``report=True``.
     """
     xs = _floats(x, "x")
     calib = None if calibration is None else _floats(calibration, "calibration")
@@ -144,6 +166,8 @@ def infer(
         tolerance=float(tolerance),
         params=params,
         method=method,
+        nonlinear=nonlinear,
+        garbler=garbler,
         progress=progress,
     )
     if report:
@@ -181,8 +205,10 @@ class Server:
     """A server of the ONNX ``model``: the fixed point planned on ``calibration`` or
     ``input_range``, the weights encoded once for all sessions.
 
-    ``max_clients`` sessions run at once (more are refused as busy); ``timeout`` is
-    the frame timeout and ``session_timeout`` the limit of a whole session, seconds.
+    ``nonlinear`` (``"ot"`` or ``"gc"``, with ``garbler``) is how the nonlinear
+    layers run; the plan tells clients. ``max_clients`` sessions run at once (more are
+    refused as busy); ``timeout`` is the frame timeout and ``session_timeout`` the
+    limit of a whole session, seconds.
     """
 
     def __init__(
@@ -194,6 +220,8 @@ class Server:
         tolerance: float = 0.05,
         params: Optional[str] = None,
         method: str = "auto",
+        nonlinear: str = "ot",
+        garbler: str = "server",
         max_clients: int = 4,
         timeout: float = 60.0,
         session_timeout: Optional[float] = None,
@@ -209,6 +237,8 @@ class Server:
             tolerance=float(tolerance),
             params=params,
             method=method,
+            nonlinear=nonlinear,
+            garbler=garbler,
             max_clients=int(max_clients),
             timeout=float(timeout),
             session_timeout=None if session_timeout is None else float(session_timeout),

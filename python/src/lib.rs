@@ -124,6 +124,26 @@ fn progress(cb: &Option<Py<PyAny>>) -> impl FnMut(helina::Progress) + '_ {
     }
 }
 
+/// `ot` (silent OT, the default) or `gc` (garbled circuits, garbled by `garbler`).
+fn nonlinear(name: &str, garbler: &str) -> PyResult<helina::NonlinearProtocol> {
+    let garbler = match garbler {
+        "server" => helina::Garbler::Server,
+        "client" => helina::Garbler::Client,
+        g => {
+            return Err(HelinaError::new_err(format!(
+                "garbler {g:?}: give \"server\" or \"client\""
+            )))
+        }
+    };
+    match name {
+        "ot" => Ok(helina::NonlinearProtocol::SilentOt),
+        "gc" => Ok(helina::NonlinearProtocol::GarbledCircuits(garbler)),
+        n => Err(HelinaError::new_err(format!(
+            "nonlinear {n:?}: give \"ot\" (silent OT) or \"gc\" (garbled circuits)"
+        ))),
+    }
+}
+
 /// The fixed-point and planning options of a model.
 #[allow(clippy::too_many_arguments)]
 fn model(
@@ -157,7 +177,7 @@ fn model(
 /// Private inference of the ONNX model at `model_path` on `x` with both parties in
 /// this process. Returns `(logits, report_json)`.
 #[pyfunction]
-#[pyo3(signature = (model_path, x, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", progress=None))]
+#[pyo3(signature = (model_path, x, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", nonlinear="ot", garbler="server", progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn infer<'py>(
     py: Python<'py>,
@@ -168,8 +188,11 @@ fn infer<'py>(
     tolerance: f64,
     params: Option<String>,
     method: &str,
+    nonlinear: &str,
+    garbler: &str,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<(Bound<'py, PyAny>, String)> {
+    let protocol = self::nonlinear(nonlinear, garbler)?;
     let m = model(
         py,
         model_path,
@@ -185,7 +208,13 @@ fn infer<'py>(
             helina::infer_local(
                 &m,
                 &inputs,
-                &helina::LocalOptions::default(),
+                &helina::LocalOptions {
+                    server: helina::ServerOptions {
+                        nonlinear: protocol,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
                 &mut self::progress(&progress),
             )
         })
@@ -261,7 +290,7 @@ struct Server {
 #[pymethods]
 impl Server {
     #[new]
-    #[pyo3(signature = (model_path, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", max_clients=4, timeout=60.0, session_timeout=None))]
+    #[pyo3(signature = (model_path, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", nonlinear="ot", garbler="server", max_clients=4, timeout=60.0, session_timeout=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -271,6 +300,8 @@ impl Server {
         tolerance: f64,
         params: Option<String>,
         method: &str,
+        nonlinear: &str,
+        garbler: &str,
         max_clients: usize,
         timeout: f64,
         session_timeout: Option<f64>,
@@ -282,6 +313,7 @@ impl Server {
                 Err(InputError::new_err(format!("{what} {s}: give seconds > 0")))
             }
         };
+        let protocol = self::nonlinear(nonlinear, garbler)?;
         let m = model(
             py,
             model_path,
@@ -305,7 +337,7 @@ impl Server {
                     m,
                     helina::ServerOptions {
                         serve,
-                        ..Default::default()
+                        nonlinear: protocol,
                     },
                 )
             })
@@ -371,6 +403,7 @@ impl Server {
             "frac_bits": prog.frac_bits,
             "input_shape": m.input_shape(),
             "input_range": prog.input_range,
+            "nonlinear": self.inner.options().nonlinear.name(),
             "accuracy": prog.accuracy,
             "layers": layers,
         }))

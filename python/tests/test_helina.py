@@ -109,3 +109,33 @@ def test_model_errors():
 def test_unreachable_server_raises_protocol_error():
     with pytest.raises(helina.ProtocolError):
         helina.Client("127.0.0.1:1", timeout=5).infer(np.zeros((1, 1, 8, 8), np.float32))
+
+
+def test_silent_ot_and_garbled_circuits_give_the_same_outputs():
+    model, calib, x, _, _ = fixture("digits-cnn")
+    ot = helina.infer(model, x[:2], calibration=calib, report=True)
+    gc = helina.infer(model, x[:2], calibration=calib, nonlinear="gc", garbler="client", report=True)
+    assert ot.matches_fixed_reference and gc.matches_fixed_reference
+    assert [o["fixed"] for o in ot.report["outputs"]] == [o["fixed"] for o in gc.report["outputs"]]
+    methods = lambda r: {l["method"] for l in r.report["layers"] if l["kind"] in ("relu", "maxpool", "relu+maxpool", "truncate")}
+    assert methods(ot) == {"ot"} and methods(gc) == {"gc"}
+    # per inference (offline + online) silent OT sends far fewer bytes than garbling
+    per_input = lambda r: r.report["outputs"][1]["total_bytes"]
+    assert per_input(ot) * 3 < per_input(gc)
+    with pytest.raises(helina.HelinaError, match="nonlinear"):
+        helina.infer(model, x[:1], calibration=calib, nonlinear="mpc")
+
+
+def test_sklearn_pipeline_labels_come_from_the_graph():
+    model = str(FIXTURES / "sklearn-pipeline.onnx")
+    calib = np.load(FIXTURES / "sklearn-pipeline-calibration.npy")
+    x = np.load(FIXTURES / "sklearn-pipeline-test.npy")[:3]
+    import json
+
+    ref = json.loads((FIXTURES / "sklearn-pipeline-test-reference.json").read_text())
+    r = helina.infer(model, x, calibration=calib, report=True)
+    assert list(r.labels) == ref["label"][:3]
+    probs = r.graph_outputs["probabilities"]
+    assert probs.shape == (3, 10)
+    assert np.max(np.abs(probs - np.asarray(ref["probabilities"][:3]))) <= 0.02
+    assert r.matches_fixed_reference

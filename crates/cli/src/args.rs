@@ -67,6 +67,36 @@ impl From<GarblerArg> for gc::Garbler {
     }
 }
 
+/// How the nonlinear layers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum NonlinearArg {
+    /// Millionaire comparisons on silent OT (CrypTFlow2/Cheetah style; the default).
+    Ot,
+    /// GAZELLE's garbled circuits (for comparison).
+    Gc,
+}
+
+/// The nonlinear protocol of a server or a local run.
+#[derive(Args, Clone, Debug)]
+pub struct NonlinearArgs {
+    /// How ReLU, MaxPool and the truncations run: silent OT, or garbled circuits.
+    #[arg(long, value_enum, default_value_t = NonlinearArg::Ot)]
+    pub nonlinear: NonlinearArg,
+    /// With `--nonlinear gc`: who garbles (the other party evaluates).
+    #[arg(long, value_enum, default_value_t = GarblerArg::Server)]
+    pub garbler: GarblerArg,
+}
+
+impl NonlinearArgs {
+    /// The protocol named.
+    pub fn protocol(&self) -> protocol::NonlinearProtocol {
+        match self.nonlinear {
+            NonlinearArg::Ot => protocol::NonlinearProtocol::SilentOt,
+            NonlinearArg::Gc => protocol::NonlinearProtocol::GarbledCircuits(self.garbler.into()),
+        }
+    }
+}
+
 /// Where the planner's per-op costs come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CostsArg {

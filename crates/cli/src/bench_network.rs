@@ -6,10 +6,13 @@
 //!   decrypt, timed; beside it the planner's prediction. With `--backend count` the
 //!   layer runs on the counting backend only: op counts and the planner's prediction,
 //!   for every applicable method, in milliseconds for a whole ResNet-50.
-//! - Nonlinear layers (garbled circuits; skipped with `--linear-only`): the GC runs for
-//!   real over loopback on up to `--gc-sample` elements; a layer with more elements is
-//!   projected linearly from that sample (marked "projected"). Square is predicted from
-//!   its op counts; SumPool and Add are local (free).
+//! - Nonlinear layers (silent OT, or garbled circuits with `--nonlinear gc`; skipped
+//!   with `--linear-only`): the protocol runs for real in memory on up to
+//!   `--nonlinear-sample` elements; a layer with more elements is projected linearly
+//!   from that sample (marked "projected"). For silent OT the layer's COTs are priced
+//!   at the amortised silent-OT bytes and the generation time per COT measured once
+//!   (a refill of each direction); the session's one-time setup is not counted.
+//!   Square is predicted from its op counts; SumPool and Add are local (free).
 //! - Weights encoded beyond `--mem-limit` are encoded on the fly: their encoding time is
 //!   part of the layer's online time (bfv) and of its prediction (both). The benchmark
 //!   itself holds one layer's encoding at a time; `encoded_mb` says what a server
@@ -63,9 +66,12 @@ pub struct NetworkArgs {
     /// Queries per linear layer (median by time).
     #[arg(long, default_value_t = 1)]
     reps: usize,
-    /// Elements of a GC layer run for real; larger layers are projected from this many.
-    #[arg(long, default_value_t = 4096)]
-    gc_sample: usize,
+    /// Elements of a nonlinear layer run for real; larger layers are projected from
+    /// this many.
+    #[arg(long, alias = "gc-sample", default_value_t = 4096)]
+    nonlinear_sample: usize,
+    #[command(flatten)]
+    nonlinear: crate::args::NonlinearArgs,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -102,7 +108,8 @@ struct LayerRow {
     /// (single-threaded ops, divided by the same thread factor): separates the model's
     /// error from the machine's drift since the cost cache was written.
     predicted_in_run_ms: Option<f64>,
-    /// Offline time (weight encoding; GC garbling and OTs).
+    /// Offline time (weight encoding; OT precomputation and silent-OT generation, or
+    /// garbling and OTs).
     offline_ms: f64,
     bytes: u64,
     bytes_up: u64,
@@ -117,6 +124,8 @@ struct LayerRow {
     add: u64,
     elements: u64,
     and_gates: u64,
+    /// Correlated OTs (silent OT).
+    cots: u64,
     correct: Option<bool>,
 }
 
@@ -162,6 +171,10 @@ struct Report {
     linear_bytes: u64,
     nonlinear_ms: f64,
     nonlinear_bytes: u64,
+    /// How the nonlinear layers ran (`ot` or `gc`).
+    nonlinear: String,
+    /// Their offline bytes (precomputation, silent OT or garbled tables).
+    nonlinear_offline_bytes: u64,
     /// Offline work of the picks (weight encoding, GC garbling and OTs).
     offline_ms: f64,
     offline_bytes: u64,
@@ -174,6 +187,7 @@ struct Report {
     relu_elements: u64,
     maxpool_outputs: u64,
     and_gates: u64,
+    cots: u64,
     /// Planner's pick vs the best measured method per layer (`--method all`, bfv).
     worst_pick_vs_best: Option<f64>,
     /// Per layer |predicted − measured| / measured server time, worst (bfv).
@@ -230,6 +244,7 @@ fn shape_kind(shape: &LayerShape) -> &'static str {
     match shape {
         LayerShape::Matvec { .. } => "matvec",
         LayerShape::Conv(_) => "conv",
+        LayerShape::Grouped(_) => "grouped conv",
     }
 }
 
@@ -239,6 +254,10 @@ fn shape_text(shape: &LayerShape) -> String {
         LayerShape::Conv(s) => format!(
             "{}x{}x{} → {} {}x{} s{}",
             s.c_i, s.h, s.w, s.c_o, s.k_h, s.k_w, s.stride
+        ),
+        LayerShape::Grouped(s) => format!(
+            "{}x{}x{} → {} {}x{} s{} g{}",
+            s.c_i, s.h, s.w, s.c_o, s.k_h, s.k_w, s.stride, s.groups
         ),
     }
 }
@@ -293,7 +312,9 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
         Some(b) => b.max(1),
         None => available_memory().map_or(4 << 30, |b| b / 3),
     };
-    let mut gc_cache: BTreeMap<String, (f64, f64, u64, u64, usize)> = BTreeMap::new();
+    let nonlinear = a.nonlinear.protocol();
+    let mut sample_cache: BTreeMap<String, Sample> = BTreeMap::new();
+    let mut ms_per_cot: Option<f64> = None;
 
     for (i, step) in prog.steps.iter().enumerate() {
         if a.layers.is_some() && i > last_step {
@@ -404,36 +425,54 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                     nn::NonlinearOp::MaxPool { .. } => "maxpool",
                     nn::NonlinearOp::ReluMaxPool { .. } => "relu+maxpool",
                     nn::NonlinearOp::Identity => "truncate",
+                    nn::NonlinearOp::Clip { .. } => "clip",
                 };
                 pb.set_message(format!("{name} {kind}"));
                 let key = format!("{:?}/{}", spec.op, spec.trunc_bits);
-                let sample = spec.count.min(a.gc_sample.max(1));
-                let per = match gc_cache.get(&key) {
-                    Some(v) if v.4 >= sample => *v,
+                let sample = spec.count.min(a.nonlinear_sample.max(1));
+                let per = match sample_cache.get(&key) {
+                    Some(v) if v.elements >= sample => *v,
                     _ => {
-                        let v = gc_sample(&spec, sample)?;
-                        gc_cache.insert(key, v);
+                        let v = match nonlinear {
+                            protocol::NonlinearProtocol::GarbledCircuits(g) => {
+                                gc_sample(&spec, g, sample)?
+                            }
+                            protocol::NonlinearProtocol::SilentOt => {
+                                let t = match ms_per_cot {
+                                    Some(t) => t,
+                                    None => *ms_per_cot.insert(silent_ms_per_cot()?),
+                                };
+                                ot_sample(&spec, sample, t)?
+                            }
+                        };
+                        sample_cache.insert(key, v);
                         v
                     }
                 };
-                let scale = spec.count as f64 / per.4 as f64;
-                let online_bytes = (per.3 as f64 * scale) as u64;
+                let scale = spec.count as f64 / per.elements as f64;
+                let online_bytes = (per.online_bytes as f64 * scale) as u64;
+                let is_ot = nonlinear == protocol::NonlinearProtocol::SilentOt;
                 rows.push(LayerRow {
                     step: i,
                     layer: name.clone(),
                     kind: kind.into(),
                     shape: format!("{:?}", prog.tensors[*input].shape),
-                    method: "gc".into(),
+                    method: nonlinear.name().into(),
                     pick: true,
-                    measured: bfv && spec.count <= per.4,
-                    ms: per.1 * scale + planner.wire_ms(online_bytes),
-                    server_ms: per.1 * scale,
-                    offline_ms: per.0 * scale,
+                    measured: bfv && spec.count <= per.elements,
+                    ms: per.online_ms * scale + planner.wire_ms(online_bytes),
+                    server_ms: per.online_ms * scale,
+                    offline_ms: per.offline_ms * scale,
                     bytes: online_bytes,
                     bytes_down: online_bytes,
-                    offline_bytes: (per.2 as f64 * scale) as u64,
+                    offline_bytes: (per.offline_bytes as f64 * scale) as u64,
                     elements: spec.count as u64,
-                    and_gates: spec.and_gates(),
+                    and_gates: if is_ot { 0 } else { spec.and_gates() },
+                    cots: if is_ot {
+                        (per.cots as f64 * scale) as u64
+                    } else {
+                        0
+                    },
                     ..Default::default()
                 });
             }
@@ -566,6 +605,12 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
         linear_bytes: sum_bytes(&is_linear),
         nonlinear_ms: sum_ms(&|r| !is_linear(r)),
         nonlinear_bytes: sum_bytes(&|r| !is_linear(r)),
+        nonlinear: a.nonlinear.protocol().name().into(),
+        nonlinear_offline_bytes: picks
+            .iter()
+            .filter(|r| !is_linear(r))
+            .map(|r| r.offline_bytes)
+            .sum(),
         offline_ms: picks.iter().map(|r| r.offline_ms).sum(),
         offline_bytes: picks.iter().map(|r| r.offline_bytes).sum(),
         key_bytes,
@@ -590,6 +635,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
             .map(|r| r.elements)
             .sum(),
         and_gates: picks.iter().map(|r| r.and_gates).sum(),
+        cots: picks.iter().map(|r| r.cots).sum(),
         worst_pick_vs_best,
         worst_prediction_error: errors.last().copied(),
         median_prediction_error: errors.get(errors.len() / 2).copied(),
@@ -656,6 +702,20 @@ fn measure_chunked(
                 reference::reduce(&reference::conv(sh, x, weights), p),
             )
         }
+        LayerShape::Grouped(sh) => {
+            let (c_o, oh, ow) = sh.output_shape()?;
+            (
+                c_o,
+                oh * ow,
+                reference::reduce(&reference::grouped_conv(sh, x, weights)?, p),
+            )
+        }
+    };
+    // a grouped layer's encoding is small (one filter set per group): never split
+    let chunks = if matches!(shape, LayerShape::Grouped(_)) {
+        1
+    } else {
+        chunks
     };
     let per_weight = weights.len() / outputs.max(1);
     let size = outputs.div_ceil(chunks.max(1));
@@ -672,12 +732,15 @@ fn measure_chunked(
                 cols: *cols,
             },
             LayerShape::Conv(sh) => LayerShape::Conv(kernels::ConvShape { c_o: n, ..*sh }),
+            LayerShape::Grouped(sh) => LayerShape::Grouped(*sh),
         };
         let w = &weights[start * per_weight..(start + n) * per_weight];
         let want = &want[start * per_output..(start + n) * per_output];
         let m = match Plan::new(&part.with(method)?, params)? {
             Plan::Matvec(pl) => measure(&pl, params, w, &xr, want, reps)?,
             Plan::Conv(pl) => measure(pl.as_ref(), params, w, &xr, want, reps)?,
+            Plan::Depthwise(pl) => measure(pl.as_ref(), params, w, &xr, want, reps)?,
+            Plan::Grouped(pl) => measure(pl.as_ref(), params, w, &xr, want, reps)?,
         };
         total.correct &= m.correct;
         total.server_ms += m.server_ms;
@@ -696,27 +759,86 @@ fn measure_chunked(
     Ok(total)
 }
 
-/// Runs a GC layer of `sample` elements for real over loopback with random shares:
-/// (offline ms, online ms, offline bytes, online bytes, elements).
-fn gc_sample(spec: &gc::NonlinSpec, sample: usize) -> Res<(f64, f64, u64, u64, usize)> {
+/// A nonlinear layer run on a sample of its elements.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    offline_ms: f64,
+    online_ms: f64,
+    offline_bytes: u64,
+    online_bytes: u64,
+    /// Correlated OTs consumed (silent OT).
+    cots: u64,
+    elements: usize,
+}
+
+/// `spec` with `sample` elements, and random shares of its inputs for each party.
+fn sample_shares(spec: &gc::NonlinSpec, sample: usize) -> (gc::NonlinSpec, Vec<u64>, Vec<u64>) {
     let mut s = *spec;
     s.count = sample;
     let len = sample * s.window().max(1);
     let mut rng = rand::rng();
-    let c: Vec<u64> = (0..len)
-        .map(|_| rand::Rng::random_range(&mut rng, 0..s.p))
-        .collect();
-    let v: Vec<u64> = (0..len)
-        .map(|_| rand::Rng::random_range(&mut rng, 0..s.p))
-        .collect();
-    let (_, _, r) = gc::run_local(&s, gc::Garbler::Server, &c, &v)?;
-    Ok((
-        r.offline_ms,
-        r.online_ms,
-        r.bytes_offline,
-        r.bytes_online,
-        sample,
-    ))
+    let mut shares = || -> Vec<u64> {
+        (0..len)
+            .map(|_| rand::Rng::random_range(&mut rng, 0..s.p))
+            .collect()
+    };
+    let (c, v) = (shares(), shares());
+    (s, c, v)
+}
+
+/// Runs a GC layer of `sample` elements for real in memory with random shares.
+fn gc_sample(spec: &gc::NonlinSpec, garbler: gc::Garbler, sample: usize) -> Res<Sample> {
+    let (s, c, v) = sample_shares(spec, sample);
+    let (_, _, r) = gc::run_local(&s, garbler, &c, &v)?;
+    Ok(Sample {
+        offline_ms: r.offline_ms,
+        online_ms: r.online_ms,
+        offline_bytes: r.bytes_offline,
+        online_bytes: r.bytes_online,
+        cots: 0,
+        elements: sample,
+    })
+}
+
+/// Runs a silent-OT layer (faithful truncation) of `sample` elements in memory with
+/// random shares in a fresh session. The offline figures are the steady state of a
+/// long session: the layer's own offline work without the session's refills, plus its
+/// COTs at the amortised silent-OT bytes and `ms_per_cot` each.
+fn ot_sample(spec: &gc::NonlinSpec, sample: usize, ms_per_cot: f64) -> Res<Sample> {
+    let (s, c, v) = sample_shares(spec, sample);
+    let (_, _, r) = ot::run_local(&ot::OtSpec::faithful(s), &c, &v)?;
+    let layer_offline = r.bytes_offline.saturating_sub(r.bytes_refill);
+    Ok(Sample {
+        offline_ms: (r.offline_ms - r.refill_ms).max(0.0) + r.cots as f64 * ms_per_cot,
+        online_ms: r.online_ms,
+        offline_bytes: layer_offline + (r.cots as f64 * r.bytes_per_cot) as u64,
+        online_bytes: r.bytes_online,
+        cots: r.cots,
+        elements: sample,
+    })
+}
+
+/// Wall time of silent-OT generation per COT, ms: both parties in this process set up
+/// a session and refill each direction once.
+fn silent_ms_per_cot() -> Res<f64> {
+    let (mut cch, mut sch) = net::MemChannel::pair(
+        net::DEFAULT_MAX_FRAME,
+        std::time::Duration::from_secs(300),
+        net::Link::NONE,
+    );
+    let per = ot::SilentParams::DEFAULT.usable();
+    let refill = |ch: &mut net::MemChannel, role: ot::Role| -> ot::Result<f64> {
+        let mut s = ot::OtSession::new(ch, role, ot::SilentParams::DEFAULT)?;
+        s.reserve(ch, per + 1, per + 1)?;
+        Ok(s.stats().refill_ms)
+    };
+    let (c, s) = std::thread::scope(|scope| {
+        let h = scope.spawn(|| refill(&mut sch, ot::Role::Server));
+        let c = refill(&mut cch, ot::Role::Client);
+        (c, h.join())
+    });
+    let s = s.map_err(|_| "the silent-OT server thread panicked")?;
+    Ok(c?.max(s?) / (2 * per) as f64)
 }
 
 /// GALA Table IX rows (GAZELLE → GALA: Perm, DecPerm, HstPerm, ScMult, Add).
@@ -767,7 +889,7 @@ fn table_ix(name: &str, prog: &nn::Program) -> Res<Option<TableIx>> {
                     *acc = *acc + kernel_counts(&plan, N, P)?;
                 }
             }
-            None => {}
+            Some(LayerShape::Grouped(_)) | None => {}
         }
     }
     let note = if *net == "mlp" {
@@ -889,7 +1011,14 @@ fn print(r: &Report) {
         mb(r.nonlinear_bytes)
     );
     println!(
-        "offline {:.1} ms / {:.1} MB; Galois keys {:.1} MB (once per session); encoded weights {:.1} MB ({:.1} MB of them on the fly); ReLUs {}, MaxPool outputs {}, AND gates {}",
+        "nonlinear layers ({}): {:.1} MB online + {:.1} MB offline = {:.1} MB",
+        r.nonlinear,
+        mb(r.nonlinear_bytes),
+        mb(r.nonlinear_offline_bytes),
+        mb(r.nonlinear_bytes + r.nonlinear_offline_bytes)
+    );
+    println!(
+        "offline {:.1} ms / {:.1} MB; Galois keys {:.1} MB (once per session); encoded weights {:.1} MB ({:.1} MB of them on the fly); ReLUs {}, MaxPool outputs {}, AND gates {}, COTs {}",
         r.offline_ms,
         mb(r.offline_bytes),
         mb(r.key_bytes),
@@ -897,7 +1026,8 @@ fn print(r: &Report) {
         mb(r.encoded_on_the_fly_bytes),
         r.relu_elements,
         r.maxpool_outputs,
-        r.and_gates
+        r.and_gates,
+        r.cots
     );
     if let (Some(w), Some(m)) = (r.worst_prediction_error, r.median_prediction_error) {
         println!(

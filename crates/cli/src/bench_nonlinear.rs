@@ -50,6 +50,13 @@ pub struct Row {
     /// GAZELLE Table 10 for the same count, where it has one: offline ms, online ms,
     /// offline MB, online MB.
     pub gazelle: Option<[f64; 4]>,
+    /// `--nonlinear ot`: COTs the layer consumed per output element.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cots_per_element: Option<f64>,
+    /// `--nonlinear ot`: bytes per output element (online + offline without silent-OT
+    /// refills + the layer's COTs at the amortised silent-OT price).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_per_element: Option<f64>,
 }
 
 /// Two connected TCP channels on loopback.
@@ -73,10 +80,7 @@ fn bytes(c: Counters) -> u64 {
 fn square_once(params: &Params, count: usize) -> Res<Row> {
     let plan = SquarePlan::new(count, slots(params))?;
     let p = params.p();
-    let mut rng = rand::rng();
-    let y: Vec<u64> = (0..count).map(|_| rng.random_range(0..p)).collect();
-    let a: Vec<u64> = (0..count).map(|_| rng.random_range(0..p)).collect();
-    let b: Vec<u64> = y.iter().zip(&a).map(|(y, a)| (y + p - a) % p).collect();
+    let (y, a, b) = random_shares(p, count);
     let (mut sch, mut cch) = loopback()?;
     let (sp, splan) = (params.clone(), plan.clone());
     let server = thread::spawn(move || -> Result<(Vec<u64>, f64), ProtocolError> {
@@ -162,6 +166,8 @@ fn square_once(params: &Params, count: usize) -> Res<Row> {
         rounds_online: (end - c_offline).flights,
         correct,
         gazelle: (count == 2048).then_some([0.5, 1.4, 0.0, 0.093]),
+        cots_per_element: None,
+        bytes_per_element: None,
     })
 }
 
@@ -196,6 +202,9 @@ pub fn print(r: &Row, json: bool) -> Res<()> {
         r.and_gates,
         r.correct
     );
+    if let (Some(c), Some(b)) = (r.cots_per_element, r.bytes_per_element) {
+        println!("  silent OT: {c:.1} COTs and {b:.1} bytes per element (setup = base OT + IKNP + first silent batches, once per session)");
+    }
     if let Some([off, on, boff, bon]) = r.gazelle {
         println!(
             "  GAZELLE Table 10 ({} x{}): offline {off} ms, {boff} MB; online {on} ms, {bon} MB → helina/GAZELLE time: offline {:.2}, online {:.2}; bytes: online {:.2}",
@@ -223,7 +232,7 @@ pub fn square(a: &SquareArgs) -> Res<()> {
 }
 
 #[derive(Args)]
-pub struct GcArgs {
+pub struct NonlinearBenchArgs {
     /// Number of outputs.
     #[arg(long, default_value_t = 10000)]
     count: usize,
@@ -233,9 +242,11 @@ pub struct GcArgs {
     /// MaxPool window side k (k x k elements per output); ignored for relu.
     #[arg(long, default_value_t = 2)]
     window: usize,
-    /// Who garbles: server or client.
-    #[arg(long, default_value = "server")]
-    garbler: String,
+    #[command(flatten)]
+    nonlinear: crate::args::NonlinearArgs,
+    /// With `--nonlinear ot`: approximate (Cheetah) truncation instead of faithful.
+    #[arg(long)]
+    approx_trunc: bool,
     /// Parameter preset whose plaintext modulus p the shares live in.
     #[arg(long, default_value = "n8192")]
     params: String,
@@ -258,7 +269,7 @@ fn gazelle_gc(op: &str, count: usize) -> Option<[f64; 4]> {
 }
 
 /// ReLU or MaxPool (with optional truncation) between two threads over loopback TCP.
-pub fn garbled(a: &GcArgs, maxpool: bool) -> Res<()> {
+pub fn nonlinear(a: &NonlinearBenchArgs, maxpool: bool) -> Res<()> {
     let params = Params::preset(&a.params)?;
     let p = params.p();
     let op = if maxpool {
@@ -274,14 +285,14 @@ pub fn garbled(a: &GcArgs, maxpool: bool) -> Res<()> {
         trunc_bits: a.truncate,
         count: a.count,
     };
-    let garbler: gc::Garbler = a.garbler.parse()?;
     let name = if maxpool { "maxpool" } else { "relu" };
+    let garbler = match a.nonlinear.protocol() {
+        protocol::NonlinearProtocol::SilentOt => return silent_ot(a, spec, name, maxpool),
+        protocol::NonlinearProtocol::GarbledCircuits(g) => g,
+    };
     let mut rows = Vec::new();
     for _ in 0..a.reps.max(1) {
-        let mut rng = rand::rng();
-        let y: Vec<u64> = (0..spec.inputs()).map(|_| rng.random_range(0..p)).collect();
-        let c: Vec<u64> = (0..spec.inputs()).map(|_| rng.random_range(0..p)).collect();
-        let s: Vec<u64> = y.iter().zip(&c).map(|(y, c)| (y + p - c) % p).collect();
+        let (y, c, s) = random_shares(p, spec.inputs());
         let (sch, cch) = loopback()?;
         let (zc, zs, rep) = gc::run_over(&spec, garbler, &c, &s, cch, sch)?;
         let want = gc::reference(&spec, &y);
@@ -298,6 +309,8 @@ pub fn garbled(a: &GcArgs, maxpool: bool) -> Res<()> {
             rounds_online: rep.rounds_online / 2,
             correct,
             gazelle: gazelle_gc(name, a.count).filter(|_| !maxpool || a.window == 2),
+            cots_per_element: None,
+            bytes_per_element: None,
         });
     }
     let r = median_row(rows)?;
@@ -314,4 +327,75 @@ pub fn garbled(a: &GcArgs, maxpool: bool) -> Res<()> {
         return Err("the garbled result differs from the plaintext reference".into());
     }
     Ok(())
+}
+
+/// `--nonlinear ot`: the same layer with the silent-OT backend (crate `ot`), a fresh
+/// session per run over loopback TCP; `bytes_setup` is the session setup.
+fn silent_ot(a: &NonlinearBenchArgs, spec: gc::NonlinSpec, name: &str, maxpool: bool) -> Res<()> {
+    let p = spec.p;
+    let ospec = ot::OtSpec {
+        spec,
+        trunc: if a.approx_trunc {
+            ot::Truncation::Approximate
+        } else {
+            ot::Truncation::Faithful
+        },
+    };
+    let mut rows = Vec::new();
+    for _ in 0..a.reps.max(1) {
+        let (y, c, s) = random_shares(p, spec.inputs());
+        let (sch, cch) = loopback()?;
+        let (zc, zs, rep) = ot::run_over(&ospec, &c, &s, cch, sch)?;
+        let want = gc::reference(&spec, &y);
+        let correct = zc.iter().zip(&zs).zip(&want).all(|((a, b), w)| {
+            let g = (a + b) % p;
+            g == *w || (a_trunc(&ospec) && (g + 1) % p == *w)
+        });
+        rows.push(Row {
+            op: format!(
+                "{name} (ot{})",
+                if a.approx_trunc { ", approx trunc" } else { "" }
+            ),
+            count: a.count,
+            and_gates: 0,
+            offline_ms: rep.offline_ms,
+            online_ms: rep.online_ms,
+            bytes_offline: rep.bytes_offline,
+            bytes_online: rep.bytes_online,
+            bytes_setup: rep.bytes_setup,
+            rounds_online: rep.rounds_online.div_ceil(2),
+            correct,
+            gazelle: gazelle_gc(name, a.count).filter(|_| !maxpool || a.window == 2),
+            cots_per_element: Some(rep.cots_per_element),
+            bytes_per_element: Some(rep.bytes_per_element),
+        });
+    }
+    let r = median_row(rows)?;
+    print(&r, a.json)?;
+    if !a.json && !maxpool && a.count == 10000 {
+        let mb = r.bytes_per_element.unwrap_or(0.0) * a.count as f64 / 1e6;
+        println!(
+            "  peer (SecretFlow SPU 0.9.5, Cheetah silent-OT ReLU, this machine kind): 0.096 s and 0.99 MB for 10000 ReLUs \u{2192} helina/SPU time (online) {:.2}, bytes (per element figure) {:.2}",
+            r.online_ms / 96.0,
+            mb / 0.99
+        );
+    }
+    if !r.correct {
+        return Err("the OT result differs from the plaintext reference".into());
+    }
+    Ok(())
+}
+
+fn a_trunc(s: &ot::OtSpec) -> bool {
+    s.trunc == ot::Truncation::Approximate && s.spec.trunc_bits > 0
+}
+
+/// `n` uniform values mod `p` and a random sharing of them: (values, client shares,
+/// server shares).
+fn random_shares(p: u64, n: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+    let mut rng = rand::rng();
+    let y: Vec<u64> = (0..n).map(|_| rng.random_range(0..p)).collect();
+    let c: Vec<u64> = (0..n).map(|_| rng.random_range(0..p)).collect();
+    let s = y.iter().zip(&c).map(|(y, c)| (y + p - c) % p).collect();
+    (y, c, s)
 }

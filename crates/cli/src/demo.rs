@@ -78,6 +78,10 @@ fn name(shape: &LayerShape) -> String {
             "conv {}x{}x{}->{} {}x{}",
             s.c_i, s.h, s.w, s.c_o, s.k_h, s.k_w
         ),
+        LayerShape::Grouped(s) => format!(
+            "grouped conv {}x{}x{}->{} {}x{} g{}",
+            s.c_i, s.h, s.w, s.c_o, s.k_h, s.k_w, s.groups
+        ),
     }
 }
 
@@ -190,7 +194,7 @@ fn network(a: &DemoArgs) -> Res<()> {
         return Ok(());
     }
     println!(
-        "  setup {:.0} ms, {:.2} MB (keys); every result checked bit for bit against the fixed-point reference",
+        "  setup {:.0} ms, {:.2} MB (keys, silent-OT setup); every result checked bit for bit against the fixed-point reference",
         inf.setup_ms,
         inf.setup_bytes as f64 / 1e6
     );

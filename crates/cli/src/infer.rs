@@ -7,7 +7,7 @@
 use clap::Args;
 use serde::Serialize;
 
-use crate::args::{FixedPointArgs, GarblerArg, LinkArgs, MethodArg, PlannerArgs};
+use crate::args::{FixedPointArgs, LinkArgs, MethodArg, NonlinearArgs, PlannerArgs};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -36,9 +36,8 @@ pub struct InferArgs {
     /// is said in the output).
     #[command(flatten)]
     fixed: FixedPointArgs,
-    /// Who garbles the nonlinear layers.
-    #[arg(long, value_enum, default_value_t = GarblerArg::Server)]
-    garbler: GarblerArg,
+    #[command(flatten)]
+    nonlinear: NonlinearArgs,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -111,7 +110,7 @@ pub fn run(a: &InferArgs) -> Res<()> {
     let model = helina::Model::new(network, &fixed, &planning)?;
     let opts = helina::LocalOptions {
         server: helina::ServerOptions {
-            garbler: a.garbler.into(),
+            nonlinear: a.nonlinear.protocol(),
             serve: helina::ServeOptions {
                 link,
                 ..helina::ServerOptions::default().serve
@@ -166,10 +165,20 @@ pub fn run(a: &InferArgs) -> Res<()> {
     Ok(())
 }
 
+/// A small graph output as text.
+pub fn show_value(v: &nn::HeadValue) -> String {
+    let items: Vec<String> = match &v.data {
+        nn::HeadData::F32(x) => x.iter().map(|x| format!("{x:.4}")).collect(),
+        nn::HeadData::I64(x) => x.iter().map(|x| x.to_string()).collect(),
+        nn::HeadData::Str(x) => x.iter().map(|x| format!("{x:?}")).collect(),
+    };
+    format!("[{}] {}", items.join(", "), v.data.dtype())
+}
+
 fn print_report(r: &Report) {
     let mb = |b: u64| b as f64 / 1e6;
     println!(
-        "helina infer: {} ({}, p = {}, {} fractional bits); setup {:.1} ms, {:.2} MB (keys)",
+        "helina infer: {} ({}, p = {}, {} fractional bits); setup {:.1} ms, {:.2} MB (keys, silent-OT setup)",
         r.model,
         r.params,
         r.p,
@@ -217,7 +226,8 @@ fn print_report(r: &Report) {
     for (i, o) in r.outputs.iter().enumerate() {
         let (out, c) = (&o.output, &o.check);
         println!(
-            "  input {i}: argmax {} (float model: {}), max |Δlogit| vs float {:.2e} ({}), equals the fixed-point reference: {}; {:.1} ms, {:.2} MB ({:.1} ms, {:.2} MB online)",
+            "  input {i}: label {} (argmax {}; float model: {}), max |Δlogit| vs float {:.2e} ({}), equals the fixed-point reference: {}; {:.1} ms, {:.2} MB ({:.1} ms, {:.2} MB online)",
+            out.label(),
             out.argmax,
             c.float_argmax,
             c.float_max_abs_err,
@@ -230,6 +240,13 @@ fn print_report(r: &Report) {
         );
         println!("    logits: [{}]", show(&out.logits));
         println!("    float:  [{}]", show(&c.float_logits));
+        for g in out
+            .graph_outputs
+            .iter()
+            .filter(|g| g.value.shape.iter().product::<usize>() <= 10)
+        {
+            println!("    {}: {}", g.name, show_value(&g.value));
+        }
     }
     println!(
         "  {:<24} {:<9} {:<14} {:<11} {:>9} {:>9} {:>9} {:>10} {:>10} {:>6} {:>6} {:>6} {:>9} {:>6}",

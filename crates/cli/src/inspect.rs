@@ -60,6 +60,12 @@ struct Report {
     model: String,
     input_shape: Vec<usize>,
     nodes: Vec<NodeRow>,
+    /// The graph normalises its input (the client applies it before quantising).
+    input_normalisation: bool,
+    /// The output head's ops, computed by the client on the revealed output.
+    head: Vec<String>,
+    /// The graph's outputs.
+    graph_outputs: Vec<String>,
     params: String,
     p: u64,
     frac_bits: u32,
@@ -74,12 +80,13 @@ fn kind(st: &nn::Step) -> String {
     match st {
         nn::Step::Linear { .. } => "linear".into(),
         nn::Step::Conv { .. } => "conv".into(),
-        nn::Step::Nonlinear { op, .. } => format!("{op:?}"),
+        nn::Step::Nonlinear { op, .. } => op.to_string(),
         nn::Step::Square { .. } => "square".into(),
         nn::Step::SumPool { k_h, k_w, .. } => format!("sumpool {k_h}x{k_w}"),
         nn::Step::Add { mul_a, mul_b, .. } => format!("add (x{mul_a}, x{mul_b})"),
         nn::Step::Pad { .. } => "pad".into(),
         nn::Step::SpaceToDepth { .. } => "space-to-depth".into(),
+        nn::Step::Reshape { .. } => "reshape".into(),
     }
 }
 
@@ -153,6 +160,25 @@ pub fn run(a: &InspectArgs) -> Res<()> {
         model: name,
         input_shape: network.input_shape().to_vec(),
         nodes,
+        input_normalisation: network.input_affine.is_some(),
+        head: network
+            .head
+            .nodes
+            .iter()
+            .map(|h| {
+                format!("{:?}", h.op)
+                    .split([' ', '{', '('])
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect(),
+        graph_outputs: network
+            .head
+            .outputs
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect(),
         params: params.name().into(),
         p: prog.p,
         frac_bits: prog.frac_bits,
@@ -185,6 +211,18 @@ fn print(r: &Report) {
             n.output
         );
     }
+    if r.input_normalisation {
+        println!(
+            "input normalisation (constants on the input): applied by the client before quantising"
+        );
+    }
+    if !r.head.is_empty() {
+        println!(
+            "output head (the client computes it on the revealed output): {}",
+            r.head.join(" → ")
+        );
+    }
+    println!("graph outputs: {}", r.graph_outputs.join(", "));
     println!(
         "fixed point: {} (p = {}), {} fractional bits; calibration: {}",
         r.params, r.p, r.frac_bits, r.calibration

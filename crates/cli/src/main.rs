@@ -114,10 +114,10 @@ enum BenchCmd {
     Conv(bench_conv::ConvArgs),
     /// GAZELLE's interactive Square over loopback TCP.
     Square(bench_nonlinear::SquareArgs),
-    /// Garbled-circuit ReLU (with optional truncation) over loopback TCP.
-    Relu(bench_nonlinear::GcArgs),
-    /// Garbled-circuit MaxPool over k x k windows over loopback TCP.
-    Maxpool(bench_nonlinear::GcArgs),
+    /// ReLU (with optional truncation) over loopback TCP: silent OT, or `--nonlinear gc`.
+    Relu(bench_nonlinear::NonlinearBenchArgs),
+    /// MaxPool over k x k windows over loopback TCP: silent OT, or `--nonlinear gc`.
+    Maxpool(bench_nonlinear::NonlinearBenchArgs),
     /// Every layer of a network: per-layer time, bytes and op counts by method, totals
     /// (bfv: run for real; count: op counts and predictions only).
     Network(bench_network::NetworkArgs),
@@ -154,8 +154,8 @@ fn main() {
             BenchCmd::Matvec(a) => bench_matvec::run(&a),
             BenchCmd::Conv(a) => bench_conv::run(&a),
             BenchCmd::Square(a) => bench_nonlinear::square(&a),
-            BenchCmd::Relu(a) => bench_nonlinear::garbled(&a, false),
-            BenchCmd::Maxpool(a) => bench_nonlinear::garbled(&a, true),
+            BenchCmd::Relu(a) => bench_nonlinear::nonlinear(&a, false),
+            BenchCmd::Maxpool(a) => bench_nonlinear::nonlinear(&a, true),
             BenchCmd::Network(a) => bench_network::run(&a),
         },
     };

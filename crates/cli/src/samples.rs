@@ -46,6 +46,7 @@ fn salt(shape: &LayerShape) -> u64 {
     match shape {
         LayerShape::Matvec { .. } => 0,
         LayerShape::Conv(_) => 16,
+        LayerShape::Grouped(_) => 32,
     }
 }
 
@@ -64,5 +65,6 @@ pub fn reference(shape: &LayerShape, w: &[i64], x: &[i64]) -> Vec<i128> {
     match shape {
         LayerShape::Matvec { rows, cols } => kernels::reference::matvec(w, x, *rows, *cols),
         LayerShape::Conv(s) => kernels::reference::conv(s, x, w),
+        LayerShape::Grouped(s) => kernels::reference::grouped_conv(s, x, w).unwrap_or_default(),
     }
 }

@@ -22,7 +22,7 @@ use net::{Channel, Counters, TcpChannel, DEFAULT_MAX_FRAME};
 use protocol::{LayerMethod, LayerRequest, LayerShape, Model, Phase, ServeOptions, ServedLayer};
 use serde::Serialize;
 
-use crate::args::{FixedPointArgs, GarblerArg, MethodArg, PlannerArgs};
+use crate::args::{FixedPointArgs, MethodArg, NonlinearArgs, PlannerArgs};
 use crate::samples;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -38,9 +38,9 @@ pub struct ServerArgs {
     /// (`.onnx`); without it, the demo's sample layers.
     #[arg(long)]
     model: Option<String>,
-    /// Who garbles a network's nonlinear layers.
-    #[arg(long, value_enum, default_value_t = GarblerArg::Server)]
-    garbler: GarblerArg,
+    /// How a network's nonlinear layers run (the plan tells the client).
+    #[command(flatten)]
+    nonlinear: NonlinearArgs,
     /// Method for every layer it applies to, or the planner's pick (for a single
     /// layer: the client's wish, else the cheapest predicted).
     #[arg(long, value_enum, default_value_t = MethodArg::Auto)]
@@ -102,9 +102,6 @@ pub struct ClientArgs {
     /// m.onnx`) on `--input` (float .npy, batch first) instead of one layer.
     #[arg(long)]
     network: bool,
-    /// Who garbles the nonlinear layers (must match the server's).
-    #[arg(long, value_enum, default_value_t = GarblerArg::Server)]
-    garbler: GarblerArg,
     #[command(flatten)]
     link: LinkArgs,
 }
@@ -572,7 +569,7 @@ fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
     let server = helina::Server::new(
         model,
         helina::ServerOptions {
-            garbler: a.garbler.into(),
+            nonlinear: a.nonlinear.protocol(),
             serve: serve_options(a)?,
         },
     )?;
@@ -619,7 +616,6 @@ fn network_client(a: &ClientArgs) -> Res<()> {
             expect_params: a.params.clone(),
             timeout: Duration::from_secs(a.link.timeout),
             link: a.link.link()?,
-            garbler: a.garbler.into(),
             ..Default::default()
         },
     );
@@ -632,8 +628,14 @@ fn network_client(a: &ClientArgs) -> Res<()> {
     } else {
         for (i, o) in out.outputs.iter().enumerate() {
             println!(
-                "input {i}: argmax {} logits {:?}; {:.1} ms, {} B ({:.1} ms, {} B online)",
-                o.argmax, o.logits, o.total_ms, o.total_bytes, o.online_ms, o.online_bytes
+                "input {i}: label {} (argmax {}) logits {:?}; {:.1} ms, {} B ({:.1} ms, {} B online)",
+                o.label(),
+                o.argmax,
+                o.logits,
+                o.total_ms,
+                o.total_bytes,
+                o.online_ms,
+                o.online_bytes
             );
         }
     }

@@ -59,7 +59,7 @@ fn count_backend_rows_totals_and_table_ix() {
     );
     let rows = r["rows"].as_array().unwrap();
     let linear: Vec<&Value> = rows.iter().filter(|x| x["kind"] == "matvec").collect();
-    assert_eq!(linear.len(), 3 * 6, "3 layers x 6 matvec methods");
+    assert_eq!(linear.len(), 3 * 7, "3 layers x 7 matvec methods");
     assert_eq!(rows.iter().filter(|x| x["kind"] == "relu").count(), 2);
     assert_eq!(u(&r["relu_elements"]), 256);
     // Exactly one pick per layer, and the totals are the picks' sums.

@@ -135,17 +135,20 @@ fn residual_fixture_default_infer_agrees_with_float() {
     assert!(!j["layers"].as_array().unwrap().is_empty());
 }
 
-/// The trained digit models (MLP, CNN, CNN with BN): the fixed-point reference on all
-/// 32 test inputs within the tolerance of onnxruntime (no crypto), and two private
-/// inferences each.
+/// The trained digit models (MLP, CNN, CNN with BN) and the MobileNetV2-style block
+/// (normalised CIFAR-size inputs, stride-2 stem, depthwise + pointwise convs, ReLU6 as
+/// Clip, BN, ReduceMean): the fixed-point reference on all 32 test inputs within the
+/// tolerance of onnxruntime (no crypto), and two private inferences each.
 #[test]
-fn trained_digit_models_agree_with_float() {
-    // digits-cnn-default: torch.onnx.export's defaults (weights in an external file)
+fn trained_fixture_models_agree_with_float() {
+    // digits-cnn-default and mobilenet-block: torch.onnx.export's defaults (weights in
+    // an external file; the block by the dynamo exporter)
     for model in [
         "digits-mlp",
         "digits-cnn",
         "digits-cnn-bn",
         "digits-cnn-default",
+        "mobilenet-block",
     ] {
         let network = nn::import(&fixture(&format!("{model}.onnx"))).unwrap();
         let (_, cal) = read_f32(&fixture(&format!("{model}-calibration.npy")));
@@ -348,5 +351,60 @@ fn the_demo_classifies_digits_privately() {
         {
             assert!((a.as_f64().unwrap() - *b as f64).abs() <= TOLERANCE);
         }
+    }
+}
+
+/// scikit-learn classifiers exported by skl2onnx (an MLP; a StandardScaler + MLP pipeline
+/// with string class names): the graph's own outputs `label` and `probabilities`,
+/// computed by the client's head from the private logits, equal onnxruntime's label and
+/// are within 0.02 of its probabilities; the printed line shows the label.
+#[test]
+fn sklearn_classifiers_report_the_graphs_outputs() {
+    for model in ["sklearn-mlp", "sklearn-pipeline"] {
+        let reference: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(fixture(&format!("{model}-test-reference.json"))).unwrap(),
+        )
+        .unwrap();
+        let out = infer(
+            model,
+            &fixture(&format!("{model}-test.npy")),
+            &["--limit", "4", "--json"],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for (i, o) in j["outputs"].as_array().unwrap().iter().enumerate() {
+            let g = o["graph_outputs"].as_array().unwrap();
+            assert_eq!(g[0]["name"], "label");
+            assert_eq!(
+                g[0]["values"][0], reference["label"][i],
+                "{model} input {i}"
+            );
+            assert_eq!(g[1]["name"], "probabilities");
+            assert_eq!(g[1]["shape"], serde_json::json!([1, 10]));
+            let p = g[1]["values"].as_array().unwrap();
+            let want = reference["probabilities"][i].as_array().unwrap();
+            for (a, b) in p.iter().zip(want) {
+                assert!((a.as_f64().unwrap() - b.as_f64().unwrap()).abs() <= 0.02);
+            }
+            assert_eq!(o["matches_fixed_reference"], true);
+        }
+        let text = infer(
+            model,
+            &fixture(&format!("{model}-test.npy")),
+            &["--limit", "1"],
+        );
+        let stdout = String::from_utf8_lossy(&text.stdout);
+        let label = match &reference["label"][0] {
+            serde_json::Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        assert!(
+            stdout.contains(&format!("input 0: label {label} ")),
+            "{stdout}"
+        );
     }
 }

@@ -426,7 +426,7 @@ impl Backend for Shape {
         Ok(vec![0; self.info.n])
     }
     fn noise_budget(&self, ct: &ShapeCt) -> Result<Option<u32>> {
-        Self::whole(ct, "noise measurement")?;
+        let _ = ct; // no noise here; a selected ciphertext has none defined either
         Ok(None)
     }
     fn add(&self, a: &ShapeCt, b: &ShapeCt) -> Result<ShapeCt> {

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use gc::Garbler;
 use net::{Link, TcpChannel};
 pub use protocol::Phase as Progress;
 
@@ -19,8 +18,6 @@ pub struct ClientOptions {
     pub timeout: Duration,
     /// Link emulation.
     pub link: Link,
-    /// Who garbles the nonlinear layers (the server's choice must match).
-    pub garbler: Garbler,
     /// Frame size limit.
     pub max_frame: usize,
 }
@@ -31,7 +28,6 @@ impl Default for ClientOptions {
             expect_params: None,
             timeout: Duration::from_secs(600),
             link: Link::NONE,
-            garbler: Garbler::Server,
             max_frame: net::DEFAULT_MAX_FRAME,
         }
     }
@@ -81,7 +77,6 @@ impl Client {
             layers: Vec::new(),
             reveal: false,
             expect,
-            garbler: self.opts.garbler,
         };
         let out =
             protocol::client::run(&mut ch, &request, protocol::Inputs::Float(inputs), progress)?;

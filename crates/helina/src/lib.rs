@@ -82,8 +82,8 @@ pub use he::Params;
 pub use net::Link;
 pub use nn::{Accuracy, InputRange, RangeBasis, DEFAULT_TOLERANCE};
 pub use protocol::{
-    MethodChoice, NetworkPlan, Objective, ServeOptions, ServerOutcome, SessionReport, StepPlan,
-    StepReport,
+    MethodChoice, NetworkPlan, NonlinearProtocol, Objective, ServeOptions, ServerOutcome,
+    SessionReport, StepPlan, StepReport,
 };
 
 /// Private inference of the ONNX model at `path` on `inputs` with both parties in this

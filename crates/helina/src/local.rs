@@ -118,9 +118,9 @@ impl LocalInference {
 /// Options of a local inference.
 #[derive(Clone, Debug, Default)]
 pub struct LocalOptions {
-    /// The server's options (garbler, link emulation in `serve.link`).
+    /// The server's options (nonlinear protocol, link emulation in `serve.link`).
     pub server: ServerOptions,
-    /// The client's options (the link and garbler are taken from the server's).
+    /// The client's options (the link is taken from the server's).
     pub client: ClientOptions,
 }
 
@@ -164,7 +164,6 @@ pub fn infer_local(
     });
     let client_opts = ClientOptions {
         link,
-        garbler: opts.server.garbler,
         ..opts.client.clone()
     };
     let client = crate::client::Client::new(&addr, client_opts);

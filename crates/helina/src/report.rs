@@ -25,6 +25,24 @@ pub struct Output {
     pub offline_bytes: u64,
     /// The output in fixed point (centred integers), as revealed.
     pub fixed: Vec<i64>,
+    /// The graph's own outputs by name (e.g. `label` and `probabilities`): the output
+    /// head applied by the client to `logits` (just the logits when the graph has none).
+    pub graph_outputs: Vec<nn::GraphOutput>,
+}
+
+impl Output {
+    /// The predicted label: the first integer or string graph output with one element
+    /// (a classifier's `label`), else the argmax of the logits.
+    pub fn label(&self) -> String {
+        self.graph_outputs
+            .iter()
+            .find_map(|g| match &g.value.data {
+                nn::HeadData::I64(v) if v.len() == 1 => Some(v[0].to_string()),
+                nn::HeadData::Str(v) if v.len() == 1 => Some(v[0].clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| self.argmax.to_string())
+    }
 }
 
 /// A client's inference: the plan's facts, per input the output, the first input's
@@ -76,6 +94,10 @@ impl Inference {
                     },
                 ))?;
                 let logits = nn::dequantise(prog, &fixed);
+                let shape = prog
+                    .output_info()
+                    .map_or_else(|| vec![logits.len()], |t| t.shape.clone());
+                let graph_outputs = prog.head.eval(&logits, &shape)?;
                 let t = out.report.traffic;
                 Ok(Output {
                     argmax: argmax(&logits),
@@ -87,6 +109,7 @@ impl Inference {
                     offline_ms: out.report.offline_ms,
                     offline_bytes: b(t.offline),
                     fixed,
+                    graph_outputs,
                 })
             })
             .collect::<crate::Result<Vec<_>>>()?;

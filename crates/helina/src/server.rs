@@ -4,9 +4,8 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gc::Garbler;
 use net::Channel;
-use protocol::{NetworkServer, ServeOptions, ServerOutcome, SessionReport};
+use protocol::{NetworkServer, NonlinearProtocol, ServeOptions, ServerOutcome, SessionReport};
 
 use crate::error::Result;
 use crate::model::Model;
@@ -14,8 +13,8 @@ use crate::model::Model;
 /// How a server serves.
 #[derive(Clone, Debug)]
 pub struct ServerOptions {
-    /// Who garbles the nonlinear layers (clients must agree).
-    pub garbler: Garbler,
+    /// How the nonlinear layers run (silent OT by default; the plan tells clients).
+    pub nonlinear: NonlinearProtocol,
     /// Sessions at once, deadlines, memory per session, link emulation.
     pub serve: ServeOptions,
 }
@@ -23,7 +22,7 @@ pub struct ServerOptions {
 impl Default for ServerOptions {
     fn default() -> Self {
         Self {
-            garbler: Garbler::Server,
+            nonlinear: NonlinearProtocol::default(),
             serve: ServeOptions::new(net::DEFAULT_MAX_FRAME),
         }
     }
@@ -45,7 +44,7 @@ impl Server {
             .serve
             .session_memory
             .unwrap_or_else(|| protocol::default_session_memory(opts.serve.max_concurrent));
-        let network = NetworkServer::new(&model.plan, opts.garbler)?
+        let network = NetworkServer::new(&model.plan, opts.nonlinear)?
             .with_session_memory(Some(session_budget));
         Ok(Self {
             model,
@@ -66,6 +65,10 @@ impl Server {
     /// The memory budget of one session, bytes.
     pub fn session_budget(&self) -> u64 {
         self.session_budget
+    }
+    /// The options it serves with.
+    pub fn options(&self) -> &ServerOptions {
+        &self.opts
     }
     /// Frame timeout of the sessions.
     pub fn timeout(&self) -> Duration {

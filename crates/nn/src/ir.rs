@@ -14,8 +14,14 @@
 //! The importer turns a convolution whose ONNX pads are not TF-SAME into `Pad` (zeros) +
 //! a VALID `Conv`, and a padded `MaxPool` into `Pad` (edge) + `MaxPool` (see
 //! [`crate::onnx`]).
+//! `Reshape` relabels a tensor's shape (row-major data unchanged); `Clip` clamps to
+//! `[min, max]` (ReLU6 is `Clip(0, 6)`).
 //! BatchNormalization is folded into the preceding Conv/Linear at import; Identity and
-//! Dropout are removed.
+//! Dropout are removed. Elementwise arithmetic with constants directly on the network
+//! input (normalisation) becomes the network's [`InputAffine`], applied by the client
+//! before quantisation; what follows the last private tensor (Softmax, ArgMax, a label
+//! lookup, …) becomes the [`crate::head::Head`], applied by the client to its revealed
+//! output.
 
 use kernels::{ConvShape, Padding};
 use serde::{Deserialize, Serialize};
@@ -50,7 +56,9 @@ pub enum PadMode {
 /// A float operation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Op {
-    /// 2-D convolution; `weight` is `c_o×c_i×k_h×k_w`, `bias` has `c_o` entries.
+    /// 2-D convolution; `weight` is `c_o×(c_i/groups)×k_h×k_w`, `bias` has `c_o`
+    /// entries. With `groups` G > 1 output channel `o` reads only the input channels
+    /// of its group `o / (c_o/G)` (depthwise: G = c_i).
     Conv {
         /// Geometry.
         shape: ConvShape,
@@ -58,6 +66,9 @@ pub enum Op {
         weight: Vec<f32>,
         /// Per-output-channel bias.
         bias: Option<Vec<f32>>,
+        /// Groups (1: a dense convolution).
+        #[serde(default = "one")]
+        groups: usize,
     },
     /// `y = W·x + b`, `W` is `rows×cols` row-major; the input is read in row-major order.
     Linear {
@@ -101,6 +112,66 @@ pub enum Op {
         /// What the border holds.
         mode: PadMode,
     },
+    /// The same row-major data with another shape (as many elements).
+    Reshape {
+        /// The new shape.
+        shape: Vec<usize>,
+    },
+    /// `min(max(x, min), max)`; no upper bound when `max` is `None`.
+    Clip {
+        /// Lower bound.
+        min: f32,
+        /// Upper bound.
+        max: Option<f32>,
+    },
+}
+
+fn one() -> usize {
+    1
+}
+
+/// `x·mul + add` elementwise on the network input (its full length), before anything is
+/// quantised: the input normalisation a graph does with constants.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InputAffine {
+    /// Factors.
+    pub mul: Vec<f32>,
+    /// Offsets.
+    pub add: Vec<f32>,
+}
+
+impl InputAffine {
+    /// The identity on `n` elements.
+    pub fn identity(n: usize) -> Self {
+        InputAffine {
+            mul: vec![1.0; n],
+            add: vec![0.0; n],
+        }
+    }
+    /// Applies the map (computed in f64).
+    pub fn apply(&self, x: &[f32]) -> Vec<f32> {
+        x.iter()
+            .zip(self.mul.iter().zip(&self.add))
+            .map(|(&v, (&m, &a))| (v as f64 * m as f64 + a as f64) as f32)
+            .collect()
+    }
+    /// The smallest and largest value of element `i` for inputs in `[lo, hi]`, over all
+    /// elements.
+    pub fn range(&self, lo: f32, hi: f32) -> (f64, f64) {
+        self.mul
+            .iter()
+            .zip(&self.add)
+            .map(|(&m, &a)| {
+                let (x, y) = (
+                    lo as f64 * m as f64 + a as f64,
+                    hi as f64 * m as f64 + a as f64,
+                );
+                (x.min(y), x.max(y))
+            })
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), (x, y)| {
+                (l.min(x), h.max(y))
+            })
+    }
 }
 
 impl Op {
@@ -117,6 +188,8 @@ impl Op {
             Op::Flatten => "Flatten",
             Op::Square => "Square",
             Op::Pad { .. } => "Pad",
+            Op::Reshape { .. } => "Reshape",
+            Op::Clip { .. } => "Clip",
         }
     }
 }
@@ -143,6 +216,13 @@ pub struct Network {
     pub nodes: Vec<Node>,
     /// The output tensor.
     pub output: TensorId,
+    /// Normalisation of the raw input (applied before quantisation), if the graph does one.
+    #[serde(default)]
+    pub input_affine: Option<InputAffine>,
+    /// What the graph computes after [`Network::output`] (evaluated by the client), and
+    /// the graph's outputs by name.
+    #[serde(default)]
+    pub head: crate::head::Head,
 }
 
 fn pooled(h: usize, k: usize, s: usize) -> usize {
@@ -160,6 +240,8 @@ impl Network {
             }],
             nodes: Vec::new(),
             output: 0,
+            input_affine: None,
+            head: crate::head::Head::default(),
         }
     }
 
@@ -269,8 +351,21 @@ impl Network {
                 shape,
                 weight,
                 bias,
+                groups,
             } => {
                 let (c, h, w) = chw(x)?;
+                if *groups == 0
+                    || !shape.c_i.is_multiple_of(*groups)
+                    || !shape.c_o.is_multiple_of(*groups)
+                {
+                    return Err(param_err(
+                        "group",
+                        format!(
+                            "{groups} groups do not divide {} input and {} output channels",
+                            shape.c_i, shape.c_o
+                        ),
+                    ));
+                }
                 if (c, h, w) != (shape.c_i, shape.h, shape.w) {
                     return Err(shape_err("input", vec![shape.c_i, shape.h, shape.w]));
                 }
@@ -289,7 +384,7 @@ impl Network {
                         ),
                     ));
                 }
-                let nw = shape.c_o * shape.c_i * shape.k_h * shape.k_w;
+                let nw = shape.c_o * (shape.c_i / groups) * shape.k_h * shape.k_w;
                 if weight.len() != nw {
                     return Err(param_err(
                         "weight",
@@ -333,6 +428,24 @@ impl Network {
                 vec![*rows]
             }
             Op::Relu | Op::Square => x.clone(),
+            Op::Clip { min, max } => {
+                if !min.is_finite() || max.is_some_and(|m| !m.is_finite() || m <= *min) {
+                    return Err(param_err(
+                        "min/max",
+                        format!("[{min}, {max:?}]: a finite min below a finite max (or none)"),
+                    ));
+                }
+                x.clone()
+            }
+            Op::Reshape { shape } => {
+                if shape.iter().product::<usize>() != x.iter().product::<usize>() {
+                    return Err(param_err(
+                        "shape",
+                        format!("{shape:?} does not hold the {x:?} input's elements"),
+                    ));
+                }
+                shape.clone()
+            }
             Op::MaxPool { k, stride } | Op::AvgPool { k, stride } => {
                 let (c, h, w) = chw(x)?;
                 if *k == 0 || *stride == 0 || *k > h || *k > w {

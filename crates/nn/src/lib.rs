@@ -14,6 +14,7 @@
 
 pub mod error;
 pub mod export;
+pub mod head;
 pub mod ir;
 pub mod onnx;
 pub mod precision;
@@ -22,17 +23,18 @@ pub mod reference;
 pub mod zoo;
 
 pub use error::{NnError, Unsupported};
-pub use ir::{Network, Node, Op, PadMode, TensorDesc, TensorId};
+pub use head::{GraphOutput, Head, HeadData, HeadValue};
+pub use ir::{InputAffine, Network, Node, Op, PadMode, TensorDesc, TensorId};
 pub use onnx::{import, import_bytes, import_model};
 pub use precision::{
     check_input, float_agreement, plan_fixed_point, precision_loss, worst_case_bounds, Accuracy,
     FixedPointOptions, InputRange, RangeBasis, DEFAULT_TOLERANCE,
 };
 pub use quant::{
-    calibrate, lower, weight_scale_bits, LayerBound, NonlinearOp, Program, Step, TensorInfo,
-    CANDIDATE_MODULI, DEFAULT_MAX_FRAC_BITS, DEFAULT_MIN_FRAC_BITS,
+    calibrate, grouped_shape, lower, weight_scale_bits, LayerBound, NonlinearOp, Program, Step,
+    TensorInfo, CANDIDATE_MODULI, DEFAULT_MAX_FRAC_BITS, DEFAULT_MIN_FRAC_BITS,
 };
 pub use reference::{
-    dequantise, dequantise_tensor, pad_indices, quantise_input, round_offset, run_fixed, run_float,
-    run_float_all, space_to_depth_indices, window_indices,
+    dequantise, dequantise_tensor, pad_indices, quantise_input, round_offset, run_fixed,
+    run_fixed_all, run_float, run_float_all, space_to_depth_indices, window_indices,
 };

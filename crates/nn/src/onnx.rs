@@ -51,7 +51,8 @@ use prost::Message;
 use tract_onnx::pb::{self, tensor_proto::DataType, AttributeProto, ModelProto, NodeProto};
 
 use crate::error::{NnError, Unsupported};
-use crate::ir::{Network, Op, PadMode, TensorId};
+use crate::head::{Arith, CastTo, Head, HeadData, HeadNode, HeadOp, HeadSrc, HeadValue};
+use crate::ir::{InputAffine, Network, Op, PadMode, TensorId};
 
 /// Reads and imports an ONNX file, with the tensors it keeps in external data files
 /// (what `torch.onnx.export` writes by default: `model.onnx.data` beside the model).
@@ -189,7 +190,12 @@ pub fn import_model(model: &ModelProto) -> Result<Network, NnError> {
     if !issues.is_empty() {
         return Err(NnError::Unsupported(issues));
     }
-    Builder::new(graph)?.run()
+    let opset = model
+        .opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map_or(13, |o| o.version);
+    Builder::new(graph, opset)?.run()
 }
 
 /// Maps a 2-D convolution's explicit ONNX `pads = [top, left, bottom, right]` to a
@@ -277,11 +283,64 @@ const SUPPORTED: &[&str] = &[
     "Unsqueeze",
     "Concat",
     "Pad",
+    "Clip",
+    "Cast",
+    "Squeeze",
+    "Transpose",
+    "Sub",
+    "Div",
 ];
+
+/// Ops that only an output head has (computed by the client on its revealed output).
+const HEAD_ONLY: &[&str] = &[
+    "Softmax",
+    "LogSoftmax",
+    "Sigmoid",
+    "ArgMax",
+    "ArgMin",
+    "TopK",
+    "ArrayFeatureExtractor",
+];
+
+/// Ops a head may have besides [`HEAD_ONLY`].
+const HEAD_ALSO: &[&str] = &[
+    "Identity",
+    "Dropout",
+    "Cast",
+    "Reshape",
+    "Flatten",
+    "Squeeze",
+    "Unsqueeze",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Concat",
+];
+
+/// The ONNX-ML ops (domain `ai.onnx.ml`) the importer reads.
+const ML_OPS: &[&str] = &["ArrayFeatureExtractor", "Scaler"];
+
+/// The nodes of the output head: a [`HEAD_ONLY`] op and every node that reads (directly
+/// or through others) a value one of them computes.
+fn head_nodes(graph: &pb::GraphProto) -> std::collections::HashSet<usize> {
+    let mut values: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut nodes = std::collections::HashSet::new();
+    for (i, n) in graph.node.iter().enumerate() {
+        if HEAD_ONLY.contains(&n.op_type.as_str())
+            || n.input.iter().any(|x| values.contains(x.as_str()))
+        {
+            nodes.insert(i);
+            values.extend(n.output.iter().map(String::as_str));
+        }
+    }
+    nodes
+}
 
 /// Pass 1: every unsupported op / attribute of the graph.
 fn check_supported(graph: &pb::GraphProto) -> Vec<Unsupported> {
     let mut out = Vec::new();
+    let head = head_nodes(graph);
     for (idx, n) in graph.node.iter().enumerate() {
         let name = node_name(n, idx);
         let op = n.op_type.as_str();
@@ -293,11 +352,37 @@ fn check_supported(graph: &pb::GraphProto) -> Vec<Unsupported> {
                 reason,
             })
         };
-        if !(n.domain.is_empty() || n.domain == "ai.onnx") {
-            bad(None, format!("op domain {:?} is not supported", n.domain));
+        if op == "ZipMap" {
+            bad(
+                None,
+                "ZipMap (skl2onnx's default output, a list of dicts) is not supported; export with options={'zipmap': False}".into(),
+            );
             continue;
         }
-        if !SUPPORTED.contains(&op) {
+        let ml = n.domain == "ai.onnx.ml";
+        if !(n.domain.is_empty() || n.domain == "ai.onnx" || (ml && ML_OPS.contains(&op))) {
+            bad(
+                None,
+                format!("op {op} of domain {:?} is not supported", n.domain),
+            );
+            continue;
+        }
+        if head.contains(&idx) {
+            // the client computes it on the revealed output; attributes are checked
+            // when the head is built
+            if !HEAD_ONLY.contains(&op) && !HEAD_ALSO.contains(&op) {
+                bad(
+                    None,
+                    format!(
+                        "{op} reads a value of the output head (after {}); only {} may follow them (a Softmax or ArgMax before the network's last layer is not supported)",
+                        HEAD_ONLY.join("/"),
+                        HEAD_ALSO.join(", ")
+                    ),
+                );
+            }
+            continue;
+        }
+        if !(SUPPORTED.contains(&op) || ml && op == "Scaler") {
             bad(None, format!("op type {op} is not supported"));
             continue;
         }
@@ -332,8 +417,11 @@ fn check_supported(graph: &pb::GraphProto) -> Vec<Unsupported> {
                     );
                 }
                 let g = attr_i(n, "group", 1);
-                if g != 1 {
-                    bad(Some("group"), format!("{g}: only 1 is supported"));
+                if g < 1 {
+                    bad(
+                        Some("group"),
+                        format!("{g}: a positive group count is needed"),
+                    );
                 }
                 auto_pad(&mut bad);
                 equal_2d("strides", &mut bad);
@@ -438,15 +526,6 @@ fn check_supported(graph: &pb::GraphProto) -> Vec<Unsupported> {
                     bad(Some("axis"), format!("{a}: only 1 is supported"));
                 }
             }
-            "Mul" if n.input.len() != 2 || n.input[0] != n.input[1] => {
-                bad(
-                    None,
-                    format!(
-                        "only Mul(x, x) (square) is supported, got inputs {:?}",
-                        n.input
-                    ),
-                );
-            }
             "Gather" | "Concat" => {
                 let a = attr_i(n, "axis", 0);
                 if a != 0 {
@@ -469,6 +548,65 @@ fn check_supported(graph: &pb::GraphProto) -> Vec<Unsupported> {
 enum Const {
     F32 { dims: Vec<usize>, data: Vec<f32> },
     I64(Vec<i64>),
+}
+
+/// A STRING tensor (class labels) as a head constant.
+fn string_tensor(t: &pb::TensorProto) -> Result<HeadValue, String> {
+    let shape: Vec<usize> = t
+        .dims
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
+        .collect::<Result<_, _>>()?;
+    let data: Vec<String> = t
+        .string_data
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    if shape.iter().product::<usize>() != data.len() {
+        return Err(format!(
+            "string tensor {}: {} values for dims {:?}",
+            t.name,
+            data.len(),
+            t.dims
+        ));
+    }
+    Ok(HeadValue {
+        shape,
+        data: HeadData::Str(data),
+    })
+}
+
+/// `c` (dims `dims`) broadcast to `shape` (numpy rules, right-aligned); `None` when it
+/// does not broadcast.
+fn broadcast_const(dims: &[usize], c: &[f32], shape: &[usize]) -> Option<Vec<f32>> {
+    if dims.len() > shape.len() || dims.iter().product::<usize>() != c.len() {
+        return None;
+    }
+    let off = shape.len() - dims.len();
+    if dims
+        .iter()
+        .zip(&shape[off..])
+        .any(|(&d, &s)| d != 1 && d != s)
+    {
+        return None;
+    }
+    let n: usize = shape.iter().product();
+    let mut out = Vec::with_capacity(n);
+    for flat in 0..n {
+        let (mut rem, mut idx, mut stride) = (flat, 0usize, 1usize);
+        let mut coords = vec![0usize; shape.len()];
+        for a in (0..shape.len()).rev() {
+            coords[a] = rem % shape[a];
+            rem /= shape[a];
+        }
+        for a in (0..dims.len()).rev() {
+            let cdx = if dims[a] == 1 { 0 } else { coords[off + a] };
+            idx += cdx * stride;
+            stride *= dims[a];
+        }
+        out.push(c[idx]);
+    }
+    Some(out)
 }
 
 fn le_chunks<const N: usize>(raw: &[u8], name: &str) -> Result<Vec<[u8; N]>, NnError> {
@@ -585,10 +723,20 @@ struct Builder<'g> {
     uses: HashMap<&'g str, usize>,
     /// How many real consumers each IR tensor has (Identity/Dropout hops not counted).
     tensor_uses: HashMap<TensorId, usize>,
+    /// The output head being built (the client's part of the graph).
+    head: Head,
+    /// ONNX value name → head value id.
+    head_values: HashMap<String, usize>,
+    /// Constants only a head can use (strings), with their shapes.
+    head_consts: HashMap<String, HeadValue>,
+    /// The private tensor the head reads.
+    head_source: Option<TensorId>,
+    /// The default domain's opset.
+    opset: i64,
 }
 
 impl<'g> Builder<'g> {
-    fn new(graph: &'g pb::GraphProto) -> Result<Self, NnError> {
+    fn new(graph: &'g pb::GraphProto, opset: i64) -> Result<Self, NnError> {
         let inits: HashMap<&str, &pb::TensorProto> = graph
             .initializer
             .iter()
@@ -664,6 +812,11 @@ impl<'g> Builder<'g> {
             inits,
             uses,
             tensor_uses: HashMap::new(),
+            head: Head::default(),
+            head_values: HashMap::new(),
+            head_consts: HashMap::new(),
+            head_source: None,
+            opset,
         };
         b.bind(&input.name, 0);
         Ok(b)
@@ -679,22 +832,273 @@ impl<'g> Builder<'g> {
         for (idx, n) in self.graph.node.iter().enumerate() {
             self.node(idx, n)?;
         }
-        let outs = &self.graph.output;
-        let [out] = outs.as_slice() else {
-            return Err(NnError::Graph {
-                node: "<graph>".into(),
-                op: "output".into(),
-                reason: format!("expected exactly one graph output, found {}", outs.len()),
-            });
-        };
-        let t = *self.acts.get(&out.name).ok_or_else(|| NnError::Graph {
+        let oerr = |reason: String| NnError::Graph {
             node: "<graph>".into(),
             op: "output".into(),
-            reason: format!("output {} is not computed from the input", out.name),
-        })?;
-        self.net.output = t;
+            reason,
+        };
+        if self.graph.output.is_empty() {
+            return Err(oerr("the graph has no output".into()));
+        }
+        // every graph output is a head value or the one private tensor the head reads
+        let mut outputs = Vec::new();
+        for out in &self.graph.output {
+            let src = if let Some(&v) = self.head_values.get(&out.name) {
+                HeadSrc::Value(v)
+            } else if let Some(&t) = self.acts.get(&out.name) {
+                match self.head_source {
+                    Some(s) if s != t => {
+                        return Err(oerr(format!(
+                            "output {} is a private tensor other than the one the output head reads ({}); only one private tensor can be revealed",
+                            out.name, self.net.tensors[s].name
+                        )))
+                    }
+                    _ => self.head_source = Some(t),
+                }
+                HeadSrc::Output
+            } else {
+                return Err(oerr(format!(
+                    "output {} is not computed from the input",
+                    out.name
+                )));
+            };
+            outputs.push((out.name.clone(), src));
+        }
+        self.head.outputs = outputs;
+        self.net.output = self
+            .head_source
+            .ok_or_else(|| oerr("no private tensor reaches the outputs".into()))?;
+        self.net.head = self.head;
         self.net.validate()?;
         Ok(self.net)
+    }
+
+    /// A head value, the private output or a constant, as a head node's input.
+    fn head_src(
+        &mut self,
+        name: &str,
+        gerr: &dyn Fn(String) -> NnError,
+    ) -> Result<HeadSrc, NnError> {
+        if let Some(&v) = self.head_values.get(name) {
+            return Ok(HeadSrc::Value(v));
+        }
+        if let Some(&t) = self.acts.get(name) {
+            match self.head_source {
+                Some(s) if s != t => {
+                    return Err(gerr(format!(
+                        "reads the private tensor {name} while the head already reads {}: the head must start from one tensor",
+                        self.net.tensors[s].name
+                    )))
+                }
+                _ => self.head_source = Some(t),
+            }
+            return Ok(HeadSrc::Output);
+        }
+        if let Some(c) = self.head_consts.get(name) {
+            return Ok(HeadSrc::Const(c.clone()));
+        }
+        if let Some(t) = self.inits.get(name) {
+            if t.data_type == DataType::String as i32 {
+                let v = string_tensor(t).map_err(gerr)?;
+                return Ok(HeadSrc::Const(v));
+            }
+        }
+        let dims = |b: &Self, n: usize| -> Vec<usize> {
+            b.inits
+                .get(name)
+                .map(|t| t.dims.iter().map(|&d| d.max(0) as usize).collect())
+                .unwrap_or_else(|| vec![n])
+        };
+        let v = match self.constant(name)? {
+            Some(Const::F32 { dims, data }) => HeadValue {
+                shape: dims,
+                data: HeadData::F32(data),
+            },
+            Some(Const::I64(v)) => HeadValue {
+                shape: dims(self, v.len()),
+                data: HeadData::I64(v),
+            },
+            None => {
+                return Err(gerr(format!(
+                    "input {name} is neither computed nor a constant"
+                )))
+            }
+        };
+        if v.shape.iter().product::<usize>()
+            != match &v.data {
+                HeadData::F32(x) => x.len(),
+                HeadData::I64(x) => x.len(),
+                HeadData::Str(x) => x.len(),
+            }
+        {
+            return Err(gerr(format!(
+                "constant {name} has dims {:?} that do not match its values",
+                v.shape
+            )));
+        }
+        Ok(HeadSrc::Const(v))
+    }
+
+    /// A node of the output head (see [`crate::head`]).
+    fn head_node(&mut self, idx: usize, n: &'g NodeProto) -> Result<(), NnError> {
+        let name = node_name(n, idx);
+        let op = n.op_type.as_str();
+        let gerr = |reason: String| NnError::Graph {
+            node: name.clone(),
+            op: op.to_string(),
+            reason,
+        };
+        let bad_attr = |attribute: &str, reason: String| NnError::BadAttribute {
+            node: name.clone(),
+            op: op.to_string(),
+            attribute: attribute.into(),
+            reason,
+        };
+        let has = |i: usize| n.input.get(i).is_some_and(|s| !s.is_empty());
+        // integer parameters given as an input (newer opsets) or an attribute
+        let ints_in =
+            |b: &mut Self, i: usize, attr_name: &str| -> Result<Option<Vec<i64>>, NnError> {
+                if has(i) {
+                    match b.constant(&n.input[i])? {
+                        Some(Const::I64(v)) => Ok(Some(v)),
+                        _ => Err(bad_attr(
+                            attr_name,
+                            format!("input {} must be a constant integer tensor", n.input[i]),
+                        )),
+                    }
+                } else {
+                    Ok(attr_ints(n, attr_name))
+                }
+            };
+        let softmax_axis = attr_i(n, "axis", if self.opset >= 13 { -1 } else { 1 });
+        let (hop, data_inputs): (HeadOp, usize) = match op {
+            "Identity" | "Dropout" => (HeadOp::Identity, 1),
+            "Softmax" => (
+                HeadOp::Softmax {
+                    axis: softmax_axis,
+                    coerce_2d: self.opset < 13,
+                },
+                1,
+            ),
+            "LogSoftmax" => (
+                HeadOp::LogSoftmax {
+                    axis: softmax_axis,
+                    coerce_2d: self.opset < 13,
+                },
+                1,
+            ),
+            "Sigmoid" => (HeadOp::Sigmoid, 1),
+            "ArgMax" | "ArgMin" => (
+                HeadOp::ArgExtreme {
+                    max: op == "ArgMax",
+                    axis: attr_i(n, "axis", 0),
+                    keepdims: attr_i(n, "keepdims", 1) != 0,
+                    select_last_index: attr_i(n, "select_last_index", 0) != 0,
+                },
+                1,
+            ),
+            "TopK" => (
+                HeadOp::TopK {
+                    axis: attr_i(n, "axis", -1),
+                    largest: attr_i(n, "largest", 1) != 0,
+                },
+                2,
+            ),
+            "ArrayFeatureExtractor" => (HeadOp::ArrayFeatureExtractor, 2),
+            "Cast" => {
+                let to = attr_i(n, "to", 0);
+                let to = match DataType::from_i32(to as i32) {
+                    Some(DataType::Float | DataType::Double | DataType::Float16) => CastTo::Float,
+                    Some(DataType::Int64 | DataType::Int32 | DataType::Int16 | DataType::Int8) => {
+                        CastTo::Int
+                    }
+                    _ => {
+                        return Err(bad_attr(
+                            "to",
+                            format!("{to}: a head casts only to float or integer types"),
+                        ))
+                    }
+                };
+                (HeadOp::Cast { to }, 1)
+            }
+            "Reshape" => {
+                let shape = ints_in(self, 1, "shape")?
+                    .ok_or_else(|| gerr("Reshape without a shape".into()))?;
+                (
+                    HeadOp::Reshape {
+                        shape,
+                        allowzero: attr_i(n, "allowzero", 0) != 0,
+                    },
+                    1,
+                )
+            }
+            "Flatten" => (
+                HeadOp::Flatten {
+                    axis: attr_i(n, "axis", 1),
+                },
+                1,
+            ),
+            "Squeeze" => (
+                HeadOp::Squeeze {
+                    axes: ints_in(self, 1, "axes")?,
+                },
+                1,
+            ),
+            "Unsqueeze" => (
+                HeadOp::Unsqueeze {
+                    axes: ints_in(self, 1, "axes")?
+                        .ok_or_else(|| gerr("Unsqueeze without axes".into()))?,
+                },
+                1,
+            ),
+            "Add" | "Sub" | "Mul" | "Div" => (
+                HeadOp::Arith {
+                    op: match op {
+                        "Add" => Arith::Add,
+                        "Sub" => Arith::Sub,
+                        "Mul" => Arith::Mul,
+                        _ => Arith::Div,
+                    },
+                },
+                2,
+            ),
+            "Concat" => (
+                HeadOp::Concat {
+                    axis: attr_i(n, "axis", 0),
+                },
+                n.input.len(),
+            ),
+            _ => {
+                return Err(gerr(format!(
+                    "{op} reads a value of the output head; only {} and {} may form a head",
+                    HEAD_ONLY.join(", "),
+                    HEAD_ALSO.join(", ")
+                )))
+            }
+        };
+        let mut inputs = Vec::new();
+        for i in 0..data_inputs {
+            let x = n
+                .input
+                .get(i)
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| gerr(format!("missing input {i}")))?;
+            inputs.push(self.head_src(x, &gerr)?);
+        }
+        let mut outputs = Vec::new();
+        for o in n.output.iter().filter(|o| !o.is_empty()) {
+            let id = self.head.values;
+            self.head.values += 1;
+            self.head_values.insert(o.clone(), id);
+            outputs.push(id);
+        }
+        self.head.nodes.push(HeadNode {
+            name,
+            op: hop,
+            inputs,
+            outputs,
+        });
+        Ok(())
     }
 
     fn constant(&mut self, name: &str) -> Result<Option<Const>, NnError> {
@@ -764,7 +1168,217 @@ impl<'g> Builder<'g> {
                 .is_some_and(|s| b.consts.contains_key(s) || b.inits.contains_key(s.as_str()))
         };
 
+        if HEAD_ONLY.contains(&op) || n.input.iter().any(|i| self.head_values.contains_key(i)) {
+            return self.head_node(idx, n);
+        }
+        // constants of the input normalisation and of folds into a Conv/Linear
+        let scalar_or = |b: &mut Self, i: usize| -> Result<(Vec<usize>, Vec<f32>), NnError> {
+            match b.constant(input(i)?)? {
+                Some(Const::F32 { dims, data }) => Ok((dims, data)),
+                Some(Const::I64(v)) => Ok((vec![v.len()], v.iter().map(|&x| x as f32).collect())),
+                None => Err(gerr(format!("input {i} must be a constant"))),
+            }
+        };
         match op {
+            "Clip" => {
+                let t = act(self, 0)?;
+                let bound = |b: &mut Self,
+                             i: usize,
+                             attr_name: &str|
+                 -> Result<Option<f32>, NnError> {
+                    if n.input.get(i).is_some_and(|s| !s.is_empty()) {
+                        match b.constant(&n.input[i])? {
+                            Some(Const::F32 { data, .. }) if data.len() == 1 => Ok(Some(data[0])),
+                            _ => Err(NnError::BadAttribute {
+                                node: name.clone(),
+                                op: op.into(),
+                                attribute: attr_name.into(),
+                                reason: format!(
+                                    "input {} must be a constant scalar (a Clip with computed bounds is not supported)",
+                                    n.input[i]
+                                ),
+                            }),
+                        }
+                    } else {
+                        Ok(attr(n, attr_name).map(|a| a.f))
+                    }
+                };
+                let lo = bound(self, 1, "min")?;
+                let hi = bound(self, 2, "max")?.filter(|h| h.is_finite());
+                let lo = lo
+                    .filter(|l| l.is_finite())
+                    .ok_or_else(|| NnError::BadAttribute {
+                        node: name.clone(),
+                        op: op.into(),
+                        attribute: "min".into(),
+                        reason: "a Clip without a finite lower bound is not supported".into(),
+                    })?;
+                let o = if lo == 0.0 && hi.is_none() {
+                    Op::Relu
+                } else {
+                    Op::Clip { min: lo, max: hi }
+                };
+                let o = self.net.push(&name, output, o, vec![t])?;
+                self.bind(output, o);
+            }
+            "Cast" => {
+                let to = attr_i(n, "to", 0);
+                let float = matches!(
+                    DataType::from_i32(to as i32),
+                    Some(DataType::Float | DataType::Double | DataType::Float16)
+                );
+                let src = input(0)?;
+                if let Some(c) = self.constant(src)? {
+                    let c = match (c, float) {
+                        (Const::I64(v), true) => Const::F32 {
+                            dims: vec![v.len()],
+                            data: v.iter().map(|&x| x as f32).collect(),
+                        },
+                        (Const::F32 { data, .. }, false) => {
+                            Const::I64(data.iter().map(|&x| x.trunc() as i64).collect())
+                        }
+                        (c, _) => c,
+                    };
+                    self.consts.insert(output.to_string(), c);
+                } else if float {
+                    let t = act(self, 0)?;
+                    if let Some(u) = self.tensor_uses.get_mut(&t) {
+                        *u = u.saturating_sub(1);
+                    }
+                    self.bind(output, t);
+                } else {
+                    return Err(NnError::BadAttribute {
+                        node: name.clone(),
+                        op: op.into(),
+                        attribute: "to".into(),
+                        reason: format!(
+                            "{to}: a private activation can only be cast to a float type (integer casts belong in the output head)"
+                        ),
+                    });
+                }
+            }
+            "Squeeze" | "Transpose" => {
+                let t = act(self, 0)?;
+                let mut full = vec![1usize];
+                full.extend(self.net.shape(t));
+                let new: Vec<usize> = if op == "Squeeze" {
+                    let axes = if n.input.get(1).is_some_and(|s| !s.is_empty()) {
+                        Some(ints(self, 1)?)
+                    } else {
+                        attr_ints(n, "axes")
+                    };
+                    let r = full.len() as i64;
+                    match axes {
+                        None => std::iter::once(1)
+                            .chain(full[1..].iter().copied().filter(|&d| d != 1))
+                            .collect(),
+                        Some(axes) => {
+                            let norm: Vec<usize> = axes
+                                .iter()
+                                .map(|&a| if a < 0 { a + r } else { a })
+                                .filter(|&a| (0..r).contains(&a))
+                                .map(|a| a as usize)
+                                .collect();
+                            if norm.len() != axes.len()
+                                || norm.contains(&0)
+                                || norm.iter().any(|&a| full[a] != 1)
+                            {
+                                return Err(NnError::BadAttribute {
+                                    node: name.clone(),
+                                    op: op.into(),
+                                    attribute: "axes".into(),
+                                    reason: format!("{axes:?}: only size-1 axes other than the batch can be squeezed from {full:?}"),
+                                });
+                            }
+                            full.iter()
+                                .enumerate()
+                                .filter(|(i, _)| !norm.contains(i))
+                                .map(|(_, &d)| d)
+                                .collect()
+                        }
+                    }
+                } else {
+                    let perm = attr_ints(n, "perm")
+                        .unwrap_or_else(|| (0..full.len() as i64).rev().collect());
+                    let ok_perm = perm.len() == full.len()
+                        && perm.iter().all(|&p| (0..full.len() as i64).contains(&p));
+                    let moved: Vec<usize> = if ok_perm {
+                        perm.iter().map(|&p| p as usize).collect()
+                    } else {
+                        vec![]
+                    };
+                    // a transpose is a reshape when the axes of size > 1 keep their order
+                    let big = |order: &[usize]| -> Vec<usize> {
+                        order.iter().copied().filter(|&a| full[a] != 1).collect()
+                    };
+                    let identity_order: Vec<usize> = (0..full.len()).collect();
+                    if !ok_perm || big(&moved) != big(&identity_order) {
+                        return Err(NnError::BadAttribute {
+                            node: name.clone(),
+                            op: op.into(),
+                            attribute: "perm".into(),
+                            reason: format!(
+                                "{perm:?} on {full:?} moves data; only transposes that keep the data order (moving size-1 axes) are supported"
+                            ),
+                        });
+                    }
+                    moved.iter().map(|&a| full[a]).collect()
+                };
+                self.reshape_to(&name, op, output, t, &new)?;
+            }
+            "Sub" | "Div" | "Scaler" => {
+                // a constant offset or divisor: the input's normalisation, or folded into
+                // the Conv/Linear that produces the activation
+                let (ai, c_dims, c) = if op == "Scaler" {
+                    let offset = attr(n, "offset")
+                        .map(|a| a.floats.clone())
+                        .unwrap_or_default();
+                    let scale = attr(n, "scale")
+                        .map(|a| a.floats.clone())
+                        .unwrap_or_default();
+                    (0, vec![offset.len()], [offset, scale].concat())
+                } else if is_const(self, 1) && !is_const(self, 0) {
+                    let (d, c) = scalar_or(self, 1)?;
+                    (0, d, c)
+                } else if is_const(self, 0) && !is_const(self, 1) && op == "Sub" {
+                    let (d, c) = scalar_or(self, 0)?;
+                    (1, d, c)
+                } else {
+                    return Err(gerr(format!(
+                        "{op} is supported with one constant operand (x − c, c − x on the input, x / c)"
+                    )));
+                };
+                let t = act(self, ai)?;
+                let (mul, add): (Vec<f32>, Vec<f32>) = match (op, ai) {
+                    ("Scaler", _) => {
+                        let k = c.len() / 2;
+                        let (off, sc) = c.split_at(k);
+                        let sc: Vec<f32> = if sc.len() == 1 {
+                            vec![sc[0]; k.max(1)]
+                        } else {
+                            sc.to_vec()
+                        };
+                        let off: Vec<f32> = if off.is_empty() {
+                            vec![0.0; sc.len()]
+                        } else {
+                            off.to_vec()
+                        };
+                        (
+                            sc.clone(),
+                            off.iter().zip(&sc).map(|(o, s)| -o * s).collect(),
+                        )
+                    }
+                    ("Sub", 0) => (vec![1.0; c.len()], c.iter().map(|v| -v).collect()),
+                    ("Sub", _) => (vec![-1.0; c.len()], c.clone()),
+                    _ => (c.iter().map(|v| 1.0 / v).collect(), vec![0.0; c.len()]),
+                };
+                let dims = if op == "Scaler" {
+                    vec![mul.len()]
+                } else {
+                    c_dims
+                };
+                self.affine(&name, op, output, t, &dims, &mul, &add)?;
+            }
             "Identity" | "Dropout" => {
                 let src = input(0)?;
                 if let Some(c) = self.constant(src)? {
@@ -836,6 +1450,46 @@ impl<'g> Builder<'g> {
                     .collect::<Result<Vec<_>, _>>()?;
                 self.consts.insert(output.to_string(), Const::I64(v));
             }
+            "Unsqueeze" if self.acts.contains_key(input(0)?) => {
+                let t = act(self, 0)?;
+                let axes = if n.input.get(1).is_some_and(|s| !s.is_empty()) {
+                    ints(self, 1)?
+                } else {
+                    attr_ints(n, "axes").unwrap_or_default()
+                };
+                let mut full = vec![1usize];
+                full.extend(self.net.shape(t));
+                let r = (full.len() + axes.len()) as i64;
+                let mut at: Vec<usize> = axes
+                    .iter()
+                    .map(|&a| if a < 0 { a + r } else { a })
+                    .filter(|&a| (1..r).contains(&a))
+                    .map(|a| a as usize)
+                    .collect();
+                at.sort_unstable();
+                at.dedup();
+                if at.len() != axes.len() {
+                    return Err(NnError::BadAttribute {
+                        node: name.clone(),
+                        op: op.into(),
+                        attribute: "axes".into(),
+                        reason: format!(
+                            "{axes:?} on {full:?}: distinct axes after the batch are needed"
+                        ),
+                    });
+                }
+                let mut src = full.iter();
+                let new: Vec<usize> = (0..r as usize)
+                    .map(|i| {
+                        if at.contains(&i) {
+                            1
+                        } else {
+                            *src.next().unwrap_or(&1)
+                        }
+                    })
+                    .collect();
+                self.reshape_to(&name, op, output, t, &new)?;
+            }
             "Unsqueeze" => {
                 let v = ints(self, 0)?;
                 self.consts.insert(output.to_string(), Const::I64(v));
@@ -889,17 +1543,7 @@ impl<'g> Builder<'g> {
                         "shape {target:?} does not keep the batch dimension of input {full:?}"
                     )));
                 }
-                let rest = resolved[1..].to_vec();
-                if rest == cur {
-                    self.bind(output, t);
-                } else if rest.len() == 1 {
-                    let o = self.net.push(&name, output, Op::Flatten, vec![t])?;
-                    self.bind(output, o);
-                } else {
-                    return Err(gerr(format!(
-                        "reshape of {cur:?} to {rest:?} is not supported (only flattening to [batch, N])"
-                    )));
-                }
+                self.reshape_to(&name, op, output, t, &resolved)?;
             }
             "Flatten" => {
                 let t = act(self, 0)?;
@@ -1040,6 +1684,21 @@ impl<'g> Builder<'g> {
                 )?;
                 self.bind(output, o);
             }
+            "Mul" if n.input.len() == 2 && n.input[0] != n.input[1] => {
+                let ci = match (is_const(self, 0), is_const(self, 1)) {
+                    (false, true) => 1,
+                    (true, false) => 0,
+                    _ => {
+                        return Err(gerr(
+                            "Mul of two activations is supported only as x·x (square); Mul by a constant as normalisation or a scale folded into a Conv/Linear".into(),
+                        ))
+                    }
+                };
+                let t = act(self, 1 - ci)?;
+                let (dims, c) = scalar_or(self, ci)?;
+                let zeros = vec![0.0; c.len()];
+                self.affine(&name, op, output, t, &dims, &c, &zeros)?;
+            }
             "Mul" | "Pow" => {
                 let t = act(self, 0)?;
                 if op == "Pow" {
@@ -1088,12 +1747,23 @@ impl<'g> Builder<'g> {
                         actual: wd,
                     });
                 };
-                if wc != c_i {
+                let groups = attr_i(n, "group", 1).max(1) as usize;
+                if !c_i.is_multiple_of(groups) || !c_o.is_multiple_of(groups) {
+                    return Err(NnError::BadAttribute {
+                        node: name.clone(),
+                        op: op.into(),
+                        attribute: "group".into(),
+                        reason: format!(
+                            "{groups} does not divide {c_i} input and {c_o} output channels"
+                        ),
+                    });
+                }
+                if wc != c_i / groups {
                     return Err(NnError::Shape {
                         node: name.clone(),
                         op: op.into(),
                         what: format!("weight {}", input(1)?),
-                        expected: vec![c_o, c_i, k_h, k_w],
+                        expected: vec![c_o, c_i / groups, k_h, k_w],
                         actual: wd,
                     });
                 }
@@ -1149,6 +1819,7 @@ impl<'g> Builder<'g> {
                         shape,
                         weight: wv,
                         bias,
+                        groups,
                     },
                     vec![t],
                 )?;
@@ -1254,12 +1925,18 @@ impl<'g> Builder<'g> {
                     _ => {
                         let ai = if c0 { 1 } else { 0 };
                         let t = act(self, ai)?;
-                        let (_, bv) = weight(self, 1 - ai)?;
-                        self.fold_bias(&name, op, t, &bv)?;
-                        if let Some(u) = self.tensor_uses.get_mut(&t) {
-                            *u = u.saturating_sub(1);
+                        if self.input_stage(t) {
+                            let (dims, c) = scalar_or(self, 1 - ai)?;
+                            let ones = vec![1.0; c.len()];
+                            self.affine(&name, op, output, t, &dims, &ones, &c)?;
+                        } else {
+                            let (_, bv) = weight(self, 1 - ai)?;
+                            self.fold_bias(&name, op, t, &bv)?;
+                            if let Some(u) = self.tensor_uses.get_mut(&t) {
+                                *u = u.saturating_sub(1);
+                            }
+                            self.bind(output, t);
                         }
-                        self.bind(output, t);
                     }
                 }
             }
@@ -1298,6 +1975,154 @@ impl<'g> Builder<'g> {
         )
     }
 
+    /// Whether `t` is the raw network input and this node its only reader: arithmetic
+    /// with constants on it is the input's normalisation.
+    fn input_stage(&self, t: TensorId) -> bool {
+        t == 0 && self.net.nodes.is_empty() && self.tensor_uses.get(&0).copied() == Some(1)
+    }
+
+    /// `output = t·mul + add` elementwise (`mul`, `add` of dims `dims`, broadcast): on
+    /// the raw input it becomes the network's [`InputAffine`]; after a Conv/Linear whose
+    /// only reader is this node, with per-channel constants, it is folded into its
+    /// weights and bias.
+    #[allow(clippy::too_many_arguments)]
+    fn affine(
+        &mut self,
+        name: &str,
+        op: &str,
+        output: &str,
+        t: TensorId,
+        dims: &[usize],
+        mul: &[f32],
+        add: &[f32],
+    ) -> Result<(), NnError> {
+        let mut full = vec![1usize];
+        full.extend(self.net.shape(t));
+        let (Some(m), Some(a)) = (
+            broadcast_const(dims, mul, &full),
+            broadcast_const(dims, add, &full),
+        ) else {
+            return Err(NnError::Graph {
+                node: name.into(),
+                op: op.into(),
+                reason: format!("a constant of dims {dims:?} does not broadcast to {full:?}"),
+            });
+        };
+        if self.input_stage(t) {
+            let cur = self
+                .net
+                .input_affine
+                .take()
+                .unwrap_or_else(|| InputAffine::identity(m.len()));
+            self.net.input_affine = Some(InputAffine {
+                mul: cur.mul.iter().zip(&m).map(|(x, y)| x * y).collect(),
+                add: cur
+                    .add
+                    .iter()
+                    .zip(m.iter().zip(&a))
+                    .map(|(x, (y, z))| x * y + z)
+                    .collect(),
+            });
+        } else {
+            let Some(i) = self.foldable(t) else {
+                return Err(NnError::Graph {
+                    node: name.into(),
+                    op: op.into(),
+                    reason: format!(
+                        "arithmetic with a constant is supported on the network input (normalisation) or folded into a Conv/MatMul/Gemm whose only consumer is this node; the activation comes from {}",
+                        self.producer_desc(t)
+                    ),
+                });
+            };
+            // one factor and offset per output channel (constant over its positions)
+            let channels = full[1];
+            let per = m.len() / channels.max(1);
+            let per_channel = |v: &[f32]| -> Option<Vec<f32>> {
+                v.chunks(per.max(1))
+                    .map(|c| c.iter().all(|&x| x == c[0]).then_some(c[0]))
+                    .collect()
+            };
+            let (Some(mc), Some(ac)) = (per_channel(&m), per_channel(&a)) else {
+                return Err(NnError::Graph {
+                    node: name.into(),
+                    op: op.into(),
+                    reason: "only per-channel constants fold into a Conv/Linear".into(),
+                });
+            };
+            let Some((weight, bias, n)) = weight_and_bias(&mut self.net.nodes[i].op) else {
+                return Err(NnError::Graph {
+                    node: name.into(),
+                    op: op.into(),
+                    reason: "internal: the fold target is not a Conv/Linear".into(),
+                });
+            };
+            if mc.len() != n {
+                return Err(NnError::Graph {
+                    node: name.into(),
+                    op: op.into(),
+                    reason: format!("{} channel constants for {n} channels", mc.len()),
+                });
+            }
+            let wper = weight.len() / n;
+            let b = bias.get_or_insert_with(|| vec![0.0; n]);
+            for c in 0..n {
+                for w in &mut weight[c * wper..(c + 1) * wper] {
+                    *w *= mc[c];
+                }
+                b[c] = b[c] * mc[c] + ac[c];
+            }
+        }
+        if let Some(u) = self.tensor_uses.get_mut(&t) {
+            *u = u.saturating_sub(1);
+        }
+        self.bind(output, t);
+        Ok(())
+    }
+
+    /// `output` is `t` with the full ONNX shape `full` (batch first): the same tensor, a
+    /// Flatten, or a [`Op::Reshape`].
+    fn reshape_to(
+        &mut self,
+        name: &str,
+        op: &str,
+        output: &str,
+        t: TensorId,
+        full: &[usize],
+    ) -> Result<(), NnError> {
+        let cur = self.net.shape(t).to_vec();
+        if full.first() != Some(&1)
+            || full.iter().product::<usize>() != cur.iter().product::<usize>()
+        {
+            return Err(NnError::Graph {
+                node: name.into(),
+                op: op.into(),
+                reason: format!(
+                    "shape {full:?} does not keep the batch dimension and the elements of [1, {}]",
+                    cur.iter()
+                        .map(|d| d.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+        let rest = full[1..].to_vec();
+        if rest == cur {
+            if let Some(u) = self.tensor_uses.get_mut(&t) {
+                *u = u.saturating_sub(1);
+            }
+            self.bind(output, t);
+        } else {
+            let o = if rest.len() == 1 {
+                Op::Flatten
+            } else {
+                Op::Reshape { shape: rest }
+            };
+            let o = self.net.push(name, output, o, vec![t])?;
+            self.bind(output, o);
+        }
+        Ok(())
+    }
+
     /// The index of the Conv/Linear node producing `t`, when `t` has exactly one consumer.
     fn foldable(&self, t: TensorId) -> Option<usize> {
         let i = self.net.nodes.iter().position(|n| n.output == t)?;
@@ -1328,10 +2153,8 @@ impl<'g> Builder<'g> {
                 ),
             });
         };
-        let (bias, n) = match &mut self.net.nodes[i].op {
-            Op::Conv { shape, bias, .. } => (bias, shape.c_o),
-            Op::Linear { rows, bias, .. } => (bias, *rows),
-            _ => return Ok(()),
+        let Some((_, bias, n)) = weight_and_bias(&mut self.net.nodes[i].op) else {
+            return Ok(());
         };
         if b.len() != n && b.len() != 1 {
             return Err(NnError::Graph {
@@ -1369,16 +2192,8 @@ impl<'g> Builder<'g> {
                 producer: self.producer_desc(t),
             });
         };
-        let (weight, bias, n) = match &mut self.net.nodes[i].op {
-            Op::Conv {
-                shape,
-                weight,
-                bias,
-            } => (weight, bias, shape.c_o),
-            Op::Linear {
-                rows, weight, bias, ..
-            } => (weight, bias, *rows),
-            _ => return Ok(()),
+        let Some((weight, bias, n)) = weight_and_bias(&mut self.net.nodes[i].op) else {
+            return Ok(());
         };
         for (what, v) in [("scale", gamma), ("B", beta), ("mean", mean), ("var", var)] {
             if v.len() != n {
@@ -1399,5 +2214,25 @@ impl<'g> Builder<'g> {
             b[c] = ((b[c] as f64 - mean[c] as f64) * f + beta[c] as f64) as f32;
         }
         Ok(())
+    }
+}
+
+/// A Conv's or Linear's weights, bias and output channels (rows).
+type WeightAndBias<'a> = (&'a mut Vec<f32>, &'a mut Option<Vec<f32>>, usize);
+
+/// The weights, bias and output channels (rows) of a Conv or Linear op; `None` for
+/// any other op.
+fn weight_and_bias(op: &mut Op) -> Option<WeightAndBias<'_>> {
+    match op {
+        Op::Conv {
+            shape,
+            weight,
+            bias,
+            ..
+        } => Some((weight, bias, shape.c_o)),
+        Op::Linear {
+            rows, weight, bias, ..
+        } => Some((weight, bias, *rows)),
+        _ => None,
     }
 }

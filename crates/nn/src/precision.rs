@@ -472,7 +472,12 @@ pub fn check_input(prog: &Program, x: &[f32]) -> Result<(), NnError> {
 /// every step; `None` once a bound passes 2^62.
 pub fn worst_case_bounds(prog: &Program, lo: f32, hi: f32) -> Option<Vec<u128>> {
     let f = 2f64.powi(prog.frac_bits as i32);
-    let (ql, qh) = ((lo as f64 * f).round(), (hi as f64 * f).round());
+    // raw inputs in [lo, hi] are normalised first (an interval over all elements)
+    let (lo, hi) = match &prog.input_affine {
+        Some(a) => a.range(lo, hi),
+        None => (lo as f64, hi as f64),
+    };
+    let (ql, qh) = ((lo * f).round(), (hi * f).round());
     let cap = (1i128 << 62) as f64;
     if ql.abs() >= cap || qh.abs() >= cap {
         return None;
@@ -519,11 +524,19 @@ pub fn worst_case_bounds(prog: &Program, lo: f32, hi: f32) -> Option<Vec<u128>> 
                 shape,
                 weight,
                 bias,
+                groups,
                 ..
             } => {
                 let (l, h) = get(*input)?;
                 let (wp, wn) = split(weight);
-                let c = |w: &[i64], x: &[i128]| kernels::reference::conv(shape, &to64(x), w);
+                let g = crate::quant::grouped_shape(shape, *groups);
+                let c = |w: &[i64], x: &[i128]| -> Vec<i128> {
+                    if *groups == 1 {
+                        kernels::reference::conv(shape, &to64(x), w)
+                    } else {
+                        kernels::reference::grouped_conv(&g, &to64(x), w).unwrap_or_default()
+                    }
+                };
                 let (oh, ow, _, _) = kernels::reference::conv_output(shape);
                 let per = (oh * ow).max(1);
                 let add = |a: Vec<i128>, b: Vec<i128>| -> Vec<i128> {
@@ -577,7 +590,18 @@ pub fn worst_case_bounds(prog: &Program, lo: f32, hi: f32) -> Option<Vec<u128>> 
                             .collect(),
                     )
                 };
+                if let NonlinearOp::Clip { lo, hi } = op {
+                    let (lo, hi) = (*lo as i128, hi.map_or(i128::MAX, |v| v as i128));
+                    let c = |v: &[i128]| -> Vec<i128> {
+                        v.iter()
+                            .map(|&x| ((x + r) >> trunc_bits).clamp(lo, hi))
+                            .collect()
+                    };
+                    iv[st.output()] = Some((c(l), c(h)));
+                    continue;
+                }
                 let (l2, h2) = match op {
+                    NonlinearOp::Clip { .. } => (l.clone(), h.clone()),
                     NonlinearOp::Relu => (
                         l.iter().map(|v| (*v).max(0)).collect(),
                         h.iter().map(|v| (*v).max(0)).collect(),
@@ -595,6 +619,7 @@ pub fn worst_case_bounds(prog: &Program, lo: f32, hi: f32) -> Option<Vec<u128>> 
                 };
                 (t(l2), t(h2))
             }
+            Step::Reshape { input, .. } => get(*input)?.clone(),
             Step::Square { input, .. } => {
                 let (l, h) = get(*input)?;
                 l.iter()

@@ -47,7 +47,7 @@ use kernels::ConvShape;
 use serde::{Deserialize, Serialize};
 
 use crate::error::NnError;
-use crate::ir::{Network, Op, PadMode, TensorId};
+use crate::ir::{Network, Op, PadMode, TensorDesc, TensorId};
 
 /// The plaintext moduli of this project: n = 8192 batching primes (≡ 1 mod 16384), with
 /// their parameter presets, up to the widest the n = 8192 noise budget allows.
@@ -107,6 +107,17 @@ pub enum NonlinearOp {
     },
     /// Truncation (rounding) only.
     Identity,
+    /// `clamp(y, lo, hi)` at the output scale, computed as
+    /// `relu(y − lo·2^f) − relu(y − hi·2^f)` (each truncated) `+ lo`: two ReLUs of one
+    /// batch, so it costs a ReLU step of twice the elements (`hi = None`: one ReLU).
+    /// The bounds at the input scale are multiples of `2^f`, so the result is exactly
+    /// `clamp(floor((y + 2^(f−1)) / 2^f), lo, hi)`.
+    Clip {
+        /// Lower bound (output scale).
+        lo: i64,
+        /// Upper bound (output scale).
+        hi: Option<i64>,
+    },
     /// `relu(max(window))`: a ReLU and a MaxPool that follow each other, fused into one
     /// garbled circuit (max, ReLU and floor are monotone, so they commute: the result
     /// equals the two steps in either order). Window order as [`NonlinearOp::MaxPool`].
@@ -116,6 +127,19 @@ pub enum NonlinearOp {
         /// Stride.
         stride: usize,
     },
+}
+
+impl std::fmt::Display for NonlinearOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NonlinearOp::Relu => f.write_str("relu"),
+            NonlinearOp::MaxPool { k, stride } => write!(f, "maxpool {k}x{k}/{stride}"),
+            NonlinearOp::Identity => f.write_str("truncate"),
+            NonlinearOp::Clip { lo, hi: Some(hi) } => write!(f, "clip [{lo}, {hi}]"),
+            NonlinearOp::Clip { lo, hi: None } => write!(f, "clip [{lo}, ∞)"),
+            NonlinearOp::ReluMaxPool { k, stride } => write!(f, "relu+maxpool {k}x{k}/{stride}"),
+        }
+    }
 }
 
 /// One integer step. All values are centered representatives mod `p`.
@@ -141,7 +165,10 @@ pub enum Step {
         /// `round(b·2^(output scale))` (`rows` entries, zeros when the layer has no bias).
         bias: Vec<i64>,
     },
-    /// Convolution ([`kernels::reference::conv`] semantics) plus per-channel bias.
+    /// Convolution ([`kernels::reference::conv`] semantics; with `groups` > 1
+    /// [`kernels::reference::grouped_conv`]) plus per-channel bias. A grouped
+    /// convolution keeps its stride (the depthwise kernel computes strided outputs
+    /// itself); a dense strided one arrives as space-to-depth + stride 1.
     Conv {
         /// Layer name.
         name: String,
@@ -151,12 +178,15 @@ pub enum Step {
         output: TensorId,
         /// Geometry.
         shape: ConvShape,
-        /// `round(w·2^weight_scale_bits / d)`, `c_o×c_i×k_h×k_w`.
+        /// `round(w·2^weight_scale_bits / d)`, `c_o×(c_i/groups)×k_h×k_w`.
         weight: Vec<i64>,
         /// The layer's weight scale exponent.
         weight_scale_bits: u32,
         /// `round(b·2^(output scale))`, `c_o` entries.
         bias: Vec<i64>,
+        /// Groups (1: dense).
+        #[serde(default = "one")]
+        groups: usize,
     },
     /// The two-party nonlinear step: `⌊(op(input) + h) / 2^trunc_bits⌋` with
     /// `h = 2^(trunc_bits−1)` (0 for no truncation): the op, then rounding to nearest.
@@ -228,6 +258,15 @@ pub enum Step {
         /// Border contents.
         mode: PadMode,
     },
+    /// The same shares with another shape (local; scale and divisor unchanged).
+    Reshape {
+        /// Layer name.
+        name: String,
+        /// Input tensor.
+        input: TensorId,
+        /// Output tensor (as many elements).
+        output: TensorId,
+    },
     /// Space-to-depth (local; scale unchanged): a `C×H×W` input becomes
     /// `(C·ph·pw)×out_h×out_w` (`[ph, pw] = phases`, at most `stride` each), channel
     /// `(c·ph + ry)·pw + rx` holding `input(c, stride·a + ry, stride·b + rx)` at `(a, b)`,
@@ -265,6 +304,7 @@ impl Step {
             | Step::SumPool { name, .. }
             | Step::Pad { name, .. }
             | Step::SpaceToDepth { name, .. }
+            | Step::Reshape { name, .. }
             | Step::Add { name, .. } => name,
         }
     }
@@ -277,7 +317,8 @@ impl Step {
             | Step::Square { input, .. }
             | Step::SumPool { input, .. }
             | Step::Pad { input, .. }
-            | Step::SpaceToDepth { input, .. } => vec![*input],
+            | Step::SpaceToDepth { input, .. }
+            | Step::Reshape { input, .. } => vec![*input],
             Step::Add { a, b, .. } => vec![*a, *b],
         }
     }
@@ -291,6 +332,7 @@ impl Step {
             | Step::SumPool { output, .. }
             | Step::Pad { output, .. }
             | Step::SpaceToDepth { output, .. }
+            | Step::Reshape { output, .. }
             | Step::Add { output, .. } => *output,
         }
     }
@@ -342,12 +384,38 @@ pub struct Program {
     /// Agreement of the fixed-point outputs with the float model on the calibration
     /// inputs (filled by [`crate::plan_fixed_point`]).
     pub accuracy: Option<crate::precision::Accuracy>,
+    /// The network's input normalisation (the client applies it to the raw input before
+    /// quantising; `input_range` is about raw inputs).
+    #[serde(default)]
+    pub input_affine: Option<crate::ir::InputAffine>,
+    /// What the client computes from the revealed output (the graph's outputs).
+    #[serde(default)]
+    pub head: crate::head::Head,
 }
 
 impl Program {
     /// The output tensor's description.
     pub fn output_info(&self) -> Option<&TensorInfo> {
         self.tensors.get(self.output)
+    }
+}
+
+fn one() -> usize {
+    1
+}
+
+/// The grouped geometry of a convolution with `groups` groups.
+pub fn grouped_shape(shape: &ConvShape, groups: usize) -> kernels::GroupedConvShape {
+    kernels::GroupedConvShape {
+        c_i: shape.c_i,
+        h: shape.h,
+        w: shape.w,
+        c_o: shape.c_o,
+        k_h: shape.k_h,
+        k_w: shape.k_w,
+        stride: shape.stride,
+        padding: shape.padding,
+        groups,
     }
 }
 
@@ -382,6 +450,18 @@ struct Lower {
 }
 
 impl Lower {
+    /// A tensor with `desc`'s shape and name at `x`'s scale and divisor (an op that
+    /// moves or reshapes values).
+    fn like(&mut self, x: TensorId, desc: &TensorDesc) -> TensorId {
+        let info = self.tensors[x].clone();
+        self.tensor(
+            desc.shape.clone(),
+            info.scale_bits,
+            info.divisor,
+            desc.name.clone(),
+        )
+    }
+
     fn tensor(
         &mut self,
         shape: Vec<usize>,
@@ -552,12 +632,13 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
                 shape,
                 weight,
                 bias,
+                groups,
             } => {
                 let x = l.at_s(get(0)?);
                 let (mut weight, weight_scale_bits, scale) = l.weights(x, weight);
                 let mut shape = *shape;
                 let mut input = x;
-                if shape.stride > 1 {
+                if shape.stride > 1 && *groups == 1 {
                     // A strided SAME convolution pads explicitly (local, free) and becomes
                     // VALID; then space-to-depth makes it stride 1.
                     let (oh, ow, top, left) = kernels::reference::conv_output(&shape);
@@ -598,6 +679,7 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
                         Some(b) => b.iter().map(|&b| q(b as f64, scale)).collect(),
                         None => vec![0; shape.c_o],
                     },
+                    groups: *groups,
                 });
                 out
             }
@@ -663,15 +745,56 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
                 out
             }
             Op::Flatten => get(0)?,
-            Op::Pad { pads, mode } => {
+            Op::Reshape { .. } => {
+                let x = get(0)?;
+                let out = l.like(x, out_desc);
+                l.steps.push(Step::Reshape {
+                    name,
+                    input: x,
+                    output: out,
+                });
+                out
+            }
+            Op::Clip { min, max } => {
                 let x = get(0)?;
                 let info = l.tensors[x].clone();
+                let out_scale = s.min(info.scale_bits);
+                let f = info.scale_bits - out_scale;
+                // bounds at the output scale (and its divisor); at the input scale they
+                // are these times 2^f, which must stay far inside p
+                let bound = |v: f32| -> Result<i64, NnError> {
+                    let b = v as f64 * 2f64.powi(out_scale as i32) * info.divisor as f64;
+                    if b.abs() >= 2f64.powi(60 - f as i32) {
+                        return Err(NnError::Graph {
+                            node: name.clone(),
+                            op: node.op.kind().into(),
+                            reason: format!("bound {v} is too large for the fixed point"),
+                        });
+                    }
+                    Ok(b.round() as i64)
+                };
+                let op = NonlinearOp::Clip {
+                    lo: bound(*min)?,
+                    hi: max.map(bound).transpose()?,
+                };
                 let out = l.tensor(
                     out_desc.shape.clone(),
-                    info.scale_bits,
+                    out_scale,
                     info.divisor,
                     out_desc.name.clone(),
                 );
+                l.steps.push(Step::Nonlinear {
+                    name,
+                    input: x,
+                    output: out,
+                    op,
+                    trunc_bits: f,
+                });
+                out
+            }
+            Op::Pad { pads, mode } => {
+                let x = get(0)?;
+                let out = l.like(x, out_desc);
                 l.steps.push(Step::Pad {
                     name,
                     input: x,
@@ -764,6 +887,8 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
         bounds: Vec::new(),
         input_range: None,
         accuracy: None,
+        input_affine: net.input_affine.clone(),
+        head: net.head.clone(),
     })
 }
 
@@ -921,8 +1046,14 @@ pub fn calibrate(prog: &mut Program, calibration: &[Vec<f32>]) -> Result<Vec<u12
                 weight,
                 bias,
                 shape,
+                groups,
                 ..
-            } => (*input, weight, bias, shape.c_i * shape.k_h * shape.k_w),
+            } => (
+                *input,
+                weight,
+                bias,
+                shape.c_i / (*groups).max(1) * shape.k_h * shape.k_w,
+            ),
             _ => continue,
         };
         let xm = tmax[input];
@@ -955,6 +1086,26 @@ pub fn calibrate(prog: &mut Program, calibration: &[Vec<f32>]) -> Result<Vec<u12
 pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
     let out = tmax[st.output()];
     match st {
+        // the two ReLUs of a clip reconstruct the input shifted by a bound
+        Step::Nonlinear {
+            input,
+            trunc_bits,
+            op: NonlinearOp::Clip { lo, hi },
+            ..
+        } => {
+            let shift = std::iter::once(*lo)
+                .chain(*hi)
+                .map(|b| b.unsigned_abs() as u128)
+                .max()
+                .unwrap_or(0)
+                << trunc_bits;
+            let r = if *trunc_bits > 0 {
+                1u128 << (trunc_bits - 1)
+            } else {
+                0
+            };
+            out.max(tmax[*input] + r + shift)
+        }
         Step::Nonlinear {
             input, trunc_bits, ..
         } if *trunc_bits > 0 => out.max(tmax[*input] + (1u128 << (trunc_bits - 1))),

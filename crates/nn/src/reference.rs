@@ -20,6 +20,14 @@ use crate::quant::{NonlinearOp, Program, Step};
 /// `round(x · 2^s)` for each input value.
 pub fn quantise_input(prog: &Program, x: &[f32]) -> Vec<i64> {
     let f = (1u64 << prog.frac_bits) as f64;
+    let normalised;
+    let x = match &prog.input_affine {
+        Some(a) => {
+            normalised = a.apply(x);
+            &normalised[..]
+        }
+        None => x,
+    };
     x.iter().map(|&v| (v as f64 * f).round() as i64).collect()
 }
 
@@ -55,6 +63,11 @@ pub fn round_offset(f: u32) -> i128 {
 pub fn run_fixed(prog: &Program, x_q: &[i64]) -> Result<Vec<i64>, NnError> {
     let vals = execute(prog, x_q, true)?;
     Ok(vals[prog.output].iter().map(|&v| v as i64).collect())
+}
+
+/// [`run_fixed`], returning every tensor's values (index = tensor id).
+pub fn run_fixed_all(prog: &Program, x_q: &[i64]) -> Result<Vec<Vec<i128>>, NnError> {
+    execute(prog, x_q, true)
 }
 
 /// The input positions of every pooling window of a `C×H×W` tensor (no padding):
@@ -232,11 +245,27 @@ pub(crate) fn execute(prog: &Program, x_q: &[i64], check: bool) -> Result<Vec<Ve
                 shape,
                 weight,
                 bias,
+                groups,
                 ..
             } => {
                 let x = &vals[*input];
-                conv_checked(shape, x, weight, bias)
-                    .ok_or_else(|| shape_err("input", shape.c_i * shape.h * shape.w, x.len()))?
+                if *groups != 1 {
+                    let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+                    let g = crate::quant::grouped_shape(shape, *groups);
+                    let acc = kernels::reference::grouped_conv(&g, &x64, weight)
+                        .map_err(|_| shape_err("input/weight", g.input_len(), x.len()))?;
+                    let per = acc.len() / shape.c_o.max(1);
+                    if bias.len() != shape.c_o {
+                        return Err(shape_err("bias", shape.c_o, bias.len()));
+                    }
+                    acc.into_iter()
+                        .enumerate()
+                        .map(|(i, v)| v + bias[i / per.max(1)] as i128)
+                        .collect()
+                } else {
+                    conv_checked(shape, x, weight, bias)
+                        .ok_or_else(|| shape_err("input", shape.c_i * shape.h * shape.w, x.len()))?
+                }
             }
             Step::Nonlinear {
                 input,
@@ -245,44 +274,73 @@ pub(crate) fn execute(prog: &Program, x_q: &[i64], check: bool) -> Result<Vec<Ve
                 ..
             } => {
                 let x = &vals[*input];
-                let y: Vec<i128> = match op {
-                    NonlinearOp::Relu => x.iter().map(|&v| v.max(0)).collect(),
-                    NonlinearOp::Identity => x.clone(),
-                    NonlinearOp::MaxPool { k, stride } | NonlinearOp::ReluMaxPool { k, stride } => {
-                        let sh = &prog.tensors[*input].shape;
-                        if sh.len() != 3 || sh[1] < *k || sh[2] < *k || *stride == 0 {
-                            return Err(shape_err("C×H×W input", 3, sh.len()));
-                        }
-                        let relu = matches!(op, NonlinearOp::ReluMaxPool { .. });
-                        window_pool(
-                            x,
-                            sh,
-                            *k,
-                            *k,
-                            *stride,
-                            |it: &mut dyn Iterator<Item = i128>| {
-                                let m = it.max().unwrap_or(0);
-                                if relu {
-                                    m.max(0)
-                                } else {
-                                    m
-                                }
-                            },
-                        )
-                    }
-                };
                 let h = round_offset(*trunc_bits);
-                if let Some(&bad) = x.iter().find(|v| (**v + h).abs() > half) {
-                    return Err(NnError::RangeExceeded {
-                        step: i,
-                        layer: st.name().into(),
-                        value: bad + h,
-                        p: prog.p,
-                    });
+                if let NonlinearOp::Clip { lo, hi } = op {
+                    // the protocol's two ReLUs see y + h − lo·2^f and y + h − hi·2^f
+                    for b in std::iter::once(*lo).chain(*hi) {
+                        let shift = (b as i128) << trunc_bits;
+                        if let Some(&bad) = x.iter().find(|v| (**v + h - shift).abs() > half) {
+                            return Err(NnError::RangeExceeded {
+                                step: i,
+                                layer: st.name().into(),
+                                value: bad + h - shift,
+                                p: prog.p,
+                            });
+                        }
+                    }
+                    let (lo, hi) = (*lo as i128, hi.map_or(i128::MAX, |v| v as i128));
+                    x.iter()
+                        .map(|&v| ((v + h) >> trunc_bits).clamp(lo, hi))
+                        .collect()
+                } else {
+                    let y: Vec<i128> = match op {
+                        NonlinearOp::Relu => x.iter().map(|&v| v.max(0)).collect(),
+                        NonlinearOp::Clip { .. } => x.clone(), // handled above
+                        NonlinearOp::Identity => x.clone(),
+                        NonlinearOp::MaxPool { k, stride }
+                        | NonlinearOp::ReluMaxPool { k, stride } => {
+                            let sh = &prog.tensors[*input].shape;
+                            if sh.len() != 3 || sh[1] < *k || sh[2] < *k || *stride == 0 {
+                                return Err(shape_err("C×H×W input", 3, sh.len()));
+                            }
+                            let relu = matches!(op, NonlinearOp::ReluMaxPool { .. });
+                            window_pool(
+                                x,
+                                sh,
+                                *k,
+                                *k,
+                                *stride,
+                                |it: &mut dyn Iterator<Item = i128>| {
+                                    let m = it.max().unwrap_or(0);
+                                    if relu {
+                                        m.max(0)
+                                    } else {
+                                        m
+                                    }
+                                },
+                            )
+                        }
+                    };
+                    if let Some(&bad) = x.iter().find(|v| (**v + h).abs() > half) {
+                        return Err(NnError::RangeExceeded {
+                            step: i,
+                            layer: st.name().into(),
+                            value: bad + h,
+                            p: prog.p,
+                        });
+                    }
+                    y.into_iter().map(|v| (v + h) >> trunc_bits).collect()
                 }
-                y.into_iter().map(|v| (v + h) >> trunc_bits).collect()
             }
             Step::Square { input, .. } => vals[*input].iter().map(|&v| v * v).collect(),
+            Step::Reshape { input, output, .. } => {
+                let x = &vals[*input];
+                let n = prog.tensors[*output].len();
+                if x.len() != n {
+                    return Err(shape_err("input", n, x.len()));
+                }
+                x.clone()
+            }
             Step::Pad {
                 input, pads, mode, ..
             } => {
@@ -379,14 +437,18 @@ fn conv_checked(sh: &ConvShape, x: &[i128], w: &[i64], b: &[i64]) -> Option<Vec<
     )
 }
 
-fn conv_f32(sh: &ConvShape, x: &[f32], w: &[f32], b: Option<&Vec<f32>>) -> Vec<f32> {
+fn conv_f32(sh: &ConvShape, groups: usize, x: &[f32], w: &[f32], b: Option<&Vec<f32>>) -> Vec<f32> {
     let (ho, wo, pt, pl) = conv_output(sh);
+    let groups = groups.max(1);
+    let (gi, go) = (sh.c_i / groups, (sh.c_o / groups).max(1));
     let mut out = Vec::with_capacity(sh.c_o * ho * wo);
     for o in 0..sh.c_o {
+        let g = o / go;
         for y in 0..ho {
             for xx in 0..wo {
                 let mut acc = b.map_or(0.0, |b| b[o] as f64);
-                for c in 0..sh.c_i {
+                for ci in 0..gi {
+                    let c = g * gi + ci;
                     for dy in 0..sh.k_h {
                         let iy = (y * sh.stride + dy) as isize - pt as isize;
                         if iy < 0 || iy >= sh.h as isize {
@@ -398,7 +460,7 @@ fn conv_f32(sh: &ConvShape, x: &[f32], w: &[f32], b: Option<&Vec<f32>>) -> Vec<f
                                 continue;
                             }
                             acc += x[(c * sh.h + iy as usize) * sh.w + ix as usize] as f64
-                                * w[((o * sh.c_i + c) * sh.k_h + dy) * sh.k_w + dx] as f64;
+                                * w[((o * gi + ci) * sh.k_h + dy) * sh.k_w + dx] as f64;
                         }
                     }
                 }
@@ -442,7 +504,10 @@ pub fn run_float(net: &Network, x: &[f32]) -> Vec<f32> {
 /// [`run_float`], returning every tensor of the network (index = tensor id).
 pub fn run_float_all(net: &Network, x: &[f32]) -> Vec<Vec<f32>> {
     let mut vals: Vec<Vec<f32>> = vec![Vec::new(); net.tensors.len()];
-    vals[0] = x.to_vec();
+    vals[0] = match &net.input_affine {
+        Some(a) => a.apply(x),
+        None => x.to_vec(),
+    };
     for n in &net.nodes {
         let a = &vals[n.inputs[0]];
         let sh = net.shape(n.inputs[0]);
@@ -451,7 +516,8 @@ pub fn run_float_all(net: &Network, x: &[f32]) -> Vec<Vec<f32>> {
                 shape,
                 weight,
                 bias,
-            } => conv_f32(shape, a, weight, bias.as_ref()),
+                groups,
+            } => conv_f32(shape, *groups, a, weight, bias.as_ref()),
             Op::Linear {
                 rows,
                 cols,
@@ -475,7 +541,11 @@ pub fn run_float_all(net: &Network, x: &[f32]) -> Vec<Vec<f32>> {
                 .zip(&vals[n.inputs[1]])
                 .map(|(u, v)| u + v)
                 .collect(),
-            Op::Flatten => a.clone(),
+            Op::Flatten | Op::Reshape { .. } => a.clone(),
+            Op::Clip { min, max } => a
+                .iter()
+                .map(|&v| v.max(*min).min(max.unwrap_or(f32::INFINITY)))
+                .collect(),
             Op::Pad { pads, mode } => pad_values(a, sh, *pads, *mode),
         };
         vals[n.output] = y;

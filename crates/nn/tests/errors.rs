@@ -23,7 +23,7 @@ fn all_unsupported_reported_together() {
     m.conv("conv1", "input", "c1", 1, 4, 3, 1, 2, true);
     m.nodes[0].attribute[0] = a_ints("dilations", &[2, 2]);
     m.conv("conv2", "c1", "c2", 4, 4, 3, 1, 1, true);
-    m.nodes[1].attribute[1] = a_int("group", 2);
+    m.nodes[1].attribute[1] = a_int("group", 0);
     m.node(
         "MaxPool",
         "/pool/MaxPool",
@@ -41,13 +41,7 @@ fn all_unsupported_reported_together() {
         vec![a_int("axis", 1)],
     );
     m.gemm("fc", "f", "logits", 16, 10);
-    m.node(
-        "Softmax",
-        "/Softmax",
-        &["logits"],
-        &["probs"],
-        vec![a_int("axis", 1)],
-    );
+    m.node("Tanh", "/Tanh", &["logits"], &["probs"], vec![]);
     let bytes = m.finish("input", &[1, 12, 12], "probs", &[10], 17);
     let Err(NnError::Unsupported(list)) = import_bytes(&bytes) else {
         panic!("expected Unsupported");
@@ -63,12 +57,12 @@ fn all_unsupported_reported_together() {
             ("/conv2/Conv", "Conv", Some("group")),
             ("/pool/MaxPool", "MaxPool", Some("ceil_mode")),
             ("/conv3/Conv", "Conv", Some("auto_pad")),
-            ("/Softmax", "Softmax", None),
+            ("/Tanh", "Tanh", None),
         ]
     );
     let msg = NnError::Unsupported(list).to_string();
     assert!(
-        msg.contains("Softmax") && msg.contains("dilations") && msg.contains("5 found"),
+        msg.contains("Tanh") && msg.contains("dilations") && msg.contains("5 found"),
         "{msg}"
     );
 }
@@ -85,7 +79,7 @@ fn each_unsupported_case() {
         ),
         (
             "group",
-            Box::new(|m: &mut Mb| m.nodes[0].attribute[1] = a_int("group", 2)),
+            Box::new(|m: &mut Mb| m.nodes[0].attribute[1] = a_int("group", -1)),
             "Conv",
             Some("group"),
         ),
@@ -102,9 +96,9 @@ fn each_unsupported_case() {
             Some("strides"),
         ),
         (
-            "softmax",
-            Box::new(|m: &mut Mb| m.node("Softmax", "/Softmax", &["c"], &["sm"], vec![])),
-            "Softmax",
+            "lrn",
+            Box::new(|m: &mut Mb| m.node("LRN", "/LRN", &["c"], &["sm"], vec![])),
+            "LRN",
             None,
         ),
         (
@@ -131,15 +125,18 @@ fn each_unsupported_case() {
             Some("pads"),
         ),
         (
-            "mul",
-            Box::new(|m: &mut Mb| m.node("Mul", "/Mul", &["c", "input"], &["mm"], vec![])),
-            "Mul",
+            "zipmap",
+            Box::new(|m: &mut Mb| {
+                m.node("ZipMap", "/ZipMap", &["c"], &["zm"], vec![]);
+                m.nodes.last_mut().unwrap().domain = "ai.onnx.ml".into();
+            }),
+            "ZipMap",
             None,
         ),
         (
-            "sigmoid",
-            Box::new(|m: &mut Mb| m.node("Sigmoid", "/Sigmoid", &["c"], &["sg"], vec![])),
-            "Sigmoid",
+            "tanh",
+            Box::new(|m: &mut Mb| m.node("Tanh", "/Tanh", &["c"], &["sg"], vec![])),
+            "Tanh",
             None,
         ),
     ];

@@ -25,6 +25,8 @@ fn prog(input_shape: &[usize], steps: Vec<Step>, tensors: Vec<TensorInfo>) -> Pr
         bounds: vec![],
         input_range: None,
         accuracy: None,
+        input_affine: None,
+        head: nn::Head::default(),
     }
 }
 

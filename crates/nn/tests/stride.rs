@@ -53,6 +53,7 @@ fn strided_convs_equal_the_strided_reference() {
                     shape,
                     weight,
                     bias,
+                    ..
                 } => Some((*shape, weight.clone(), bias.clone())),
                 _ => None,
             })

@@ -275,7 +275,9 @@ pub(crate) fn tables(
         derand.len(),
     )?;
     if t.len() != s.k || t.iter().any(|tk| tk.len() != s.n) {
-        return Err(OtError::Internal("millionaire: thresholds of the wrong shape"));
+        return Err(OtError::Internal(
+            "millionaire: thresholds of the wrong shape",
+        ));
     }
     let digits = s.digits();
     let mut r = BitReader::new(derand);
@@ -407,4 +409,3 @@ pub(crate) fn receive(
     }
     Ok((to_bits(gt, s.n), to_bits(eq, s.n)))
 }
-

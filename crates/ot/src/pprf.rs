@@ -318,8 +318,8 @@ pub(crate) fn receive(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::*;
     use super::unlane;
+    use super::*;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha20Rng;
 

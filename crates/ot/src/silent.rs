@@ -49,10 +49,10 @@ use zeroize::Zeroize;
 use cryprot_codes::ExConvCode;
 use cryprot_core::Block;
 
-use crate::pprf::{unlane, wipe, Lane};
 use crate::error::{expect_len, OtError, Result};
 use crate::hash::Tccr;
 use crate::pprf::{self, Prg, Shape, GROUP};
+use crate::pprf::{unlane, wipe, Lane};
 
 /// The fewest noisy positions (trees) accepted: 128-bit security with `δ = 0.1`.
 pub const MIN_TREES: usize = 400;

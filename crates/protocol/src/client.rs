@@ -9,13 +9,14 @@
 
 use std::time::Instant;
 
-use gc::Garbler;
 use he::{Bfv, Params};
 use net::Channel;
 use tracing::debug;
 
 use crate::engine::PhaseCounters;
-use crate::engine::{ids_in_range, layer_shape, run_inference, ClientSide, InferenceReport};
+use crate::engine::{
+    ids_in_range, layer_shape, run_inference, ClientSide, InferenceReport, NonlinearSession,
+};
 use crate::msg::{
     recv, send, unexpected, LayerRequest, LayerSpec, Msg, ProtocolError, Result, SessionPlan,
     PROTOCOL_VERSION,
@@ -93,8 +94,6 @@ pub struct ClientRequest {
     pub reveal: bool,
     /// The parameter set the client expects (an assertion; `None` takes the server's).
     pub expect: Option<Params>,
-    /// Who garbles the nonlinear steps (the server's choice must match).
-    pub garbler: Garbler,
 }
 
 /// One input's result on the client.
@@ -296,6 +295,7 @@ fn run_inner<C: Channel>(
     let b = Bfv::keygen(&params, galois)?;
     progress(Phase::Setup);
     send(ch, &Msg::Setup(b.public_keys().clone()))?;
+    let mut nonlinear = NonlinearSession::setup(ch, plan.nonlinear, false, prog)?;
     let mut out = ClientOutcome {
         params: params.clone(),
         plan: plan.clone(),
@@ -313,7 +313,7 @@ fn run_inner<C: Channel>(
     let p = params.p();
     for (k, x) in shares.into_iter().enumerate() {
         progress(Phase::Offline { input: k });
-        let mut side = ClientSide::new(&b, &params, prog, &plans, request.garbler);
+        let mut side = ClientSide::new(&b, &params, prog, &plans, &mut nonlinear);
         let (share, mut report) = run_inference(&mut side, ch, prog, x, &mut |step, steps| {
             progress(Phase::Step {
                 input: k,
@@ -374,14 +374,12 @@ pub fn infer<C: Channel>(
     ch: &mut C,
     expect: Option<&Params>,
     inputs: &[Vec<f32>],
-    garbler: Garbler,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<ClientOutcome> {
     let request = ClientRequest {
         layers: Vec::new(),
         reveal: false,
         expect: expect.cloned(),
-        garbler,
     };
     run(ch, &request, Inputs::Float(inputs), &mut |ph| {
         if let Phase::Step { step, steps, .. } = ph {
@@ -434,7 +432,6 @@ pub fn query<C: Channel>(
         layers: vec![layer],
         reveal,
         expect: Some(params.clone()),
-        garbler: Garbler::Server,
     };
     let out = run(ch, &request, Inputs::Residues(inputs), progress)?;
     let p = params.p();

@@ -7,30 +7,35 @@
 //!   in cleartext, W·x_S + b to its own share ([`ServerSide`]). By linearity
 //!   W·(x_C + x_S) = W·x_C + W·x_S: this is GAZELLE's HomRec without an HE operation or
 //!   any extra noise (for ENSEI layers likewise, the transform is linear).
-//! - Nonlinear (ReLU, MaxPool, rounding truncation): the garbled-circuit step of `gc`;
-//!   garbling and random OTs run in the offline phase, before the input is known. The
-//!   server adds the rounding offset `2^(f−1)` to its share first ([`nn::Step::Nonlinear`]);
-//!   pooling windows are gathered from both shares in the order `nn` documents.
+//! - Nonlinear (ReLU, MaxPool, rounding truncation), by the plan's
+//!   [`NonlinearProtocol`]: millionaire comparisons on silent OT (`ot`, the default:
+//!   the session's COT pool is set up once, each step's correlated randomness is
+//!   precomputed offline), or GAZELLE's garbled circuits (`gc`: garbling and random OTs
+//!   offline). Either way the work that does not depend on the input runs before
+//!   `Ready`. The server adds the rounding offset `2^(f−1)` to its share first
+//!   ([`nn::Step::Nonlinear`]); pooling windows are gathered from both shares in the
+//!   order `nn` documents.
 //! - Square: GAZELLE's interactive Square ([`kernels::SquarePlan`]).
 //! - SumPool, Add (shares times public constants), Pad, SpaceToDepth: local, the same
 //!   function on each party's share ([`local_step`]).
 //!
 //! A single linear layer is a one-step program; a network is a program of many steps.
-//! Per inference: offline (flooding zeros, garbling, OTs for every step) → `Ready` →
+//! Per inference: offline (flooding zeros, OT precomputation or garbling for every
+//! step) → `Ready` →
 //! online steps; the session around it (handshake, keys, the output's share) is in
 //! [`crate::server`] and [`crate::client`].
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use gc::{ClientPre, Garbler, NonlinSpec, Nonlinear, ServerPre};
+use gc::{Garbler, NonlinSpec, Nonlinear};
 use he::{Backend, Bfv, OpCounts, Params};
 use kernels::{FloodPool, LinearLayer, SquarePlan};
 use net::{Channel, Counters};
 use nn::{NonlinearOp, Program, Step};
 use serde::Serialize;
 
-use crate::msg::{recv, send, unexpected, Msg, ProtocolError, Result};
+use crate::msg::{recv, send, unexpected, Msg, NonlinearProtocol, ProtocolError, Result};
 use crate::plan::{answer, Encoded, Plan, ServerBackend};
 
 /// Byte counters per phase.
@@ -53,7 +58,7 @@ pub struct StepReport {
     pub kind: String,
     /// Output shape.
     pub shape: Vec<usize>,
-    /// Method (linear steps), `gc`, `square` or `local`.
+    /// Method (linear steps), `ot` or `gc` (nonlinear steps), `square` or `local`.
     pub method: String,
     /// This party's wall-clock time in the step, ms (online part).
     pub ms: f64,
@@ -69,8 +74,10 @@ pub struct StepReport {
     pub rounds: u64,
     /// HE operations (server side).
     pub counts: OpCounts,
-    /// AND gates of the garbled circuit.
+    /// AND gates of the garbled circuit (`gc`).
     pub and_gates: u64,
+    /// Correlated OTs the step consumed, both directions (`ot`).
+    pub cots: u64,
     /// Smallest noise budget left in a response (client side).
     pub noise_budget: Option<u32>,
     /// The weights were encoded during the step (beyond the server's memory budget);
@@ -106,6 +113,57 @@ impl LayerState {
             LayerState::OnTheFly(p) => p.clone(),
         }
     }
+}
+
+/// A session's machinery for its nonlinear steps: the garbler, or the silent-OT
+/// session whose COT pools every step and input of the session draws from.
+pub(crate) enum NonlinearSession {
+    /// No nonlinear step in the program.
+    None,
+    /// Garbled circuits.
+    Gc(Garbler),
+    /// Silent OT.
+    Ot(Box<ot::OtSession>),
+}
+
+impl NonlinearSession {
+    /// Sets up what `protocol` needs for `prog`, after the keys: for silent OT the base
+    /// OTs, IKNP and the first silent batches (one-time setup traffic); nothing when
+    /// the program has no nonlinear step.
+    pub(crate) fn setup<C: Channel>(
+        ch: &mut C,
+        protocol: NonlinearProtocol,
+        server: bool,
+        prog: &Program,
+    ) -> Result<Self> {
+        if !has_nonlinear(prog) {
+            return Ok(NonlinearSession::None);
+        }
+        Ok(match protocol {
+            NonlinearProtocol::GarbledCircuits(g) => NonlinearSession::Gc(g),
+            NonlinearProtocol::SilentOt => NonlinearSession::Ot(Box::new(
+                if server {
+                    ot::OtSession::server(ch)
+                } else {
+                    ot::OtSession::client(ch)
+                }
+                .map_err(ot_err)?,
+            )),
+        })
+    }
+}
+
+/// Whether a program has a step that runs a nonlinear protocol.
+pub(crate) fn has_nonlinear(prog: &Program) -> bool {
+    prog.steps
+        .iter()
+        .any(|s| matches!(s, Step::Nonlinear { .. }))
+}
+
+/// A nonlinear step's offline material.
+pub(crate) enum Pre<G, O> {
+    Gc(G),
+    Ot(O),
 }
 
 /// What differs between the parties; the loop ([`run_inference`]) is the same.
@@ -159,10 +217,15 @@ fn kind(step: &Step) -> &'static str {
             op: NonlinearOp::ReluMaxPool { .. },
             ..
         } => "relu+maxpool",
+        Step::Nonlinear {
+            op: NonlinearOp::Clip { .. },
+            ..
+        } => "clip",
         Step::Square { .. } => "square",
         Step::SumPool { .. } => "sumpool",
         Step::Pad { .. } => "pad",
         Step::SpaceToDepth { .. } => "space-to-depth",
+        Step::Reshape { .. } => "reshape",
         Step::Add { .. } => "add",
     }
 }
@@ -250,13 +313,40 @@ pub(crate) fn run_inference<S: Side, C: Channel>(
                     let h = nn::round_offset(*trunc_bits) as u64 % p;
                     x.iter_mut().for_each(|v| *v = (*v + h) % p);
                 }
-                let x = match op {
+                match op {
                     NonlinearOp::MaxPool { k, stride } | NonlinearOp::ReluMaxPool { k, stride } => {
-                        gather_windows(&prog.tensors[*input].shape, *k, *stride, &x)?
+                        let x = gather_windows(&prog.tensors[*input].shape, *k, *stride, &x)?;
+                        side.nonlinear(ch, i, x)?
                     }
-                    _ => x,
-                };
-                side.nonlinear(ch, i, x)?
+                    NonlinearOp::Clip { lo, hi } => {
+                        // clamp(y, lo, hi) = relu(y − lo·2^f) − relu(y − hi·2^f) + lo,
+                        // both ReLUs in one batch; the server shifts its shares
+                        let n = x.len();
+                        let shift = |b: i64| -> u64 {
+                            let v = ((b as i128) << trunc_bits).rem_euclid(p as i128);
+                            v as u64
+                        };
+                        let mut both = Vec::with_capacity(2 * n);
+                        for b in std::iter::once(*lo).chain(*hi) {
+                            let s = if S::SERVER { shift(b) } else { 0 };
+                            both.extend(x.iter().map(|&v| (v + p - s) % p));
+                        }
+                        let y = side.nonlinear(ch, i, both)?;
+                        let lo_out = if S::SERVER {
+                            (*lo as i128).rem_euclid(p as i128) as u64
+                        } else {
+                            0
+                        };
+                        let (a, b) = y.split_at(n.min(y.len()));
+                        (0..n)
+                            .map(|j| {
+                                let minus = b.get(j).copied().unwrap_or(0);
+                                (a.get(j).copied().unwrap_or(0) + p - minus + lo_out) % p
+                            })
+                            .collect()
+                    }
+                    _ => side.nonlinear(ch, i, x)?,
+                }
             }
             _ => {
                 let inputs = step
@@ -310,6 +400,18 @@ pub fn local_step(prog: &Program, step: &Step, inputs: &[Vec<u64>]) -> Result<Ve
             out_w,
             ..
         } => space_to_depth_share(shape(*input), *stride, *phases, *out_h, *out_w, x),
+        Step::Reshape { output, .. } => {
+            if x.len() != prog.tensors[*output].len() {
+                return Err(ProtocolError::Malformed {
+                    detail: format!(
+                        "reshaping a share of {} values to {:?}",
+                        x.len(),
+                        prog.tensors[*output].shape
+                    ),
+                });
+            }
+            Ok(x.clone())
+        }
         Step::Add { mul_a, mul_b, .. } => {
             let y = inputs.get(1).ok_or(ProtocolError::Plan)?;
             if x.len() != y.len() {
@@ -349,6 +451,7 @@ pub fn gc_spec(
     let t = prog.tensors.get(input).ok_or(ProtocolError::Plan)?;
     let (op, count) = match op {
         NonlinearOp::Relu => (Nonlinear::Relu, t.len()),
+        NonlinearOp::Clip { hi, .. } => (Nonlinear::Relu, t.len() * (1 + hi.is_some() as usize)),
         NonlinearOp::Identity => (Nonlinear::Identity, t.len()),
         NonlinearOp::MaxPool { k, stride } | NonlinearOp::ReluMaxPool { k, stride } => {
             check_pool(&t.shape, k, k, stride, t.len())?;
@@ -369,6 +472,12 @@ pub fn gc_spec(
         trunc_bits,
         count,
     })
+}
+
+/// COTs a silent-OT step consumes, both directions.
+fn cots(spec: &ot::OtSpec) -> u64 {
+    let (sc, cs) = spec.cots();
+    (sc + cs) as u64
 }
 
 fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<NonlinSpec>> {
@@ -494,7 +603,12 @@ pub fn layer_shape(step: &Step) -> Option<crate::msg::LayerShape> {
             rows: *rows,
             cols: *cols,
         }),
-        Step::Conv { shape, .. } => Some(crate::msg::LayerShape::Conv(*shape)),
+        Step::Conv {
+            shape, groups: 1, ..
+        } => Some(crate::msg::LayerShape::Conv(*shape)),
+        Step::Conv { shape, groups, .. } => Some(crate::msg::LayerShape::Grouped(
+            nn::quant::grouped_shape(shape, *groups),
+        )),
         _ => None,
     }
 }
@@ -536,13 +650,20 @@ fn clear_linear(step: &Step, x: &[u64], p: u64) -> Vec<u64> {
             shape,
             weight,
             bias,
+            groups,
             ..
         } => {
             let (oh, ow, _, _) = kernels::reference::conv_output(shape);
             let acc = if zero {
                 vec![0; shape.c_o * oh * ow]
-            } else {
+            } else if *groups == 1 {
                 kernels::reference::conv(shape, &xi, weight)
+            } else {
+                let g = nn::quant::grouped_shape(shape, *groups);
+                match kernels::reference::grouped_conv(&g, &xi, weight) {
+                    Ok(acc) => acc,
+                    Err(_) => return Vec::new(),
+                }
             };
             (acc, bias, oh * ow)
         }
@@ -559,6 +680,15 @@ fn clear_linear(step: &Step, x: &[u64], p: u64) -> Vec<u64> {
 
 fn add_mod(a: &[u64], b: &[u64], p: u64) -> Vec<u64> {
     a.iter().zip(b).map(|(x, y)| (x + y) % p).collect()
+}
+
+pub(crate) fn ot_err(e: ot::OtError) -> ProtocolError {
+    match e {
+        ot::OtError::Net(n) => ProtocolError::Net(n),
+        e => ProtocolError::Malformed {
+            detail: e.to_string(),
+        },
+    }
 }
 
 pub(crate) fn gc_err(e: gc::GcError) -> ProtocolError {
@@ -598,9 +728,9 @@ pub(crate) struct ServerSide<'a> {
     pub(crate) params: &'a Params,
     pub(crate) prog: &'a Program,
     pub(crate) layers: &'a [Option<LayerState>],
-    pub(crate) garbler: Garbler,
+    pub(crate) nonlinear: &'a mut NonlinearSession,
     pub(crate) pools: Vec<Option<FloodPool<ServerBackend>>>,
-    pub(crate) pres: Vec<Option<ServerPre>>,
+    pub(crate) pres: Vec<Option<Pre<gc::ServerPre, ot::ServerPre>>>,
     pub(crate) responses: usize,
 }
 
@@ -610,7 +740,7 @@ impl<'a> ServerSide<'a> {
         params: &'a Params,
         prog: &'a Program,
         layers: &'a [Option<LayerState>],
-        garbler: Garbler,
+        nonlinear: &'a mut NonlinearSession,
     ) -> Self {
         let n = prog.steps.len();
         Self {
@@ -618,7 +748,7 @@ impl<'a> ServerSide<'a> {
             params,
             prog,
             layers,
-            garbler,
+            nonlinear,
             pools: (0..n).map(|_| None).collect(),
             pres: (0..n).map(|_| None).collect(),
             responses: 0,
@@ -663,10 +793,20 @@ impl Side for ServerSide<'_> {
             }
             _ => {
                 if let Some(spec) = nonlinear_spec(self.prog, step)? {
-                    r.method = "gc".into();
-                    r.and_gates = spec.and_gates();
-                    self.pres[i] =
-                        Some(gc::server_offline(ch, &spec, self.garbler).map_err(gc_err)?);
+                    self.pres[i] = Some(match &mut *self.nonlinear {
+                        NonlinearSession::Gc(g) => {
+                            r.method = "gc".into();
+                            r.and_gates = spec.and_gates();
+                            Pre::Gc(gc::server_offline(ch, &spec, *g).map_err(gc_err)?)
+                        }
+                        NonlinearSession::Ot(session) => {
+                            let spec = ot::OtSpec::faithful(spec);
+                            r.method = "ot".into();
+                            r.cots = cots(&spec);
+                            Pre::Ot(session.server_offline(ch, &spec).map_err(ot_err)?)
+                        }
+                        NonlinearSession::None => return Err(ProtocolError::Plan),
+                    });
                 }
             }
         }
@@ -717,8 +857,10 @@ impl Side for ServerSide<'_> {
     }
 
     fn nonlinear<C: Channel>(&mut self, ch: &mut C, i: usize, x: Vec<u64>) -> Result<Vec<u64>> {
-        let pre = self.pres[i].take().ok_or(ProtocolError::Plan)?;
-        gc::server_online(ch, pre, &x).map_err(gc_err)
+        match self.pres[i].take().ok_or(ProtocolError::Plan)? {
+            Pre::Gc(pre) => gc::server_online(ch, pre, &x).map_err(gc_err),
+            Pre::Ot(pre) => ot::server_online(ch, pre, &x).map_err(ot_err),
+        }
     }
 
     fn take_counts(&mut self) -> OpCounts {
@@ -736,8 +878,8 @@ pub(crate) struct ClientSide<'a> {
     pub(crate) params: &'a Params,
     pub(crate) prog: &'a Program,
     pub(crate) plans: &'a [Option<Plan>],
-    pub(crate) garbler: Garbler,
-    pub(crate) pres: Vec<Option<ClientPre>>,
+    pub(crate) nonlinear: &'a mut NonlinearSession,
+    pub(crate) pres: Vec<Option<Pre<gc::ClientPre, ot::ClientPre>>>,
     pub(crate) noise_budget: Option<u32>,
 }
 
@@ -747,14 +889,14 @@ impl<'a> ClientSide<'a> {
         params: &'a Params,
         prog: &'a Program,
         plans: &'a [Option<Plan>],
-        garbler: Garbler,
+        nonlinear: &'a mut NonlinearSession,
     ) -> Self {
         Self {
             b,
             params,
             prog,
             plans,
-            garbler,
+            nonlinear,
             pres: (0..prog.steps.len()).map(|_| None).collect(),
             noise_budget: None,
         }
@@ -820,9 +962,20 @@ impl Side for ClientSide<'_> {
         } else if matches!(step, Step::Square { .. }) {
             r.method = "square".into();
         } else if let Some(spec) = nonlinear_spec(self.prog, step)? {
-            r.method = "gc".into();
-            r.and_gates = spec.and_gates();
-            self.pres[i] = Some(gc::client_offline(ch, &spec, self.garbler).map_err(gc_err)?);
+            self.pres[i] = Some(match &mut *self.nonlinear {
+                NonlinearSession::Gc(g) => {
+                    r.method = "gc".into();
+                    r.and_gates = spec.and_gates();
+                    Pre::Gc(gc::client_offline(ch, &spec, *g).map_err(gc_err)?)
+                }
+                NonlinearSession::Ot(session) => {
+                    let spec = ot::OtSpec::faithful(spec);
+                    r.method = "ot".into();
+                    r.cots = cots(&spec);
+                    Pre::Ot(session.client_offline(ch, &spec).map_err(ot_err)?)
+                }
+                NonlinearSession::None => return Err(ProtocolError::Plan),
+            });
         }
         Ok(())
     }
@@ -836,8 +989,7 @@ impl Side for ClientSide<'_> {
     ) -> Result<Vec<u64>> {
         let plans = self.plans;
         match plans.get(i).and_then(|p| p.as_ref()) {
-            Some(Plan::Matvec(pl)) => self.ask(ch, pl, i, &x, r),
-            Some(Plan::Conv(pl)) => self.ask(ch, pl.as_ref(), i, &x, r),
+            Some(plan) => crate::plan::with_plan!(plan, pl => self.ask(ch, pl, i, &x, r)),
             None => Err(ProtocolError::Plan),
         }
     }
@@ -855,7 +1007,9 @@ impl Side for ClientSide<'_> {
     }
 
     fn nonlinear<C: Channel>(&mut self, ch: &mut C, i: usize, x: Vec<u64>) -> Result<Vec<u64>> {
-        let pre = self.pres[i].take().ok_or(ProtocolError::Plan)?;
-        gc::client_online(ch, pre, &x).map_err(gc_err)
+        match self.pres[i].take().ok_or(ProtocolError::Plan)? {
+            Pre::Gc(pre) => gc::client_online(ch, pre, &x).map_err(gc_err),
+            Pre::Ot(pre) => ot::client_online(ch, pre, &x).map_err(ot_err),
+        }
     }
 }

@@ -11,11 +11,15 @@
 //!    linear step, whether the output goes to the client) or `Abort`;
 //! 2. the client checks its inputs against the plan's range, then → `Setup` (public key
 //!    and only the Galois keys the plan needs, seeded);
-//! 3. per input: the server's offline work (flooding zeros, garbling and OTs with the
-//!    client) → `Ready`; per step `Query` (seeded symmetric ciphertexts) → `Response`
-//!    (masked, flooded, last-level ciphertexts), garbled-circuit and local steps; the
-//!    server's share of the output (`Share`) when the plan reveals it;
-//! 4. client → `Close`.
+//! 3. when the program has nonlinear steps and the plan names silent OT (the default,
+//!    [`NonlinearProtocol`]): the session's COT pool (base OT, IKNP, first silent
+//!    batches, crate `ot`), once;
+//! 4. per input: the server's offline work (flooding zeros, OT precomputation or
+//!    garbling with the client) → `Ready`; per step `Query` (seeded symmetric
+//!    ciphertexts) → `Response` (masked, flooded, last-level ciphertexts), nonlinear
+//!    (OT or garbled-circuit) and local steps; the server's share of the output
+//!    (`Share`) when the plan reveals it;
+//! 5. client → `Close`.
 //!
 //! Servers: [`NetworkServer`] (one program, weights encoded once), [`Model`] (single
 //! layers; [`serve`], [`serve_tcp`]); every TCP server mode runs its sessions through
@@ -37,7 +41,7 @@ pub use engine::{
 };
 pub use msg::{
     decode, encode, recv, send, AbortReason, LayerMethod, LayerRequest, LayerShape, LayerSpec, Msg,
-    ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
+    NonlinearProtocol, ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
 };
 pub use plan::{
     choose, Candidate, Encoded, MethodChoice, NetworkPlan, Objective, Plan, Planner, ServerBackend,

@@ -3,13 +3,13 @@
 
 use bincode::Options;
 use he::{ParamsSpec, PublicKeys};
-use kernels::{ConvMethod, ConvShape, Method};
+use kernels::{ConvMethod, ConvShape, GroupedConvShape, Method};
 use net::{Channel, NetError};
 use serde::{Deserialize, Serialize};
 
-/// Protocol version (3: one session engine for single layers and networks; the server's
-/// plan names the parameter set).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// Protocol version (4: the plan names the nonlinear protocol; grouped convolutions;
+/// output heads in the program).
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The public architecture of one linear layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -23,6 +23,28 @@ pub enum LayerShape {
     },
     /// A convolution.
     Conv(ConvShape),
+    /// A grouped (or depthwise) convolution.
+    Grouped(GroupedConvShape),
+}
+
+/// How a grouped convolution runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum GroupedMethod {
+    /// The depthwise kernel (one input channel per group): the tap rotations only, no
+    /// sum over channels.
+    Depthwise,
+    /// Every group a dense convolution with this method.
+    PerGroup(ConvMethod),
+}
+
+impl GroupedMethod {
+    /// `depthwise`, or the per-group method's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            GroupedMethod::Depthwise => "depthwise",
+            GroupedMethod::PerGroup(m) => m.name(),
+        }
+    }
 }
 
 impl LayerShape {
@@ -31,6 +53,7 @@ impl LayerShape {
         match self {
             LayerShape::Matvec { rows, cols } => rows * cols,
             LayerShape::Conv(s) => s.c_o * s.c_i * s.k_h * s.k_w,
+            LayerShape::Grouped(s) => s.weight_len(),
         }
     }
     /// Number of inputs (cols, or c_i·h·w).
@@ -38,6 +61,7 @@ impl LayerShape {
         match self {
             LayerShape::Matvec { cols, .. } => *cols,
             LayerShape::Conv(s) => s.c_i * s.h * s.w,
+            LayerShape::Grouped(s) => s.input_len(),
         }
     }
     /// The methods that apply to this kind of layer.
@@ -51,6 +75,13 @@ impl LayerShape {
                 .iter()
                 .map(|&m| LayerMethod::Conv(m))
                 .collect(),
+            LayerShape::Grouped(s) => s
+                .is_depthwise()
+                .then_some(GroupedMethod::Depthwise)
+                .into_iter()
+                .chain(ConvMethod::ALL.iter().map(|&m| GroupedMethod::PerGroup(m)))
+                .map(LayerMethod::Grouped)
+                .collect(),
         }
     }
     /// This shape with a method (an error if the method is for the other kind).
@@ -61,6 +92,9 @@ impl LayerShape {
             }
             (LayerShape::Conv(shape), LayerMethod::Conv(method)) => {
                 Ok(LayerSpec::Conv { method, shape })
+            }
+            (LayerShape::Grouped(shape), LayerMethod::Grouped(method)) => {
+                Ok(LayerSpec::Grouped { method, shape })
             }
             _ => Err(ProtocolError::Plan),
         }
@@ -74,6 +108,8 @@ pub enum LayerMethod {
     Matvec(Method),
     /// A convolution method.
     Conv(ConvMethod),
+    /// A grouped-convolution method.
+    Grouped(GroupedMethod),
 }
 
 impl LayerMethod {
@@ -82,6 +118,7 @@ impl LayerMethod {
         match self {
             LayerMethod::Matvec(m) => m.name(),
             LayerMethod::Conv(m) => m.name(),
+            LayerMethod::Grouped(m) => m.name(),
         }
     }
     /// Parses a method name for a layer kind.
@@ -89,6 +126,11 @@ impl LayerMethod {
         match shape {
             LayerShape::Matvec { .. } => Method::parse(name).map(LayerMethod::Matvec),
             LayerShape::Conv(_) => ConvMethod::parse(name).map(LayerMethod::Conv),
+            LayerShape::Grouped(s) => match name {
+                "depthwise" if s.is_depthwise() => Some(GroupedMethod::Depthwise),
+                _ => ConvMethod::parse(name).map(GroupedMethod::PerGroup),
+            }
+            .map(LayerMethod::Grouped),
         }
     }
 }
@@ -112,6 +154,13 @@ pub enum LayerSpec {
         /// Shape.
         shape: ConvShape,
     },
+    /// A grouped convolution.
+    Grouped {
+        /// Method.
+        method: GroupedMethod,
+        /// Shape.
+        shape: GroupedConvShape,
+    },
 }
 
 impl LayerSpec {
@@ -123,6 +172,7 @@ impl LayerSpec {
                 cols: *cols,
             },
             LayerSpec::Conv { shape, .. } => LayerShape::Conv(*shape),
+            LayerSpec::Grouped { shape, .. } => LayerShape::Grouped(*shape),
         }
     }
     /// The layer's method.
@@ -130,6 +180,7 @@ impl LayerSpec {
         match self {
             LayerSpec::Matvec { method, .. } => LayerMethod::Matvec(*method),
             LayerSpec::Conv { method, .. } => LayerMethod::Conv(*method),
+            LayerSpec::Grouped { method, .. } => LayerMethod::Grouped(*method),
         }
     }
 }
@@ -184,6 +235,32 @@ pub struct SessionPlan {
     pub reveal: bool,
     /// Inputs the session runs.
     pub inputs: u32,
+    /// How the nonlinear steps run.
+    pub nonlinear: NonlinearProtocol,
+}
+
+/// How the nonlinear steps (ReLU, MaxPool, truncation) run: the server's choice, named
+/// in its plan; the client follows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NonlinearProtocol {
+    /// Millionaire comparisons on silent OT (crate `ot`, CrypTFlow2/Cheetah style): a
+    /// pool of correlated OTs set up once per session (base OT + IKNP + the first
+    /// silent batches) and refilled by silent batches; faithful truncation, so the
+    /// result is the fixed-point reference's bit for bit.
+    #[default]
+    SilentOt,
+    /// GAZELLE's garbled circuits (crate `gc`), garbled by the party named.
+    GarbledCircuits(gc::Garbler),
+}
+
+impl NonlinearProtocol {
+    /// `ot` or `gc`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            NonlinearProtocol::SilentOt => "ot",
+            NonlinearProtocol::GarbledCircuits(_) => "gc",
+        }
+    }
 }
 
 /// The wire messages.

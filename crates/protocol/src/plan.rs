@@ -5,10 +5,12 @@
 //! (noise budget, key budget, slot count) are skipped.
 
 use he::{Backend, Bfv, Counting, GaloisSpec, Params};
-use kernels::{ConvPlan, CostModel, Estimate, FloodPool, LinearLayer, MatvecPlan};
+use kernels::{
+    ConvPlan, CostModel, DepthwisePlan, Estimate, FloodPool, GroupedPlan, LinearLayer, MatvecPlan,
+};
 use net::Link;
 
-use crate::msg::{LayerMethod, LayerShape, LayerSpec, ProtocolError, Result};
+use crate::msg::{GroupedMethod, LayerMethod, LayerShape, LayerSpec, ProtocolError, Result};
 
 /// A planned layer.
 #[derive(Clone, Debug)]
@@ -17,7 +19,33 @@ pub enum Plan {
     Matvec(MatvecPlan),
     /// Convolution.
     Conv(Box<ConvPlan>),
+    /// Depthwise convolution.
+    Depthwise(Box<DepthwisePlan>),
+    /// Grouped convolution (a dense method per group).
+    Grouped(Box<GroupedPlan>),
 }
+
+/// `$body` with `$p` bound to the plan of whichever kind (`&impl LinearLayer`).
+macro_rules! with_plan {
+    ($plan:expr, $p:ident => $body:expr) => {
+        match $plan {
+            Plan::Matvec($p) => $body,
+            Plan::Conv($p) => {
+                let $p = $p.as_ref();
+                $body
+            }
+            Plan::Depthwise($p) => {
+                let $p = $p.as_ref();
+                $body
+            }
+            Plan::Grouped($p) => {
+                let $p = $p.as_ref();
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_plan;
 
 impl Plan {
     /// Plans a layer spec on these parameters.
@@ -34,56 +62,43 @@ impl Plan {
             LayerSpec::Conv { method, shape } => {
                 Plan::Conv(Box::new(ConvPlan::new(*method, *shape, slots)?))
             }
+            LayerSpec::Grouped {
+                method: GroupedMethod::Depthwise,
+                shape,
+            } => Plan::Depthwise(Box::new(DepthwisePlan::new(*shape, slots)?)),
+            LayerSpec::Grouped {
+                method: GroupedMethod::PerGroup(m),
+                shape,
+            } => Plan::Grouped(Box::new(GroupedPlan::new(*m, *shape, slots)?)),
         })
     }
     /// Galois keys.
     pub fn galois(&self) -> GaloisSpec {
-        match self {
-            Plan::Matvec(p) => LinearLayer::galois(p),
-            Plan::Conv(p) => LinearLayer::galois(p.as_ref()),
-        }
+        with_plan!(self, p => LinearLayer::galois(p))
     }
     /// Input length.
     pub fn input_len(&self) -> usize {
-        match self {
-            Plan::Matvec(p) => p.input_len(),
-            Plan::Conv(p) => p.input_len(),
-        }
+        with_plan!(self, p => p.input_len())
     }
     /// Independent units of the server's work (threads it can use).
     pub fn parallel(&self) -> usize {
-        match self {
-            Plan::Matvec(p) => p.output_cts().max(p.query_cts()),
-            Plan::Conv(p) => p.output_cts().max(p.query_cts()),
-        }
+        with_plan!(self, p => p.output_cts().max(p.query_cts()))
     }
     /// Predicted cost (fails if the parameters cannot afford the flooding).
     pub fn estimate(&self, params: &Params, model: &CostModel) -> Result<Estimate> {
-        Ok(match self {
-            Plan::Matvec(p) => kernels::estimate(p, params, model)?,
-            Plan::Conv(p) => kernels::estimate(p.as_ref(), params, model)?,
-        })
+        Ok(with_plan!(self, p => kernels::estimate(p, params, model)?))
     }
     /// Response ciphertexts per query.
     pub fn output_cts(&self) -> usize {
-        match self {
-            Plan::Matvec(p) => p.output_cts(),
-            Plan::Conv(p) => p.output_cts(),
-        }
+        with_plan!(self, p => p.output_cts())
     }
     /// Query ciphertexts.
     pub fn query_cts(&self) -> usize {
-        match self {
-            Plan::Matvec(p) => p.query_cts(),
-            Plan::Conv(p) => p.query_cts(),
-        }
+        with_plan!(self, p => p.query_cts())
     }
     /// The method's name.
     pub fn method_name(&self) -> String {
-        match self {
-            Plan::Matvec(p) => p.method_name(),
-            Plan::Conv(p) => p.method_name(),
-        }
+        with_plan!(self, p => p.method_name())
     }
     /// The flooding encryptions of zero for one query (the server's offline work).
     pub fn flood_pool(
@@ -91,10 +106,7 @@ impl Plan {
         b: &ServerBackend,
         params: &Params,
     ) -> Result<FloodPool<ServerBackend>> {
-        let bits = match self {
-            Plan::Matvec(p) => p.flood_bits(params)?,
-            Plan::Conv(p) => p.flood_bits(params)?,
-        };
+        let bits = with_plan!(self, p => p.flood_bits(params)?);
         let mut pool = FloodPool::new(bits);
         pool.fill(b, self.output_cts())?;
         Ok(pool)
@@ -116,6 +128,14 @@ impl Plan {
                 let m = p.encode_weights(b, weights)?;
                 Encoded::Conv(p, m)
             }
+            Plan::Depthwise(p) => {
+                let m = p.encode_weights(b, weights)?;
+                Encoded::Depthwise(p, m)
+            }
+            Plan::Grouped(p) => {
+                let m = p.encode_weights(b, weights)?;
+                Encoded::Grouped(p, m)
+            }
         })
     }
 }
@@ -132,6 +152,10 @@ pub enum Encoded {
     Matvec(MatvecPlan, kernels::EncodedMatrix<ServerBackend>),
     /// Convolution.
     Conv(Box<ConvPlan>, kernels::EncodedFilters<ServerBackend>),
+    /// Depthwise convolution.
+    Depthwise(Box<DepthwisePlan>, kernels::EncodedFilters<ServerBackend>),
+    /// Grouped convolution.
+    Grouped(Box<GroupedPlan>, kernels::EncodedGroups<ServerBackend>),
 }
 
 impl Encoded {
@@ -140,6 +164,8 @@ impl Encoded {
         match self {
             Encoded::Matvec(p, _) => Plan::Matvec(p.clone()),
             Encoded::Conv(p, _) => Plan::Conv(p.clone()),
+            Encoded::Depthwise(p, _) => Plan::Depthwise(p.clone()),
+            Encoded::Grouped(p, _) => Plan::Grouped(p.clone()),
         }
     }
     /// One query answered: validate and read the ciphertexts, run the kernel and
@@ -153,6 +179,8 @@ impl Encoded {
         match self {
             Encoded::Matvec(p, m) => answer(p, b, m, pool, cts),
             Encoded::Conv(p, m) => answer(p.as_ref(), b, m, pool, cts),
+            Encoded::Depthwise(p, m) => answer(p.as_ref(), b, m, pool, cts),
+            Encoded::Grouped(p, m) => answer(p.as_ref(), b, m, pool, cts),
         }
     }
 }
@@ -374,7 +402,10 @@ impl MethodChoice {
         if s == "auto" {
             return Ok(MethodChoice::Auto);
         }
-        if kernels::Method::parse(s).is_none() && kernels::ConvMethod::parse(s).is_none() {
+        if kernels::Method::parse(s).is_none()
+            && kernels::ConvMethod::parse(s).is_none()
+            && s != "depthwise"
+        {
             return Err(ProtocolError::UnknownMethod {
                 name: s.to_string(),
             });

@@ -7,7 +7,10 @@
 //!   (parameter set, the program's architecture, a method per linear step, whether the
 //!   client learns the output) → `Setup` (public key and Galois keys, validated at the
 //!   border);
-//! - per input: the engine's offline phase (flooding zeros, garbling and OTs) → `Ready`
+//! - when the program has nonlinear steps and the plan names silent OT: the session's
+//!   COT pool (base OT, IKNP, the first silent batches), once;
+//! - per input: the engine's offline phase (flooding zeros, OT precomputation or
+//!   garbling) → `Ready`
 //!   → the steps online; then the server's share of the output (`Share`) when the plan
 //!   reveals it;
 //! - `Close`.
@@ -15,7 +18,7 @@
 //! What one client can make a server do is bounded before anything is allocated: one
 //! layer per session from a layer server (a network server takes no layer requests),
 //! at most [`MAX_INPUTS_PER_SESSION`] inputs, and the session's memory (flooding zeros,
-//! ciphertexts, garbled tables) within [`crate::ServeOptions::session_memory`]. A
+//! ciphertexts, COT pools and precomputed OTs or garbled tables) within [`crate::ServeOptions::session_memory`]. A
 //! single layer's output goes to the client only from a server of public
 //! demonstration weights ([`Model::public_demo`]): revealing `W·x` for chosen `x`
 //! gives away `W`.
@@ -25,7 +28,6 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use gc::Garbler;
 use he::{Bfv, Counting, OpCounts, Params};
 use kernels::noise::NoiseModel;
 use kernels::{LinearLayer, SquarePlan};
@@ -34,12 +36,12 @@ use nn::{Program, Step, TensorInfo};
 use tracing::{debug, warn};
 
 use crate::engine::{
-    architecture, gc_spec, layer_shape, run_inference, slots, InferenceReport, LayerState,
-    PhaseCounters, ServerSide,
+    architecture, gc_spec, has_nonlinear, layer_shape, run_inference, slots, InferenceReport,
+    LayerState, NonlinearSession, PhaseCounters, ServerSide,
 };
 use crate::msg::{
     recv, send, unexpected, AbortReason, LayerMethod, LayerRequest, LayerShape, LayerSpec, Msg,
-    ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
+    NonlinearProtocol, ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
 };
 use crate::plan::{choose, Encoded, NetworkPlan, Plan, ServerBackend};
 use crate::sessions::{serve_sessions, ServeOptions, SessionReport};
@@ -193,17 +195,23 @@ pub(crate) struct Served {
     methods: Vec<Option<LayerSpec>>,
     layers: Vec<Option<LayerState>>,
     reveal: bool,
+    nonlinear: NonlinearProtocol,
 }
 
 impl Served {
     /// Memory one inference of a session allocates, bytes (an upper estimate): flooding
-    /// zeros, query and response ciphertexts of every HE step, the garbled tables and
-    /// labels of every nonlinear step (all made in the offline phase, before `Ready`),
-    /// every tensor's two share vectors, and the largest weights encoded on the fly.
+    /// zeros, query and response ciphertexts of every HE step, the offline material of
+    /// every nonlinear step (precomputed OTs, or garbled tables and labels; all made in
+    /// the offline phase, before `Ready`), every tensor's two share vectors, the largest
+    /// weights encoded on the fly, and the session's silent-OT pools.
     fn session_bytes(&self) -> Result<u64> {
         let (prog, params) = (&self.prog, &self.params);
         let ct = params.ct_wire_size(0, false) as u64;
+        let silent_ot = self.nonlinear == NonlinearProtocol::SilentOt && has_nonlinear(prog);
         let mut total: u64 = prog.tensors.iter().map(|t| t.len() as u64 * 16).sum();
+        if silent_ot {
+            total += ot_session_bytes();
+        }
         let mut fly = 0u64;
         let model = kernels::CostModel::reference(params);
         for (step, state) in prog.steps.iter().zip(&self.layers) {
@@ -227,7 +235,12 @@ impl Served {
                     _,
                 ) => {
                     let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
-                    spec.and_gates() * 32 + spec.inputs() as u64 * spec.bits() as u64 * 48
+                    if silent_ot {
+                        let (sc, cs) = ot::OtSpec::faithful(spec).cots();
+                        (sc + cs) as u64 * 48
+                    } else {
+                        spec.and_gates() * 32 + spec.inputs() as u64 * spec.bits() as u64 * 48
+                    }
                 }
                 _ => 0,
             };
@@ -236,13 +249,19 @@ impl Served {
     }
 }
 
+/// A silent-OT session's memory: two pools of COTs (16 bytes each) and a refill in
+/// flight per direction (the PPRF's 2N leaves and the encoder's copy of them).
+fn ot_session_bytes() -> u64 {
+    let n = ot::SilentParams::DEFAULT.outputs() as u64;
+    2 * n * 16 + 2 * (2 * 2 * n * 16)
+}
+
 /// A network server: the program with its weights, the method of every linear step and
 /// the weights encoded once (those beyond the memory budget are encoded per query),
 /// shared by all its sessions ([`NetworkServer::serve`]). The client learns the
 /// program's output.
 pub struct NetworkServer {
     served: Served,
-    garbler: Garbler,
     encoded_bytes: u64,
     on_the_fly_layers: usize,
     encode_ms: f64,
@@ -252,8 +271,8 @@ pub struct NetworkServer {
 impl NetworkServer {
     /// Runs `plan`: the weights of every linear step it holds are encoded now, once for
     /// every session; the others are encoded when their query arrives (their encoding
-    /// then counts in that step's online time).
-    pub fn new(plan: &NetworkPlan, garbler: Garbler) -> Result<Self> {
+    /// then counts in that step's online time). Its nonlinear steps run by `nonlinear`.
+    pub fn new(plan: &NetworkPlan, nonlinear: NonlinearProtocol) -> Result<Self> {
         let t = Instant::now();
         let (params, prog) = (&plan.params, &plan.program);
         if prog.p != params.p() {
@@ -293,8 +312,8 @@ impl NetworkServer {
                 methods,
                 layers,
                 reveal: true,
+                nonlinear,
             },
-            garbler,
             encoded_bytes: plan.held_bytes(),
             on_the_fly_layers: plan.layers.iter().filter(|l| l.on_the_fly).count(),
             encode_ms: t.elapsed().as_secs_f64() * 1e3,
@@ -340,7 +359,7 @@ impl NetworkServer {
 
     /// Serves one session. A failure is answered with a coarse `Abort` and returned.
     pub fn serve<C: Channel>(&self, ch: &mut C) -> Result<ServerOutcome> {
-        let r = session(ch, self.garbler, self.session_memory, |layers, _reveal| {
+        let r = session(ch, self.session_memory, |layers, _reveal| {
             if !layers.is_empty() {
                 return Err(ProtocolError::TooManyLayers {
                     requested: layers.len(),
@@ -417,7 +436,11 @@ fn one_step(
         divisor: 1,
         name: name.into(),
     };
-    let (input, output, step) = match served.shape {
+    let (shape, groups) = match served.shape {
+        LayerShape::Grouped(g) => (LayerShape::Conv(g.dense_shape()), g.groups),
+        s => (s, 1),
+    };
+    let (input, output, step) = match shape {
         LayerShape::Matvec { rows, cols } => (
             t(vec![cols], "x"),
             t(vec![rows], "y"),
@@ -445,9 +468,11 @@ fn one_step(
                     weight: served.weights.clone(),
                     weight_scale_bits: 0,
                     bias: vec![0; shape.c_o],
+                    groups,
                 },
             )
         }
+        LayerShape::Grouped(_) => return Err(ProtocolError::Plan),
     };
     let prog = Program {
         input_shape: input.shape.clone(),
@@ -461,6 +486,8 @@ fn one_step(
         bounds: Vec::new(),
         input_range: None,
         accuracy: None,
+        input_affine: None,
+        head: nn::Head::default(),
     };
     Ok(Served {
         params: params.clone(),
@@ -468,6 +495,7 @@ fn one_step(
         methods: vec![Some(spec.clone())],
         layers: vec![Some(LayerState::Held(encodings.get(model, i, spec)?))],
         reveal,
+        nonlinear: NonlinearProtocol::default(),
     })
 }
 
@@ -492,7 +520,7 @@ pub fn serve_with<C: Channel>(
     link: &Link,
     memory: Option<u64>,
 ) -> Result<ServerOutcome> {
-    let r = session(ch, Garbler::Server, memory, |layers, reveal| {
+    let r = session(ch, memory, |layers, reveal| {
         let (i, spec) = model.plan(layers, params, link)?;
         if reveal && !model.public_weights {
             warn!("a client asked to learn a layer's output on private weights: refused");
@@ -513,7 +541,6 @@ pub fn serve_with<C: Channel>(
 /// the output's share → `Close`.
 fn session<'s, C: Channel>(
     ch: &mut C,
-    garbler: Garbler,
     memory: Option<u64>,
     resolve: impl FnOnce(&[LayerRequest], bool) -> Result<std::borrow::Cow<'s, Served>>,
 ) -> Result<ServerOutcome> {
@@ -551,6 +578,7 @@ fn session<'s, C: Channel>(
         methods: served.methods.clone(),
         reveal: served.reveal,
         inputs,
+        nonlinear: served.nonlinear,
     };
     debug!(methods = ?plan.methods, "plan sent");
     send(ch, &Msg::Plan(Box::new(plan)))?;
@@ -559,6 +587,7 @@ fn session<'s, C: Channel>(
         m => return Err(unexpected("Setup", &m)),
     };
     let b: ServerBackend = Counting::new(Bfv::server(params, &keys)?);
+    let mut nonlinear = NonlinearSession::setup(ch, served.nonlinear, true, prog)?;
     let mut out = ServerOutcome {
         plan: served.methods.iter().flatten().cloned().collect(),
         revealed: served.reveal,
@@ -572,7 +601,7 @@ fn session<'s, C: Channel>(
         "keys received"
     );
     for _ in 0..inputs {
-        let mut side = ServerSide::new(&b, params, prog, &served.layers, garbler);
+        let mut side = ServerSide::new(&b, params, prog, &served.layers, &mut nonlinear);
         let input = vec![0u64; prog.tensors[prog.input].len()];
         let (share, mut rep) = run_inference(&mut side, ch, prog, input, &mut |_, _| {})?;
         out.responses += side.responses;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use he::Params;
 use net::{Link, MemChannel};
-use protocol::{infer, NetworkPlan, NetworkServer};
+use protocol::{infer, NetworkPlan, NetworkServer, NonlinearProtocol};
 
 /// A network server of `prog` with the planner's picks (reference costs), all weights
 /// held.
@@ -20,13 +20,17 @@ fn serve_network<C: net::Channel>(
     ch: &mut C,
     params: &Params,
     prog: &nn::Program,
+    nonlinear: NonlinearProtocol,
 ) -> protocol::Result<protocol::ServerOutcome> {
-    NetworkServer::new(
-        &NetworkPlan::auto(prog.clone(), params)?,
-        gc::Garbler::Server,
-    )?
-    .serve(ch)
+    NetworkServer::new(&NetworkPlan::auto(prog.clone(), params)?, nonlinear)?.serve(ch)
 }
+
+/// Every way the nonlinear steps can run.
+const EVERY_NONLINEAR: [NonlinearProtocol; 3] = [
+    NonlinearProtocol::SilentOt,
+    NonlinearProtocol::GarbledCircuits(gc::Garbler::Server),
+    NonlinearProtocol::GarbledCircuits(gc::Garbler::Client),
+];
 use protocol::ProtocolError;
 use rand::{Rng, SeedableRng};
 
@@ -58,13 +62,25 @@ fn plan(bytes: &[u8], lo: f32) -> (nn::Program, Params) {
 
 /// Test inputs uniform in [lo, 1), other than the calibration inputs.
 fn check_bytes(net_name: &str, bytes: &[u8], inputs: usize, lo: f32) {
+    check_bytes_with(net_name, bytes, inputs, lo, NonlinearProtocol::default());
+}
+
+/// [`check_bytes`] with the nonlinear steps run by `nonlinear`.
+fn check_bytes_with(
+    net_name: &str,
+    bytes: &[u8],
+    inputs: usize,
+    lo: f32,
+    nonlinear: NonlinearProtocol,
+) {
     let (prog, params) = plan(bytes, lo);
     let xs = uniform(9, inputs, prog.input_shape.iter().product(), lo);
     let xq: Vec<Vec<i64>> = xs.iter().map(|x| nn::quantise_input(&prog, x)).collect();
     let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(300), Link::NONE);
     let (sp, sprog) = (params.clone(), prog.clone());
-    let server = std::thread::spawn(move || serve_network(&mut s, &sp, &sprog));
-    let out = infer(&mut c, None, &xs, gc::Garbler::Server, &mut |_, _| {}).unwrap();
+    let server = std::thread::spawn(move || serve_network(&mut s, &sp, &sprog, nonlinear));
+    let out = infer(&mut c, None, &xs, &mut |_, _| {}).unwrap();
+    assert_eq!(out.plan.nonlinear, nonlinear);
     assert_eq!(out.params, params);
     let srv = server.join().unwrap().unwrap();
     assert_eq!(out.outputs.len(), inputs);
@@ -75,6 +91,20 @@ fn check_bytes(net_name: &str, bytes: &[u8], inputs: usize, lo: f32) {
         assert_eq!(rep.steps.len(), prog.steps.len());
         assert!(rep.traffic.online.bytes_received > 0);
         assert!(rep.traffic.offline.bytes_received > 0);
+        for step in &rep.steps {
+            if matches!(
+                step.kind.as_str(),
+                "relu" | "maxpool" | "truncate" | "relu+maxpool"
+            ) {
+                assert_eq!(step.method, nonlinear.name(), "{net_name}: {}", step.layer);
+                let work = if step.method == "ot" {
+                    step.cots
+                } else {
+                    step.and_gates
+                };
+                assert!(work > 0, "{net_name}: {}", step.layer);
+            }
+        }
     }
 }
 
@@ -140,7 +170,9 @@ fn maxpool_of_negative_values_equals_the_fixed_point_reference() {
     m.gemm("fc", "f", "output", 32, 4);
     // (the first pool is 1x1: its output is the conv output itself, half negative)
     let bytes = m.finish("input", &[1, 8, 8], "output", &[4], 13);
-    check_bytes("conv-maxpool", &bytes, 2, -1.0);
+    for nonlinear in EVERY_NONLINEAR {
+        check_bytes_with("conv-maxpool", &bytes, 2, -1.0, nonlinear);
+    }
 }
 
 /// Conv → ReLU → MaxPool: one fused garbled circuit (ReLU of the max).
@@ -178,7 +210,109 @@ fn fused_relu_maxpool_equals_the_fixed_point_reference() {
             ..
         }
     )));
-    check_bytes("conv-relu-maxpool", &bytes, 2, -1.0);
+    for nonlinear in EVERY_NONLINEAR {
+        check_bytes_with("conv-relu-maxpool", &bytes, 2, -1.0, nonlinear);
+    }
+}
+
+/// Input normalisation in the graph (client side), conv + a clip to [−0.1, 0.25] (two
+/// ReLUs of one batch; narrow, so that both bounds are hit), a Softmax head: the
+/// private logits equal the fixed-point reference, with silent OT and with garbled
+/// circuits.
+#[test]
+fn clip_and_input_normalisation_equal_the_fixed_point_reference() {
+    use nn::export::{a_int, f32_tensor, Mb};
+    let mut m = Mb::new(8);
+    m.inits
+        .push(f32_tensor("mean", &[1, 2, 1, 1], &[0.1, -0.2]));
+    m.inits.push(f32_tensor("std", &[1, 2, 1, 1], &[0.5, 0.25]));
+    m.inits.push(f32_tensor("lo", &[], &[-0.1]));
+    m.inits.push(f32_tensor("hi", &[], &[0.25]));
+    m.node("Sub", "/norm/Sub", &["input", "mean"], &["xc"], vec![]);
+    m.node("Div", "/norm/Div", &["xc", "std"], &["xn"], vec![]);
+    m.conv("conv", "xn", "c", 2, 4, 3, 1, 1, true);
+    m.node("Clip", "/clip", &["c", "lo", "hi"], &["r"], vec![]);
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &["r"],
+        &["f"],
+        vec![a_int("axis", 1)],
+    );
+    m.gemm("fc", "f", "logits", 4 * 6 * 6, 3);
+    m.node(
+        "Softmax",
+        "/softmax",
+        &["logits"],
+        &["p"],
+        vec![a_int("axis", 1)],
+    );
+    let bytes = m.finish("input", &[2, 6, 6], "p", &[3], 13);
+    let net = nn::import_bytes(&bytes).unwrap();
+    assert!(net.input_affine.is_some() && !net.head.is_empty());
+    // both bounds are reached on these inputs
+    let conv = net
+        .nodes
+        .iter()
+        .find(|n| matches!(n.op, nn::Op::Conv { .. }))
+        .unwrap();
+    let x = uniform(9, 1, 2 * 6 * 6, -1.0).remove(0);
+    let c = &nn::run_float_all(&net, &x)[conv.output];
+    assert!(c.iter().any(|&v| v < -0.1) && c.iter().any(|&v| v > 0.25));
+    for nonlinear in EVERY_NONLINEAR.into_iter().take(2) {
+        check_bytes_with("normalised-clip", &bytes, 2, -1.0, nonlinear);
+    }
+}
+
+/// A grouped conv (2 groups of 2 → 4 channels), a ReLU, a depthwise 3x3 stride-2 conv
+/// with padding (group = channels), a ReLU and a dense head: the private logits equal
+/// the fixed-point reference (the planner picks a grouped method per layer).
+#[test]
+fn grouped_and_depthwise_convs_equal_the_fixed_point_reference() {
+    use nn::export::{a_int, a_ints, Mb};
+    let mut m = Mb::new(11);
+    let grouped = |m: &mut Mb, name: &str, x: &str, out: &str, c: usize, groups: usize, stride| {
+        let per = c / groups;
+        let w = m.param(&format!("{name}.weight"), &[c, per, 3, 3], per * 9);
+        let b = m.param(&format!("{name}.bias"), &[c], per * 9);
+        m.node(
+            "Conv",
+            &format!("/{name}/Conv"),
+            &[x, w.as_str(), b.as_str()],
+            &[out],
+            vec![
+                a_ints("dilations", &[1, 1]),
+                a_int("group", groups as i64),
+                a_ints("kernel_shape", &[3, 3]),
+                a_ints("pads", &[1, 1, 1, 1]),
+                a_ints("strides", &[stride, stride]),
+            ],
+        );
+    };
+    grouped(&mut m, "grouped", "input", "g", 4, 2, 1);
+    m.relu("r1", "g", "g1");
+    grouped(&mut m, "depthwise", "g1", "d", 4, 4, 2);
+    m.relu("r2", "d", "d1");
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &["d1"],
+        &["f"],
+        vec![a_int("axis", 1)],
+    );
+    m.gemm("fc", "f", "logits", 4 * 4 * 4, 3);
+    let bytes = m.finish("input", &[4, 8, 8], "logits", &[3], 13);
+    let net = nn::import_bytes(&bytes).unwrap();
+    let groups: Vec<usize> = net
+        .nodes
+        .iter()
+        .filter_map(|n| match n.op {
+            nn::Op::Conv { groups, .. } => Some(groups),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(groups, [2, 4]);
+    check_bytes("grouped-depthwise", &bytes, 2, -1.0);
 }
 
 #[test]
@@ -208,14 +342,10 @@ fn session(
 ) {
     let (prog, params) = plan(&nn::zoo::onnx("mlp", 1).unwrap(), 0.0);
     let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(30), Link::NONE);
-    let server = std::thread::spawn(move || serve_network(&mut s, &params, &prog));
-    let client = infer(
-        &mut c,
-        expect.as_ref(),
-        &inputs,
-        gc::Garbler::Server,
-        &mut |_, _| {},
-    );
+    let server = std::thread::spawn(move || {
+        serve_network(&mut s, &params, &prog, NonlinearProtocol::default())
+    });
+    let client = infer(&mut c, expect.as_ref(), &inputs, &mut |_, _| {});
     (client, server.join().unwrap())
 }
 
@@ -312,16 +442,11 @@ fn a_plan_with_unknown_tensors_is_refused() {
             methods,
             reveal: true,
             inputs: 1,
+            nonlinear: protocol::NonlinearProtocol::default(),
         }));
         s.send(&protocol::encode(&m).unwrap()).unwrap();
     });
-    let e = infer(
-        &mut c,
-        None,
-        &[vec![0f32; 784]],
-        gc::Garbler::Server,
-        &mut |_, _| {},
-    );
+    let e = infer(&mut c, None, &[vec![0f32; 784]], &mut |_, _| {});
     assert_eq!(e.unwrap_err(), ProtocolError::Plan);
     server.join().unwrap();
 }
@@ -336,7 +461,7 @@ fn one_more_network_client_than_the_limit_is_told_busy() {
     let server = Arc::new(
         NetworkServer::new(
             &NetworkPlan::auto(prog.clone(), &params).unwrap(),
-            gc::Garbler::Server,
+            NonlinearProtocol::default(),
         )
         .unwrap(),
     );
@@ -368,7 +493,7 @@ fn one_more_network_client_than_the_limit_is_told_busy() {
     let xs = uniform(9, 1, 784, 0.0);
     let mut c =
         net::TcpChannel::connect(&addr, 1 << 30, Duration::from_secs(30), Link::NONE).unwrap();
-    let busy = infer(&mut c, None, &xs, gc::Garbler::Server, &mut |_, _| {});
+    let busy = infer(&mut c, None, &xs, &mut |_, _| {});
     assert_eq!(
         busy.unwrap_err(),
         ProtocolError::PeerAborted(protocol::AbortReason::Busy)
@@ -382,7 +507,7 @@ fn one_more_network_client_than_the_limit_is_told_busy() {
     drop(held);
     let mut c =
         net::TcpChannel::connect(&addr, 1 << 30, Duration::from_secs(30), Link::NONE).unwrap();
-    let out = infer(&mut c, None, &xs, gc::Garbler::Server, &mut |_, _| {}).unwrap();
+    let out = infer(&mut c, None, &xs, &mut |_, _| {}).unwrap();
     h.join().unwrap();
     let xq = nn::quantise_input(&prog, &xs[0]);
     assert_eq!(

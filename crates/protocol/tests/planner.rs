@@ -123,16 +123,9 @@ fn a_zero_memory_budget_encodes_every_layer_on_the_fly_with_the_same_result() {
     let server = std::thread::spawn(move || {
         let planner = protocol::Planner::new(&sp, &Link::NONE);
         let plan = NetworkPlan::new(sprog, &sp, &planner, Some(0), &MethodChoice::Auto, None)?;
-        NetworkServer::new(&plan, gc::Garbler::Server)?.serve(&mut s)
+        NetworkServer::new(&plan, protocol::NonlinearProtocol::default())?.serve(&mut s)
     });
-    let out = infer(
-        &mut c,
-        Some(&params),
-        &xs,
-        gc::Garbler::Server,
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let out = infer(&mut c, Some(&params), &xs, &mut |_, _| {}).unwrap();
     let srv = server.join().unwrap().unwrap();
     assert_eq!(
         out.outputs[0].value.as_ref().unwrap(),
