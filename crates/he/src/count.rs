@@ -40,6 +40,14 @@ impl<B: Backend> Counting<B> {
     fn bump(&self, f: impl FnOnce(&mut OpCounts)) {
         f(&mut self.counts.lock().unwrap_or_else(|e| e.into_inner()));
     }
+    /// A fused sum of `k` products: k ScMult and k − 1 (fused) additions.
+    fn bump_dot(&self, k: u64) {
+        self.bump(|c| {
+            c.sc_mult += k;
+            c.add += k - 1;
+            c.fused_add += k - 1
+        });
+    }
     /// RNS moduli at a level (1 in the ideal model).
     fn moduli_at(&self, level: usize) -> u64 {
         self.inner
@@ -141,12 +149,7 @@ impl<B: Backend> Backend for Counting<B> {
     }
     fn dot(&self, cts: &[&Self::Ct], pts: &[&Self::PreparedPt]) -> Result<Self::Ct> {
         let r = self.inner.dot(cts, pts)?;
-        let k = cts.len() as u64;
-        self.bump(|c| {
-            c.sc_mult += k;
-            c.add += k - 1;
-            c.fused_add += k - 1
-        });
+        self.bump_dot(cts.len() as u64);
         Ok(r)
     }
     fn encode_coeffs(&self, values: &[u64]) -> Result<Self::Pt> {
@@ -161,12 +164,7 @@ impl<B: Backend> Backend for Counting<B> {
     }
     fn dot_coeffs(&self, cts: &[&Self::Ct], pts: &[&Self::PreparedPt]) -> Result<Self::Ct> {
         let r = self.inner.dot_coeffs(cts, pts)?;
-        let k = cts.len() as u64;
-        self.bump(|c| {
-            c.sc_mult += k;
-            c.add += k - 1;
-            c.fused_add += k - 1
-        });
+        self.bump_dot(cts.len() as u64);
         Ok(r)
     }
     fn decrypt_coeffs(&self, ct: &Self::Ct) -> Result<Vec<u64>> {

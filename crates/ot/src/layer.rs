@@ -68,7 +68,7 @@ use rand_chacha::ChaCha20Rng;
 
 use crate::bits::BitVec;
 use crate::circuit::{Builder, Wire};
-use crate::mill::{self, MillShape};
+use crate::mill::{self, LeafWires, MillShape};
 use crate::program::{Inputs, MillIn, OtFn, OtShape, Shape};
 use crate::session::Role;
 
@@ -116,13 +116,34 @@ pub(crate) struct StepShape {
     pub wires: StepWires,
 }
 
-fn drelu(b: &mut Builder, m: &MillShape, wz: Wire) -> (Wire, Wire, Wire, Wire) {
-    let ls = b.input(m.n);
-    let lc = b.input(m.n);
+/// The DReLU of `n` shares of `l` bits: the millionaire tree comparing them (the
+/// client receives), recorded in `mills` and `leaves`, and the DReLU from its root and
+/// the `lsb` inputs (recorded in `lsb`). Returns (the root, λ, the DReLU).
+fn drelu(
+    b: &mut Builder,
+    n: usize,
+    l: usize,
+    lsb: &mut Vec<(Wire, Wire)>,
+    mills: &mut Vec<MillShape>,
+    leaves: &mut Vec<LeafWires>,
+) -> (Wire, Wire, Wire) {
+    let m = MillShape {
+        n,
+        bits: l,
+        k: 1,
+        recv: Role::Client,
+    };
+    let (lw, roots) = mill::tree(b, &m);
+    let wz = roots[0];
+    let ls = b.input(n);
+    let lc = b.input(n);
     let lam = b.xor(ls, lc);
     let t = b.xor(lam, wz);
     let d = b.not(t);
-    (ls, lc, lam, d)
+    lsb.push((ls, lc));
+    mills.push(m);
+    leaves.push(lw);
+    (wz, lam, d)
 }
 
 impl Step {
@@ -150,18 +171,7 @@ impl Step {
                 faithful,
             } => {
                 n_out = n;
-                let big = MillShape {
-                    n,
-                    bits: l,
-                    k: 1,
-                    recv: Role::Client,
-                };
-                let (lw, roots) = mill::tree(&mut b, &big);
-                let wz = roots[0];
-                let (ls, lc, lam, d) = drelu(&mut b, &big, wz);
-                wires.lsb.push((ls, lc));
-                mills.push(big);
-                leaves.push(lw);
+                let (wz, lam, d) = drelu(&mut b, n, l, &mut wires.lsb, &mut mills, &mut leaves);
                 let push = |ots: &mut Vec<OtShape>, sender: Role, w: Wire| {
                     ots.push(OtShape {
                         n,
@@ -228,29 +238,9 @@ impl Step {
                 let np = count * pairs;
                 let nin = count * w;
                 n_out = count * wn;
-                let dm = MillShape {
-                    n: np,
-                    bits: l,
-                    k: 1,
-                    recv: Role::Client,
-                };
-                let (lw, roots) = mill::tree(&mut b, &dm);
-                let (ls, lc, _, delta) = drelu(&mut b, &dm, roots[0]);
-                wires.lsb.push((ls, lc));
-                mills.push(dm);
-                leaves.push(lw);
+                let (_, _, delta) = drelu(&mut b, np, l, &mut wires.lsb, &mut mills, &mut leaves);
                 let sigma = if first {
-                    let sm = MillShape {
-                        n: nin,
-                        bits: l,
-                        k: 1,
-                        recv: Role::Client,
-                    };
-                    let (lw2, r2) = mill::tree(&mut b, &sm);
-                    let (ls2, lc2, _, s) = drelu(&mut b, &sm, r2[0]);
-                    wires.lsb.push((ls2, lc2));
-                    mills.push(sm);
-                    leaves.push(lw2);
+                    let (_, _, s) = drelu(&mut b, nin, l, &mut wires.lsb, &mut mills, &mut leaves);
                     s
                 } else {
                     let s = b.input(nin);
@@ -293,17 +283,7 @@ impl Step {
             }
             Step::Drelu { n } => {
                 n_out = n;
-                let big = MillShape {
-                    n,
-                    bits: l,
-                    k: 1,
-                    recv: Role::Client,
-                };
-                let (lw, roots) = mill::tree(&mut b, &big);
-                let (ls, lc, _, d) = drelu(&mut b, &big, roots[0]);
-                wires.lsb.push((ls, lc));
-                mills.push(big);
-                leaves.push(lw);
+                let (_, _, d) = drelu(&mut b, n, l, &mut wires.lsb, &mut mills, &mut leaves);
                 ots.push(OtShape {
                     n,
                     sender: Role::Server,

@@ -153,6 +153,35 @@ impl NonlinearSession {
     }
 }
 
+impl NonlinearSession {
+    /// The offline material of one nonlinear step for this party (`gc_offline` /
+    /// `ot_offline`: the party's offline call of either protocol); the protocol and its
+    /// AND gates or COTs go into the step's report.
+    fn offline<C: Channel, G, O>(
+        &mut self,
+        ch: &mut C,
+        spec: gc::NonlinSpec,
+        r: &mut StepReport,
+        gc_offline: impl FnOnce(&mut C, &gc::NonlinSpec, Garbler) -> gc::Result<G>,
+        ot_offline: impl FnOnce(&mut ot::OtSession, &mut C, &ot::OtSpec) -> ot::Result<O>,
+    ) -> Result<Pre<G, O>> {
+        Ok(match self {
+            NonlinearSession::Gc(g) => {
+                r.method = "gc".into();
+                r.and_gates = spec.and_gates();
+                Pre::Gc(gc_offline(ch, &spec, *g).map_err(gc_err)?)
+            }
+            NonlinearSession::Ot(session) => {
+                let spec = ot::OtSpec::faithful(spec);
+                r.method = "ot".into();
+                r.cots = cots(&spec);
+                Pre::Ot(ot_offline(session, ch, &spec).map_err(ot_err)?)
+            }
+            NonlinearSession::None => return Err(ProtocolError::Plan),
+        })
+    }
+}
+
 /// Whether a program has a step that runs a nonlinear protocol.
 pub(crate) fn has_nonlinear(prog: &Program) -> bool {
     prog.steps
@@ -793,20 +822,13 @@ impl Side for ServerSide<'_> {
             }
             _ => {
                 if let Some(spec) = nonlinear_spec(self.prog, step)? {
-                    self.pres[i] = Some(match &mut *self.nonlinear {
-                        NonlinearSession::Gc(g) => {
-                            r.method = "gc".into();
-                            r.and_gates = spec.and_gates();
-                            Pre::Gc(gc::server_offline(ch, &spec, *g).map_err(gc_err)?)
-                        }
-                        NonlinearSession::Ot(session) => {
-                            let spec = ot::OtSpec::faithful(spec);
-                            r.method = "ot".into();
-                            r.cots = cots(&spec);
-                            Pre::Ot(session.server_offline(ch, &spec).map_err(ot_err)?)
-                        }
-                        NonlinearSession::None => return Err(ProtocolError::Plan),
-                    });
+                    self.pres[i] = Some(self.nonlinear.offline(
+                        ch,
+                        spec,
+                        r,
+                        gc::server_offline,
+                        ot::OtSession::server_offline,
+                    )?);
                 }
             }
         }
@@ -962,20 +984,13 @@ impl Side for ClientSide<'_> {
         } else if matches!(step, Step::Square { .. }) {
             r.method = "square".into();
         } else if let Some(spec) = nonlinear_spec(self.prog, step)? {
-            self.pres[i] = Some(match &mut *self.nonlinear {
-                NonlinearSession::Gc(g) => {
-                    r.method = "gc".into();
-                    r.and_gates = spec.and_gates();
-                    Pre::Gc(gc::client_offline(ch, &spec, *g).map_err(gc_err)?)
-                }
-                NonlinearSession::Ot(session) => {
-                    let spec = ot::OtSpec::faithful(spec);
-                    r.method = "ot".into();
-                    r.cots = cots(&spec);
-                    Pre::Ot(session.client_offline(ch, &spec).map_err(ot_err)?)
-                }
-                NonlinearSession::None => return Err(ProtocolError::Plan),
-            });
+            self.pres[i] = Some(self.nonlinear.offline(
+                ch,
+                spec,
+                r,
+                gc::client_offline,
+                ot::OtSession::client_offline,
+            )?);
         }
         Ok(())
     }

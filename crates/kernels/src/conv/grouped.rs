@@ -65,7 +65,10 @@
 use he::{Backend, Encoding, GaloisSpec, Params, SlotInfo};
 use serde::{Deserialize, Serialize};
 
-use super::{ConvGeometry, ConvMethod, ConvPlan, ConvShape, EncodedFilters, Padding};
+use super::{
+    check_input, check_weights, ConvGeometry, ConvMethod, ConvPlan, ConvShape, EncodedFilters,
+    Padding,
+};
 use crate::error::{KernelError, Result};
 use crate::layer::LinearLayer;
 use crate::noise::NoiseModel;
@@ -207,37 +210,6 @@ impl GroupedConvShape {
         let (h_out, w_out, _, _) = crate::reference::conv_output(&self.group_shape());
         Ok((self.c_o, h_out, w_out))
     }
-}
-
-/// Checks signed weights against the centred range of Z_p.
-fn check_weights(w: &[i64], expected: usize, p: u64) -> Result<()> {
-    if w.len() != expected {
-        return Err(KernelError::Shape {
-            what: "filters",
-            expected,
-            actual: w.len(),
-        });
-    }
-    let half = (p / 2) as i64;
-    if let Some((index, &value)) = w.iter().enumerate().find(|(_, v)| v.abs() > half) {
-        return Err(KernelError::WeightRange { index, value, p });
-    }
-    Ok(())
-}
-
-/// Checks an input vector's length and that it is reduced mod p.
-fn check_input(x: &[u64], expected: usize, p: u64) -> Result<()> {
-    if x.len() != expected {
-        return Err(KernelError::Shape {
-            what: "input image",
-            expected,
-            actual: x.len(),
-        });
-    }
-    if let Some((index, &value)) = x.iter().enumerate().find(|(_, &v)| v >= p) {
-        return Err(he::HeError::NotReduced { index, value, p }.into());
-    }
-    Ok(())
 }
 
 fn check_count(what: &'static str, expected: usize, actual: usize) -> Result<()> {

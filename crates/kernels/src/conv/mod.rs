@@ -441,18 +441,8 @@ impl ConvPlan {
         let g = &self.geom;
         let sh = g.shape;
         let taps = g.taps();
-        if f.len() != sh.c_o * sh.c_i * taps {
-            return Err(KernelError::Shape {
-                what: "filters",
-                expected: sh.c_o * sh.c_i * taps,
-                actual: f.len(),
-            });
-        }
         let p = self.slots.p;
-        let half = (p / 2) as i64;
-        if let Some((index, &value)) = f.iter().enumerate().find(|(_, v)| v.abs() > half) {
-            return Err(KernelError::WeightRange { index, value, p });
-        }
+        check_weights(f, sh.c_o * sh.c_i * taps, p)?;
         if let Some(e) = &self.cheetah {
             // In parallel over output groups, in order.
             let groups = crate::par::map(0..e.out_groups, |og| {
@@ -637,17 +627,8 @@ impl crate::layer::LinearLayer for ConvPlan {
     fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
         let g = &self.geom;
         let sh = g.shape;
-        if x.len() != sh.c_i * sh.h * sh.w {
-            return Err(KernelError::Shape {
-                what: "input image",
-                expected: sh.c_i * sh.h * sh.w,
-                actual: x.len(),
-            });
-        }
         let p = self.slots.p;
-        if let Some((index, &value)) = x.iter().enumerate().find(|(_, &v)| v >= p) {
-            return Err(he::HeError::NotReduced { index, value, p }.into());
-        }
+        check_input(x, sh.c_i * sh.h * sh.w, p)?;
         if let Some(e) = &self.cheetah {
             return cheetah::query_values(&sh, e, x)
                 .iter()
@@ -832,4 +813,35 @@ impl<B: Backend> ConvCtx<'_, B> {
         }
         Ok(self.b.dot(&cts, &pts)?)
     }
+}
+
+/// Checks signed weights against the centred range of Z_p.
+pub(super) fn check_weights(w: &[i64], expected: usize, p: u64) -> Result<()> {
+    if w.len() != expected {
+        return Err(KernelError::Shape {
+            what: "filters",
+            expected,
+            actual: w.len(),
+        });
+    }
+    let half = (p / 2) as i64;
+    if let Some((index, &value)) = w.iter().enumerate().find(|(_, v)| v.abs() > half) {
+        return Err(KernelError::WeightRange { index, value, p });
+    }
+    Ok(())
+}
+
+/// Checks an input vector's length and that it is reduced mod p.
+pub(super) fn check_input(x: &[u64], expected: usize, p: u64) -> Result<()> {
+    if x.len() != expected {
+        return Err(KernelError::Shape {
+            what: "input image",
+            expected,
+            actual: x.len(),
+        });
+    }
+    if let Some((index, &value)) = x.iter().enumerate().find(|(_, &v)| v >= p) {
+        return Err(he::HeError::NotReduced { index, value, p }.into());
+    }
+    Ok(())
 }
