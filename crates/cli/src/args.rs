@@ -175,20 +175,22 @@ pub struct PlannerArgs {
     #[arg(long, value_enum, default_value_t = CostsArg::Cached)]
     pub costs: CostsArg,
     /// Memory budget for encoded weights, MB; layers beyond it are encoded on the fly
-    /// (their encoding counted in the plan's time).
+    /// (their encoding counted in the plan's time). Default: a third of the memory
+    /// available now (`MemAvailable`); 0 encodes every layer on the fly.
     #[arg(long)]
     pub mem_limit: Option<f64>,
 }
 
 impl PlannerArgs {
-    /// The memory budget in bytes (unlimited without `--mem-limit`).
+    /// The memory budget in bytes (without `--mem-limit`, a third of the memory
+    /// available now; unlimited only where that cannot be read).
     pub fn mem_limit_bytes(&self) -> Res<Option<u64>> {
         match self.mem_limit {
             Some(mb) if !(mb.is_finite() && mb >= 0.0) => {
                 Err(format!("--mem-limit {mb}: give a size in MB ≥ 0").into())
             }
             Some(mb) => Ok(Some((mb * 1e6) as u64)),
-            None => Ok(None),
+            None => Ok(protocol::default_weight_memory()),
         }
     }
     /// The library's planning options with this link and method.

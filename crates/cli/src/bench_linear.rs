@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use he::{Backend, Bfv, Counting, OpCounts, Params};
-use kernels::{FloodPool, LinearLayer};
+use kernels::LinearLayer;
 use rand::Rng;
 use serde::Serialize;
 
@@ -109,7 +109,7 @@ pub fn measure<L: LinearLayer>(
     want: &[u64],
     reps: usize,
 ) -> Result<Row, Box<dyn std::error::Error>> {
-    let bits = plan.flood_bits(params)?;
+    plan.flood_bits(params)?; // fails early when the parameters cannot afford it
     let client = Bfv::keygen(params, plan.galois())?;
     let server = Counting::new(Bfv::server(params, client.public_keys())?);
     let p = params.p();
@@ -130,7 +130,7 @@ pub fn measure<L: LinearLayer>(
         let client_enc = t.elapsed().as_secs_f64() * 1e3;
         row.bytes_up = wire.iter().map(|b| b.len() as u64).sum();
         let t = Instant::now();
-        let mut pool = FloodPool::new(bits);
+        let mut pool = plan.flood_pool(params)?;
         pool.fill(&server, plan.output_cts())?;
         row.flood_ms = t.elapsed().as_secs_f64() * 1e3;
         let q: Vec<_> = wire

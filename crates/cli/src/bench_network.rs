@@ -310,7 +310,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
     // third of the memory available now.
     let layer_budget = match a.planner.mem_limit_bytes()? {
         Some(b) => b.max(1),
-        None => available_memory().map_or(4 << 30, |b| b / 3),
+        None => 4 << 30,
     };
     let nonlinear = a.nonlinear.protocol();
     let mut sample_cache: BTreeMap<String, Sample> = BTreeMap::new();
@@ -663,13 +663,6 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
         return Err("a layer's shares did not reconstruct the plaintext result".into());
     }
     Ok(())
-}
-
-/// `MemAvailable` from /proc/meminfo, bytes.
-fn available_memory() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
 /// Measures a linear layer with real BFV, split into `chunks` groups of output channels

@@ -97,6 +97,7 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
     put("add_plain", median_us(reps, || b.add_plain(&ct, &ews[1])));
     put("encode", median_us(reps, || b.encode(&x)));
     put("prepare", median_us(reps, || b.prepare(&x)));
+    put("prepare_coeffs", median_us(reps, || b.prepare_coeffs(&x)));
     put("encrypt_pk", median_us(reps, || b.encrypt_pk(&pt)));
     put("encrypt_sym", median_us(reps, || b.encrypt_sym(&pt)));
     put("decrypt", median_us(reps, || b.decrypt(&last)));
@@ -124,6 +125,7 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
             // zero, switch to the last level.
             share_us: m["encode"] + m["add_plain"] + m["add"] + m["switch_to_last"],
             prepare_us: m["prepare"],
+            prepare_coeffs_us: Some(m["prepare_coeffs"]),
             galois_key_bytes: (b.public_keys().galois_bytes() / GROUP) as u64,
         };
         let path = helina::costs::cache_path(&params)?;

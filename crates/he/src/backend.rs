@@ -258,8 +258,13 @@ pub trait Backend: Sync {
     /// The Galois keys this party can use.
     fn galois(&self) -> &GaloisSpec;
 
-    /// Encodes n values of Z_p (fewer are padded with zeros).
-    fn encode(&self, values: &[u64]) -> Result<Self::Pt>;
+    /// Encodes n values of Z_p (fewer are padded with zeros) at the top level.
+    fn encode(&self, values: &[u64]) -> Result<Self::Pt> {
+        self.encode_at(values, 0)
+    }
+    /// [`Backend::encode`] at `level` (for additions to, and encryptions at, that
+    /// level).
+    fn encode_at(&self, values: &[u64], level: usize) -> Result<Self::Pt>;
     /// Encodes and prepares n values of Z_p for multiplication (offline work).
     fn prepare(&self, values: &[u64]) -> Result<Self::PreparedPt>;
     /// Serialises a prepared plaintext (offline storage of encoded weights).
@@ -272,7 +277,12 @@ pub trait Backend: Sync {
     fn encrypt_pk(&self, pt: &Self::Pt) -> Result<Self::Ct>;
     /// A public-key encryption of zero whose c0 carries extra uniform noise in
     /// [−2^bits, 2^bits] (response re-randomisation and flooding).
-    fn encrypt_zero_flood(&self, bits: u32) -> Result<Self::Ct>;
+    fn encrypt_zero_flood(&self, bits: u32) -> Result<Self::Ct> {
+        self.encrypt_zero_flood_at(bits, 0)
+    }
+    /// [`Backend::encrypt_zero_flood`] at `level` (for responses computed on queries
+    /// encrypted below the top level).
+    fn encrypt_zero_flood_at(&self, bits: u32, level: usize) -> Result<Self::Ct>;
     /// Decrypts and decodes the n slots (client).
     fn decrypt(&self, ct: &Self::Ct) -> Result<Vec<u64>>;
     /// Remaining noise budget in bits (client-side diagnostic; `None` where there is no
@@ -296,12 +306,22 @@ pub trait Backend: Sync {
 
     /// Coefficient encoding of n values of Z_p (fewer are padded with zeros): the
     /// plaintext polynomial Σ values\[i\]·X^i, for encryption and additions.
-    fn encode_coeffs(&self, values: &[u64]) -> Result<Self::Pt>;
+    fn encode_coeffs(&self, values: &[u64]) -> Result<Self::Pt> {
+        self.encode_coeffs_at(values, 0)
+    }
+    /// [`Backend::encode_coeffs`] at `level`: a query encrypted from it has the moduli
+    /// of that level only (rotation-free kernels need less than the whole chain).
+    fn encode_coeffs_at(&self, values: &[u64], level: usize) -> Result<Self::Pt>;
     /// A plaintext polynomial with these n coefficients of Z_p (fewer are padded with
     /// zeros), prepared for multiplication (offline work). Coefficients are lifted
     /// centred, into (−p/2, p/2]: a weight −1 given as p − 1 multiplies as −1, never as
     /// p − 1, so the product's noise grows with the weights' magnitudes only.
-    fn prepare_coeffs(&self, values: &[u64]) -> Result<Self::PreparedPt>;
+    fn prepare_coeffs(&self, values: &[u64]) -> Result<Self::PreparedPt> {
+        self.prepare_coeffs_at(values, 0)
+    }
+    /// [`Backend::prepare_coeffs`] at `level`, for products with ciphertexts at that
+    /// level (fewer moduli: less memory and encoding time).
+    fn prepare_coeffs_at(&self, values: &[u64], level: usize) -> Result<Self::PreparedPt>;
     /// Σ ct_i × pt_i as negacyclic polynomial products (coefficient encoding), with
     /// one reduction at the end. The ciphertexts and plaintexts must be coefficient
     /// encoded.
@@ -351,9 +371,14 @@ pub trait Backend: Sync {
     /// Encodes n values of Z_p in the given encoding ([`Backend::encode`] or
     /// [`Backend::encode_coeffs`]).
     fn encode_as(&self, values: &[u64], encoding: Encoding) -> Result<Self::Pt> {
+        self.encode_as_at(values, encoding, 0)
+    }
+
+    /// [`Backend::encode_as`] at `level`.
+    fn encode_as_at(&self, values: &[u64], encoding: Encoding, level: usize) -> Result<Self::Pt> {
         match encoding {
-            Encoding::Slots => self.encode(values),
-            Encoding::Coeffs => self.encode_coeffs(values),
+            Encoding::Slots => self.encode_at(values, level),
+            Encoding::Coeffs => self.encode_coeffs_at(values, level),
         }
     }
 

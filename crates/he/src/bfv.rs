@@ -499,6 +499,56 @@ impl Bfv {
         Ok(())
     }
 
+    /// A whole ciphertext and a plaintext at the same level (fhe.rs would panic).
+    fn same_level_pt(a: &BfvCt, b: &BfvPt) -> Result<()> {
+        Self::whole(a, "a plaintext addition")?;
+        let (l, r) = (a.ct.level_index(), b.0.level());
+        if l != r {
+            return Err(HeError::LevelMismatch { left: l, right: r });
+        }
+        Ok(())
+    }
+
+    /// Whole ciphertexts, all at one level, and prepared plaintexts with that level's
+    /// moduli (a fused product's operands).
+    fn same_level_dot(&self, cts: &[&BfvCt], pts: &[&BfvPrepared]) -> Result<()> {
+        let Some(first) = cts.first() else {
+            return Ok(());
+        };
+        let level = first.ct.level_index();
+        let moduli = first.ct[0].ctx().moduli().len();
+        for c in cts {
+            Self::whole(c, "a fused product")?;
+            let l = c.ct.level_index();
+            if l != level {
+                return Err(HeError::LevelMismatch {
+                    left: level,
+                    right: l,
+                });
+            }
+        }
+        for p in pts {
+            let m = p.0.ctx().moduli().len();
+            if m != moduli {
+                return Err(HeError::LevelMismatch {
+                    left: level,
+                    right: self.params.levels().saturating_sub(m),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_level(&self, level: usize) -> Result<()> {
+        if level > self.params.last_level() {
+            return Err(HeError::WrongLevel {
+                expected: self.params.last_level(),
+                actual: level,
+            });
+        }
+        Ok(())
+    }
+
     fn whole(a: &BfvCt, operation: &'static str) -> Result<()> {
         match a.keep {
             Some(_) => Err(HeError::Selected { operation }),
@@ -514,24 +564,42 @@ impl Bfv {
     }
 
     /// A prepared plaintext from n reduced plaintext coefficients, lifted centred into
-    /// (−p/2, p/2] (never the unsigned lift of p − 1), in NTT + Shoup form.
-    fn prepare_centred(&self, coeffs: &[u64]) -> Result<BfvPrepared> {
-        let ctx = self.par().context_at_level(0)?;
-        let p = self.info.p;
-        let centred: Vec<i64> = coeffs
-            .iter()
-            .map(|&c| {
-                if c > p / 2 {
-                    c as i64 - p as i64
-                } else {
-                    c as i64
+    /// (−p/2, p/2] (never the unsigned lift of p − 1), in NTT form, with the Shoup
+    /// companions when `shoup` (the slot kernels' `mul_plain`; fused products
+    /// (`dot`) never read them, so coefficient plaintexts skip them: half the memory
+    /// and about a third less encoding time). Each RNS row is lifted and transformed
+    /// directly with the context's own NTT operators.
+    fn prepare_centred(&self, coeffs: &[u64], shoup: bool, level: usize) -> Result<BfvPrepared> {
+        self.check_level(level)?;
+        let ctx = self.par().context_at_level(level)?;
+        let (p, n) = (self.info.p, self.info.n);
+        let ops = ctx.moduli();
+        let mut arr = ndarray::Array2::<u64>::zeros((ops.len(), n));
+        for ((mut row, &q), op) in arr.outer_iter_mut().zip(ops).zip(&self.ntt_ops) {
+            if p < q {
+                // c and q − (p − c) are already reduced
+                for (r, &c) in row.iter_mut().zip(coeffs) {
+                    *r = if c > p / 2 { q - (p - c) } else { c };
                 }
-            })
-            .collect();
-        let mut poly =
-            Poly::try_convert_from(centred.as_slice(), ctx, false, Representation::PowerBasis)?;
-        poly.change_representation(Representation::NttShoup);
-        Ok(BfvPrepared(poly))
+            } else {
+                for (r, &c) in row.iter_mut().zip(coeffs) {
+                    *r = if c > p / 2 {
+                        (q - (p - c) % q) % q
+                    } else {
+                        c % q
+                    };
+                }
+            }
+            if let Some(v) = row.as_slice_mut() {
+                op.forward(v);
+            }
+        }
+        let repr = if shoup {
+            Representation::NttShoup
+        } else {
+            Representation::Ntt
+        };
+        Ok(BfvPrepared(Poly::try_convert_from(arr, ctx, false, repr)?))
     }
 
     /// A selected ciphertext on the wire: fhe.rs's ciphertext message with c0 in power
@@ -683,9 +751,9 @@ impl Bfv {
     /// A polynomial with coefficients uniform in [−2^bits, 2^bits), in NTT form, drawn
     /// in 60-bit chunks (e = Σ_k c_k · 2^(60k), the top chunk signed) so that flooding
     /// noise can exceed 64 bits.
-    fn flood_noise<R: Rng>(&self, bits: u32, rng: &mut R) -> Result<Poly> {
+    fn flood_noise<R: Rng>(&self, bits: u32, level: usize, rng: &mut R) -> Result<Poly> {
         const CHUNK: u32 = 60;
-        let ctx = self.par().context_at_level(0)?;
+        let ctx = self.par().context_at_level(level)?;
         let n = self.info.n;
         let mut total = Poly::zero(ctx, Representation::Ntt);
         let mut shift = 0u32;
@@ -780,11 +848,12 @@ impl Backend for Bfv {
         &self.galois
     }
 
-    fn encode(&self, values: &[u64]) -> Result<BfvPt> {
+    fn encode_at(&self, values: &[u64], level: usize) -> Result<BfvPt> {
+        self.check_level(level)?;
         let v = self.padded(values)?;
         Ok(BfvPt(Plaintext::try_encode(
             v.as_slice(),
-            Encoding::simd_at_level(0),
+            Encoding::simd_at_level(level),
             self.par(),
         )?))
     }
@@ -795,7 +864,7 @@ impl Backend for Bfv {
         let m = Poly::try_convert_from(&pt.0, ctx, false, Representation::PowerBasis)?;
         // The plaintext polynomial's coefficients are below p < q_0: row 0 holds them.
         let coeffs: Vec<u64> = m.coefficients().row(0).to_vec();
-        self.prepare_centred(&coeffs)
+        self.prepare_centred(&coeffs, true, 0)
     }
 
     fn prepared_to_bytes(&self, pt: &BfvPrepared) -> Result<Vec<u8>> {
@@ -803,14 +872,34 @@ impl Backend for Bfv {
     }
 
     fn prepared_from_bytes(&self, bytes: &[u8]) -> Result<BfvPrepared> {
-        let ctx = self.par().context_at_level(0)?;
-        Ok(BfvPrepared(decode_poly(
-            bytes,
-            ctx,
-            self.info.n,
-            REPR_NTT_SHOUP,
-            "prepared plaintext",
-        )?))
+        const WHAT: &str = "prepared plaintext";
+        // NTT + Shoup (slots) or NTT (coefficients), at the level its length gives.
+        let rq = RqWire::decode(bytes).map_err(|e| malformed(WHAT, e.to_string()))?;
+        let repr = match rq.representation {
+            r @ (REPR_NTT_SHOUP | REPR_NTT) => r,
+            r => return Err(malformed(WHAT, format!("polynomial representation {r}"))),
+        };
+        for level in 0..=self.params.last_level() {
+            let ctx = self.par().context_at_level(level)?;
+            let len: usize = ctx
+                .moduli_operators()
+                .iter()
+                .map(|q| q.serialization_length(self.info.n))
+                .sum();
+            if len == rq.coefficients.len() {
+                return Ok(BfvPrepared(decode_poly(
+                    bytes,
+                    ctx,
+                    self.info.n,
+                    repr,
+                    WHAT,
+                )?));
+            }
+        }
+        Err(malformed(
+            WHAT,
+            format!("{} coefficient bytes fit no level", rq.coefficients.len()),
+        ))
     }
 
     fn encrypt_sym(&self, pt: &BfvPt) -> Result<BfvCt> {
@@ -831,17 +920,20 @@ impl Backend for Bfv {
         })
     }
 
-    fn encrypt_zero_flood(&self, bits: u32) -> Result<BfvCt> {
-        let max = (self.params.log_q() - self.params.p_bits()).saturating_sub(4);
+    fn encrypt_zero_flood_at(&self, bits: u32, level: usize) -> Result<BfvCt> {
+        self.check_level(level)?;
+        let max = (self.params.log_q_at(level).floor() as u32)
+            .saturating_sub(self.params.p_bits())
+            .saturating_sub(4);
         if bits > max {
             return Err(HeError::FloodTooLarge { bits, max });
         }
-        let zero = Plaintext::zero(Encoding::simd_at_level(0), self.par())?;
+        let zero = Plaintext::zero(Encoding::simd_at_level(level), self.par())?;
         let mut rng = rand::rng();
         let ct = self.pk()?.try_encrypt(&zero, &mut rng)?;
         let mut c: Vec<Poly> = ct.to_vec();
         if bits > 0 {
-            c[0] += &self.flood_noise(bits, &mut rng)?;
+            c[0] += &self.flood_noise(bits, level, &mut rng)?;
         }
         self.wrap(c)
     }
@@ -895,7 +987,7 @@ impl Backend for Bfv {
     }
 
     fn add_plain(&self, a: &BfvCt, b: &BfvPt) -> Result<BfvCt> {
-        Self::top(a)?;
+        Self::same_level_pt(a, b)?;
         Ok(BfvCt {
             keep: None,
             ct: &a.ct + &b.0,
@@ -904,7 +996,7 @@ impl Backend for Bfv {
     }
 
     fn sub_plain(&self, a: &BfvCt, b: &BfvPt) -> Result<BfvCt> {
-        Self::top(a)?;
+        Self::same_level_pt(a, b)?;
         Ok(BfvCt {
             keep: None,
             ct: &a.ct - &b.0,
@@ -918,7 +1010,7 @@ impl Backend for Bfv {
     }
 
     fn mul_plain(&self, a: &BfvCt, b: &BfvPrepared) -> Result<BfvCt> {
-        Self::top(a)?;
+        self.same_level_dot(&[a], &[b])?;
         let mut c0 = a.ct[0].clone();
         let mut c1 = a.ct[1].clone();
         c0 *= &b.0;
@@ -936,28 +1028,27 @@ impl Backend for Bfv {
                 actual: pts.len(),
             });
         }
-        for c in cts {
-            Self::top(c)?;
-        }
+        self.same_level_dot(cts, pts)?;
         let c0 = dot_product(cts.iter().map(|c| &c.ct[0]), pts.iter().map(|p| &p.0))?;
         let c1 = dot_product(cts.iter().map(|c| &c.ct[1]), pts.iter().map(|p| &p.0))?;
         self.wrap(vec![c0, c1])
     }
 
-    fn encode_coeffs(&self, values: &[u64]) -> Result<BfvPt> {
+    fn encode_coeffs_at(&self, values: &[u64], level: usize) -> Result<BfvPt> {
+        self.check_level(level)?;
         let v = self.padded(values)?;
         // fhe.rs scales a plaintext exactly (⌊q·m/p⌉ via (−p)^{-1} mod q) in either
         // encoding, so the message can be any element of Z_p.
         Ok(BfvPt(Plaintext::try_encode(
             v.as_slice(),
-            Encoding::poly_at_level(0),
+            Encoding::poly_at_level(level),
             self.par(),
         )?))
     }
 
-    fn prepare_coeffs(&self, values: &[u64]) -> Result<BfvPrepared> {
+    fn prepare_coeffs_at(&self, values: &[u64], level: usize) -> Result<BfvPrepared> {
         let v = self.padded(values)?;
-        self.prepare_centred(&v)
+        self.prepare_centred(&v, false, level)
     }
 
     fn dot_coeffs(&self, cts: &[&BfvCt], pts: &[&BfvPrepared]) -> Result<BfvCt> {

@@ -75,8 +75,8 @@ impl<B: Backend> Backend for Counting<B> {
     fn carries_data(&self) -> bool {
         self.inner.carries_data()
     }
-    fn encode(&self, values: &[u64]) -> Result<Self::Pt> {
-        let r = self.inner.encode(values)?;
+    fn encode_at(&self, values: &[u64], level: usize) -> Result<Self::Pt> {
+        let r = self.inner.encode_at(values, level)?;
         self.bump(|c| c.ntt += 1);
         Ok(r)
     }
@@ -101,8 +101,8 @@ impl<B: Backend> Backend for Counting<B> {
         self.bump(|c| c.encrypt += 1);
         Ok(r)
     }
-    fn encrypt_zero_flood(&self, bits: u32) -> Result<Self::Ct> {
-        let r = self.inner.encrypt_zero_flood(bits)?;
+    fn encrypt_zero_flood_at(&self, bits: u32, level: usize) -> Result<Self::Ct> {
+        let r = self.inner.encrypt_zero_flood_at(bits, level)?;
         self.bump(|c| c.encrypt += 1);
         Ok(r)
     }
@@ -152,13 +152,13 @@ impl<B: Backend> Backend for Counting<B> {
         self.bump_dot(cts.len() as u64);
         Ok(r)
     }
-    fn encode_coeffs(&self, values: &[u64]) -> Result<Self::Pt> {
-        let r = self.inner.encode_coeffs(values)?;
+    fn encode_coeffs_at(&self, values: &[u64], level: usize) -> Result<Self::Pt> {
+        let r = self.inner.encode_coeffs_at(values, level)?;
         self.bump(|c| c.ntt += 1);
         Ok(r)
     }
-    fn prepare_coeffs(&self, values: &[u64]) -> Result<Self::PreparedPt> {
-        let r = self.inner.prepare_coeffs(values)?;
+    fn prepare_coeffs_at(&self, values: &[u64], level: usize) -> Result<Self::PreparedPt> {
+        let r = self.inner.prepare_coeffs_at(values, level)?;
         self.bump(|c| c.ntt += 1);
         Ok(r)
     }
@@ -362,6 +362,29 @@ impl Shape {
             seeded: false,
         })
     }
+    fn at_pt_level(a: &ShapeCt, pt: usize) -> Result<ShapeCt> {
+        Self::whole(a, "a plaintext addition")?;
+        if a.level != pt {
+            return Err(HeError::LevelMismatch {
+                left: a.level,
+                right: pt,
+            });
+        }
+        Ok(ShapeCt {
+            selected: None,
+            level: a.level,
+            seeded: false,
+        })
+    }
+    fn check_level(&self, level: usize) -> Result<usize> {
+        if level >= self.levels {
+            return Err(HeError::WrongLevel {
+                expected: self.levels - 1,
+                actual: level,
+            });
+        }
+        Ok(level)
+    }
     const FRESH: ShapeCt = ShapeCt {
         selected: None,
         level: 0,
@@ -371,8 +394,10 @@ impl Shape {
 
 impl Backend for Shape {
     type Ct = ShapeCt;
-    type Pt = ();
-    type PreparedPt = ();
+    /// A plaintext is its level.
+    type Pt = usize;
+    /// A prepared plaintext is its level.
+    type PreparedPt = usize;
     type Hoisted = ShapeCt;
 
     fn slots(&self) -> SlotInfo {
@@ -387,18 +412,20 @@ impl Backend for Shape {
     fn carries_data(&self) -> bool {
         false
     }
-    fn encode(&self, values: &[u64]) -> Result<()> {
-        self.check_values(values)
+    fn encode_at(&self, values: &[u64], level: usize) -> Result<usize> {
+        self.check_values(values)?;
+        self.check_level(level)
     }
-    fn prepare(&self, values: &[u64]) -> Result<()> {
-        self.check_values(values)
+    fn prepare(&self, values: &[u64]) -> Result<usize> {
+        self.check_values(values)?;
+        Ok(0)
     }
-    fn prepared_to_bytes(&self, _pt: &()) -> Result<Vec<u8>> {
+    fn prepared_to_bytes(&self, _pt: &usize) -> Result<Vec<u8>> {
         Ok(Vec::new())
     }
-    fn prepared_from_bytes(&self, bytes: &[u8]) -> Result<()> {
+    fn prepared_from_bytes(&self, bytes: &[u8]) -> Result<usize> {
         if bytes.is_empty() {
-            Ok(())
+            Ok(0)
         } else {
             Err(HeError::Malformed {
                 what: "shape plaintext",
@@ -406,18 +433,24 @@ impl Backend for Shape {
             })
         }
     }
-    fn encrypt_sym(&self, _pt: &()) -> Result<ShapeCt> {
+    fn encrypt_sym(&self, pt: &usize) -> Result<ShapeCt> {
         Ok(ShapeCt {
             selected: None,
-            level: 0,
+            level: *pt,
             seeded: true,
         })
     }
-    fn encrypt_pk(&self, _pt: &()) -> Result<ShapeCt> {
-        Ok(Self::FRESH)
+    fn encrypt_pk(&self, pt: &usize) -> Result<ShapeCt> {
+        Ok(ShapeCt {
+            level: *pt,
+            ..Self::FRESH
+        })
     }
-    fn encrypt_zero_flood(&self, _bits: u32) -> Result<ShapeCt> {
-        Ok(Self::FRESH)
+    fn encrypt_zero_flood_at(&self, _bits: u32, level: usize) -> Result<ShapeCt> {
+        Ok(ShapeCt {
+            level: self.check_level(level)?,
+            ..Self::FRESH
+        })
     }
     fn decrypt(&self, ct: &ShapeCt) -> Result<Vec<u64>> {
         Self::whole(ct, "slot decryption")?;
@@ -433,11 +466,11 @@ impl Backend for Shape {
     fn sub(&self, a: &ShapeCt, b: &ShapeCt) -> Result<ShapeCt> {
         Self::same(a, b)
     }
-    fn add_plain(&self, a: &ShapeCt, _b: &()) -> Result<ShapeCt> {
-        Self::top(a)
+    fn add_plain(&self, a: &ShapeCt, b: &usize) -> Result<ShapeCt> {
+        Self::at_pt_level(a, *b)
     }
-    fn sub_plain(&self, a: &ShapeCt, _b: &()) -> Result<ShapeCt> {
-        Self::top(a)
+    fn sub_plain(&self, a: &ShapeCt, b: &usize) -> Result<ShapeCt> {
+        Self::at_pt_level(a, *b)
     }
     fn negate(&self, a: &ShapeCt) -> Result<ShapeCt> {
         Self::whole(a, "negate")?;
@@ -447,10 +480,10 @@ impl Backend for Shape {
             seeded: false,
         })
     }
-    fn mul_plain(&self, a: &ShapeCt, _b: &()) -> Result<ShapeCt> {
-        Self::top(a)
+    fn mul_plain(&self, a: &ShapeCt, b: &usize) -> Result<ShapeCt> {
+        self.dot(&[a], &[b])
     }
-    fn dot(&self, cts: &[&ShapeCt], pts: &[&()]) -> Result<ShapeCt> {
+    fn dot(&self, cts: &[&ShapeCt], pts: &[&usize]) -> Result<ShapeCt> {
         if cts.is_empty() || pts.is_empty() {
             return Err(HeError::Empty { what: "dot" });
         }
@@ -460,18 +493,29 @@ impl Backend for Shape {
                 actual: pts.len(),
             });
         }
-        for c in cts {
-            Self::top(c)?;
+        let level = cts[0].level;
+        for (c, &&l) in cts.iter().zip(pts) {
+            Self::whole(c, "a fused product")?;
+            for right in [c.level, l] {
+                if right != level {
+                    return Err(HeError::LevelMismatch { left: level, right });
+                }
+            }
         }
-        Ok(Self::FRESH)
+        Ok(ShapeCt {
+            level,
+            ..Self::FRESH
+        })
     }
-    fn encode_coeffs(&self, values: &[u64]) -> Result<()> {
-        self.check_values(values)
+    fn encode_coeffs_at(&self, values: &[u64], level: usize) -> Result<usize> {
+        self.check_values(values)?;
+        self.check_level(level)
     }
-    fn prepare_coeffs(&self, values: &[u64]) -> Result<()> {
-        self.check_values(values)
+    fn prepare_coeffs_at(&self, values: &[u64], level: usize) -> Result<usize> {
+        self.check_values(values)?;
+        self.check_level(level)
     }
-    fn dot_coeffs(&self, cts: &[&ShapeCt], pts: &[&()]) -> Result<ShapeCt> {
+    fn dot_coeffs(&self, cts: &[&ShapeCt], pts: &[&usize]) -> Result<ShapeCt> {
         self.dot(cts, pts)
     }
     fn decrypt_coeffs(&self, _ct: &ShapeCt) -> Result<Vec<u64>> {

@@ -47,6 +47,7 @@ pub struct SimPt {
     values: Vec<u64>,
     encoding: Encoding,
     ntt: Option<Vec<u64>>,
+    level: usize,
 }
 
 impl SimPt {
@@ -140,12 +141,12 @@ impl Sim {
         Ok(a.level)
     }
 
-    fn top(a: &SimCt) -> Result<()> {
-        Self::whole(a, "an operation at the top level")?;
-        if a.level != 0 {
-            return Err(HeError::WrongLevel {
-                expected: 0,
-                actual: a.level,
+    fn at_pt_level(a: &SimCt, b: &SimPt) -> Result<()> {
+        Self::whole(a, "a plaintext addition")?;
+        if a.level != b.level {
+            return Err(HeError::LevelMismatch {
+                left: a.level,
+                right: b.level,
             });
         }
         Ok(())
@@ -172,11 +173,18 @@ impl Sim {
         }
     }
 
-    fn pt(&self, values: &[u64], encoding: Encoding) -> Result<SimPt> {
+    fn pt(&self, values: &[u64], encoding: Encoding, level: usize) -> Result<SimPt> {
+        if level >= self.levels {
+            return Err(HeError::WrongLevel {
+                expected: self.levels - 1,
+                actual: level,
+            });
+        }
         Ok(SimPt {
             values: self.padded(values)?,
             encoding,
             ntt: None,
+            level,
         })
     }
 
@@ -191,8 +199,14 @@ impl Sim {
                 actual: pts.len(),
             });
         }
-        for c in cts {
-            Self::top(c)?;
+        let level = cts[0].level;
+        for (c, pt) in cts.iter().zip(pts) {
+            Self::whole(c, "a fused product")?;
+            for right in [c.level, pt.level] {
+                if right != level {
+                    return Err(HeError::LevelMismatch { left: level, right });
+                }
+            }
         }
         Ok(())
     }
@@ -264,33 +278,35 @@ impl Backend for Sim {
     fn galois(&self) -> &GaloisSpec {
         &self.galois
     }
-    fn encode(&self, values: &[u64]) -> Result<SimPt> {
-        self.pt(values, Encoding::Slots)
+    fn encode_at(&self, values: &[u64], level: usize) -> Result<SimPt> {
+        self.pt(values, Encoding::Slots, level)
     }
     fn prepare(&self, values: &[u64]) -> Result<SimPt> {
-        self.pt(values, Encoding::Slots)
+        self.pt(values, Encoding::Slots, 0)
     }
     fn prepared_to_bytes(&self, pt: &SimPt) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(1 + 8 * pt.values.len());
+        let mut out = Vec::with_capacity(2 + 8 * pt.values.len());
         out.push(match pt.encoding {
             Encoding::Slots => 0,
             Encoding::Coeffs => 1,
         });
+        out.push(pt.level as u8);
         out.extend(pt.values.iter().flat_map(|v| v.to_le_bytes()));
         Ok(out)
     }
     fn prepared_from_bytes(&self, bytes: &[u8]) -> Result<SimPt> {
-        if bytes.len() != 1 + 8 * self.info.n {
+        if bytes.len() != 2 + 8 * self.info.n {
             return Err(HeError::Malformed {
                 what: "simulated plaintext",
                 detail: format!(
                     "expected {} bytes, got {}",
-                    1 + 8 * self.info.n,
+                    2 + 8 * self.info.n,
                     bytes.len()
                 ),
             });
         }
-        let v: Vec<u64> = bytes[1..]
+        let level = bytes[1] as usize;
+        let v: Vec<u64> = bytes[2..]
             .chunks_exact(8)
             .map(|c| {
                 let mut b = [0u8; 8];
@@ -299,28 +315,34 @@ impl Backend for Sim {
             })
             .collect();
         match bytes[0] {
-            0 => self.prepare(&v),
-            1 => self.prepare_coeffs(&v),
+            0 if level == 0 => self.prepare(&v),
+            1 => self.prepare_coeffs_at(&v, level),
             t => Err(HeError::Malformed {
                 what: "simulated plaintext",
-                detail: format!("encoding tag {t}"),
+                detail: format!("encoding tag {t} at level {level}"),
             }),
         }
     }
     fn encrypt_sym(&self, pt: &SimPt) -> Result<SimCt> {
         Ok(SimCt {
             slots: self.padded(&pt.values)?,
-            level: 0,
+            level: pt.level,
             seeded: true,
             encoding: Some(pt.encoding),
             selected: None,
         })
     }
     fn encrypt_pk(&self, pt: &SimPt) -> Result<SimCt> {
-        Ok(self.ct(self.padded(&pt.values)?, 0, Some(pt.encoding)))
+        Ok(self.ct(self.padded(&pt.values)?, pt.level, Some(pt.encoding)))
     }
-    fn encrypt_zero_flood(&self, _bits: u32) -> Result<SimCt> {
-        Ok(self.ct(vec![0; self.info.n], 0, None))
+    fn encrypt_zero_flood_at(&self, _bits: u32, level: usize) -> Result<SimCt> {
+        if level >= self.levels {
+            return Err(HeError::WrongLevel {
+                expected: self.levels - 1,
+                actual: level,
+            });
+        }
+        Ok(self.ct(vec![0; self.info.n], level, None))
     }
     fn decrypt(&self, ct: &SimCt) -> Result<Vec<u64>> {
         Self::whole(ct, "slot decryption")?;
@@ -344,16 +366,16 @@ impl Backend for Sim {
         Ok(self.ct(self.zip(a, &b.slots, |x, y| (x + p - y) % p), l, e))
     }
     fn add_plain(&self, a: &SimCt, b: &SimPt) -> Result<SimCt> {
-        Self::top(a)?;
+        Self::at_pt_level(a, b)?;
         let e = join("add_plain", a.encoding, Some(b.encoding))?;
         let p = self.info.p;
-        Ok(self.ct(self.zip(a, &b.values, |x, y| (x + y) % p), 0, e))
+        Ok(self.ct(self.zip(a, &b.values, |x, y| (x + y) % p), a.level, e))
     }
     fn sub_plain(&self, a: &SimCt, b: &SimPt) -> Result<SimCt> {
-        Self::top(a)?;
+        Self::at_pt_level(a, b)?;
         let e = join("sub_plain", a.encoding, Some(b.encoding))?;
         let p = self.info.p;
-        Ok(self.ct(self.zip(a, &b.values, |x, y| (x + p - y) % p), 0, e))
+        Ok(self.ct(self.zip(a, &b.values, |x, y| (x + p - y) % p), a.level, e))
     }
     fn negate(&self, a: &SimCt) -> Result<SimCt> {
         Self::whole(a, "negate")?;
@@ -380,15 +402,15 @@ impl Backend for Sim {
         }
         Ok(self.ct(
             acc.into_iter().map(|a| a as u64).collect(),
-            0,
+            cts[0].level,
             Some(Encoding::Slots),
         ))
     }
-    fn encode_coeffs(&self, values: &[u64]) -> Result<SimPt> {
-        self.pt(values, Encoding::Coeffs)
+    fn encode_coeffs_at(&self, values: &[u64], level: usize) -> Result<SimPt> {
+        self.pt(values, Encoding::Coeffs, level)
     }
-    fn prepare_coeffs(&self, values: &[u64]) -> Result<SimPt> {
-        let mut pt = self.pt(values, Encoding::Coeffs)?;
+    fn prepare_coeffs_at(&self, values: &[u64], level: usize) -> Result<SimPt> {
+        let mut pt = self.pt(values, Encoding::Coeffs, level)?;
         if let Some(t) = &self.ntt {
             let mut f = pt.values.clone();
             t.forward(&mut f);
@@ -432,7 +454,7 @@ impl Backend for Sim {
                 }
             }
         }
-        Ok(self.ct(acc, 0, Some(Encoding::Coeffs)))
+        Ok(self.ct(acc, cts[0].level, Some(Encoding::Coeffs)))
     }
     fn decrypt_coeffs(&self, ct: &SimCt) -> Result<Vec<u64>> {
         need("coefficient decryption", Encoding::Coeffs, ct.encoding)?;

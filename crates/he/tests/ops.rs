@@ -187,7 +187,65 @@ fn level_rules() {
     let w = b.prepare(&[2]).unwrap();
     assert!(matches!(
         b.mul_plain(&low, &w),
-        Err(HeError::WrongLevel { .. })
+        Err(HeError::LevelMismatch { .. })
     ));
     assert!(matches!(b.dot(&[], &[]), Err(HeError::Empty { .. })));
+}
+
+/// Below the top level (rotation-free kernels): a query encrypted at level l, weights
+/// prepared at l, a product and a flooded mask at l, the same on Bfv and Sim; operands
+/// of different levels are refused instead of reaching fhe.rs's assertions.
+#[test]
+fn products_below_the_top_level() {
+    let l = params().last_level() - 1;
+    assert!(l > 0, "the test needs three moduli or more");
+    let p = params().p();
+    let (b, sim) = (client(), he::Sim::new(params(), he::GaloisSpec::none()));
+    let x = [3, 1, p - 2];
+    let mut got = Vec::new();
+    for run in 0..2 {
+        let r = if run == 0 {
+            let q = b.encrypt_sym(&b.encode_coeffs_at(&x, l).unwrap()).unwrap();
+            assert_eq!(b.level(&q), l);
+            let w = b.prepare_coeffs_at(&[2, p - 1], l).unwrap();
+            let y = b.dot_coeffs(&[&q], &[&w]).unwrap();
+            let z = b.encrypt_zero_flood_at(30, l).unwrap();
+            let m = b.add_plain(
+                &b.add(&y, &z).unwrap(),
+                &b.encode_coeffs_at(&[5], l).unwrap(),
+            );
+            let top = b.prepare_coeffs(&[2]).unwrap();
+            assert!(matches!(
+                b.dot_coeffs(&[&q], &[&top]),
+                Err(HeError::LevelMismatch { .. })
+            ));
+            assert!(matches!(
+                b.add_plain(&q, &b.encode_coeffs(&[1]).unwrap()),
+                Err(HeError::LevelMismatch { .. })
+            ));
+            b.decrypt_coeffs(&b.switch_to_last(&m.unwrap()).unwrap())
+                .unwrap()
+        } else {
+            let q = sim
+                .encrypt_sym(&sim.encode_coeffs_at(&x, l).unwrap())
+                .unwrap();
+            let w = sim.prepare_coeffs_at(&[2, p - 1], l).unwrap();
+            let y = sim.dot_coeffs(&[&q], &[&w]).unwrap();
+            let z = sim.encrypt_zero_flood_at(30, l).unwrap();
+            let m = sim.add_plain(
+                &sim.add(&y, &z).unwrap(),
+                &sim.encode_coeffs_at(&[5], l).unwrap(),
+            );
+            sim.decrypt_coeffs(&sim.switch_to_last(&m.unwrap()).unwrap())
+                .unwrap()
+        };
+        got.push(r[..4].to_vec());
+    }
+    // (3 + X − 2X²)(2 − X) + 5 = 11 − X − 5X² + 2X³
+    let want = vec![11, p - 1, p - 5, 2];
+    assert_eq!(got, vec![want.clone(), want]);
+    assert!(matches!(
+        b.encode_coeffs_at(&[1], params().levels()),
+        Err(HeError::WrongLevel { .. })
+    ));
 }

@@ -98,6 +98,8 @@ pub struct Planning {
     /// Server threads the prediction assumes (default: this process's pool).
     pub threads: Option<usize>,
     /// Memory for encoded weights, bytes; layers beyond it are encoded per query.
+    /// `None`: a third of the memory available when the model is planned
+    /// ([`protocol::default_weight_memory`]).
     pub mem_limit: Option<u64>,
     /// The link the prediction assumes.
     pub link: Link,
@@ -207,7 +209,7 @@ impl Model {
             prog,
             &params,
             &planner,
-            planning.mem_limit,
+            planning.mem_limit.or_else(protocol::default_weight_memory),
             &planning.method,
             None,
         )?;

@@ -39,6 +39,11 @@ pub struct CostModel {
     /// Encoding one weight plaintext into NTT + Shoup form (paid online when the
     /// weights are encoded on the fly).
     pub prepare_us: f64,
+    /// Encoding one coefficient-encoded weight plaintext (NTT form only: fused products
+    /// never read Shoup companions). Absent in caches saved before it existed: then
+    /// [`CostModel::reference`]'s ratio to `prepare_us` is assumed.
+    #[serde(default)]
+    pub prepare_coeffs_us: Option<f64>,
     /// Bytes of one Galois key on the wire (uploaded once per session).
     pub galois_key_bytes: u64,
 }
@@ -55,6 +60,7 @@ impl CostModel {
             add_us: 40.0 * s,
             share_us: 2800.0 * s,
             prepare_us: 300.0 * s,
+            prepare_coeffs_us: Some(190.0 * s),
             // 1.1 MB at n = 8192 with 4 moduli; keys grow with n·L² (L digits of L moduli).
             galois_key_bytes: (1.1e6 * s * params.levels() as f64 / 4.0) as u64,
         }
@@ -91,8 +97,19 @@ impl CostModel {
             add_us: median_us(reps, || b.add(&ct, &ct2)),
             share_us: (share_us - flood_us).max(0.0),
             prepare_us: median_us(reps, || b.prepare(&v)),
+            prepare_coeffs_us: Some(median_us(reps, || b.prepare_coeffs(&v))),
             galois_key_bytes: keys,
         })
+    }
+
+    /// Encoding one weight plaintext in `encoding`, µs.
+    pub fn prepare_us_for(&self, encoding: he::Encoding) -> f64 {
+        match encoding {
+            he::Encoding::Slots => self.prepare_us,
+            he::Encoding::Coeffs => self
+                .prepare_coeffs_us
+                .unwrap_or(self.prepare_us * 190.0 / 300.0),
+        }
     }
 
     /// Reads a model saved by [`CostModel::save`].
@@ -137,9 +154,11 @@ pub struct Estimate {
     pub bytes_down: u64,
     /// Galois keys the client uploads in setup.
     pub galois_keys: usize,
-    /// Weight plaintexts the server encodes (NTT + Shoup form).
+    /// Weight plaintexts the server encodes (NTT + Shoup form for slots, NTT form for
+    /// coefficients).
     pub plaintexts: u64,
-    /// Memory those plaintexts take when held: n·L coefficients of 2 words each.
+    /// Memory those plaintexts take when held: n·L coefficients of 2 words each (slots)
+    /// or 1 (coefficients).
     pub encoded_bytes: u64,
     /// Predicted time (ms) to encode them, online when encoded on the fly.
     pub encode_ms: f64,
@@ -171,21 +190,25 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
     let x = vec![0; plan.input_len()];
     let q = plan.query(&b, &x)?;
     let bytes_up = q.iter().map(|c| b.wire_size(c) as u64).sum();
-    let mut pool = FloodPool::new(plan.flood_bits(params)?);
+    let mut pool = plan.flood_pool(params)?;
+    // Below the top level, products and encodings touch fewer moduli.
+    let level = plan.query_level(params);
+    let limbs = (params.levels() - level) as f64 / params.levels() as f64;
     pool.fill(&b, plan.output_cts())?;
     b.take();
     let (resp, _) = plan.respond(&b, &m, &q, &mut pool)?;
     let counts = b.take();
     let bytes_down = resp.iter().map(|c| b.wire_size(c) as u64).sum();
     Ok(Estimate {
-        server_ms: model.server_ms(&counts, plan.output_cts()),
+        server_ms: model.server_ms(&counts, 0) * limbs
+            + model.server_ms(&OpCounts::default(), plan.output_cts()),
         counts,
         bytes_up,
         bytes_down,
         galois_keys,
         plaintexts,
-        encoded_bytes: plaintexts * prepared_bytes(params),
-        encode_ms: plaintexts as f64 * model.prepare_us / 1e3,
+        encoded_bytes: plaintexts * prepared_bytes(params, plan.encoding(), level),
+        encode_ms: plaintexts as f64 * model.prepare_us_for(plan.encoding()) * limbs / 1e3,
     })
 }
 
@@ -203,7 +226,12 @@ pub fn median_us<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
     t[t.len() / 2]
 }
 
-/// Bytes of one prepared (NTT + Shoup form) plaintext held in memory.
-pub fn prepared_bytes(params: &Params) -> u64 {
-    (params.n() * params.levels() * 16) as u64
+/// Bytes of one prepared plaintext held in memory: NTT + Shoup form for slots, NTT
+/// form for coefficients, with the moduli of `level`.
+pub fn prepared_bytes(params: &Params, encoding: he::Encoding, level: usize) -> u64 {
+    let words = match encoding {
+        he::Encoding::Slots => 2,
+        he::Encoding::Coeffs => 1,
+    };
+    (params.n() * (params.levels() - level.min(params.levels() - 1)) * 8 * words) as u64
 }

@@ -27,6 +27,21 @@ pub trait LinearLayer {
     fn weight_len(&self) -> usize;
     /// Flooding bits on these parameters (or a noise-budget error).
     fn flood_bits(&self, params: &Params) -> Result<u32>;
+    /// The level the client encrypts its queries at, the weights are prepared at and
+    /// the response is flooded at: 0 (the whole modulus chain) unless the kernel needs
+    /// no key switching and a shorter chain affords its noise and flooding
+    /// ([`crate::noise::NoiseModel::lowest_level`]; coefficient-encoded kernels).
+    fn query_level(&self, params: &Params) -> usize {
+        let _ = params;
+        0
+    }
+    /// An empty flooding pool for this layer's responses (bits and level).
+    fn flood_pool<B: Backend>(&self, params: &Params) -> Result<FloodPool<B>> {
+        Ok(FloodPool::at_level(
+            self.flood_bits(params)?,
+            self.query_level(params),
+        ))
+    }
     /// Offline: encode the weights.
     fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<Self::Encoded<B>>;
     /// Client: pack and encrypt the input.

@@ -73,6 +73,25 @@ impl NoiseModel {
             sc_mult: 0.5 * n.log2() + (params.p() as f64 / 2.0).log2(),
         }
     }
+    /// The model of a parameter set for ciphertexts at `level` (the moduli left there:
+    /// the budget shrinks, the noise terms do not change).
+    pub fn at_level(params: &Params, level: usize) -> Self {
+        Self {
+            log_q: params.log_q_at(level),
+            ..Self::new(params)
+        }
+    }
+    /// The lowest-modulus level (largest index) below the last whose budget affords a
+    /// kernel of `kernel` bits (log2 σ) with its flooding: rotation-free kernels
+    /// (coefficient encoding) query there — smaller queries, cheaper products and
+    /// weight plaintexts — instead of at the top. 0 when only the top affords it (or
+    /// none does: the caller reports the budget error at the top).
+    pub fn lowest_level(params: &Params, kernel: f64) -> usize {
+        (0..params.last_level())
+            .rev()
+            .find(|&l| Self::at_level(params, l).affords(kernel))
+            .unwrap_or(0)
+    }
     /// The model for a kernel whose rotations take up to `hops` key switches each
     /// (composed rotations, beyond the Galois-key budget).
     pub fn with_hops(&self, hops: usize) -> Self {

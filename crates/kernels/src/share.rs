@@ -9,7 +9,9 @@
 //!    uniform noise of `flood_bits` bits (see [`crate::noise`]): the c1 half is then a
 //!    fresh RLWE sample instead of a weight-dependent function of the client's query,
 //!    and the weight-dependent noise is statistically hidden (2^-40);
-//! 3. **switch to the last level**: about 5x smaller at n = 8192.
+//! 3. **switch to the last level**: about 5x smaller at n = 8192 (responses computed
+//!    on queries below the top level — rotation-free kernels — are masked and flooded
+//!    at their own level, then switched the same way).
 //!
 //! The encryptions of zero do not depend on the query: [`FloodPool`] precomputes them
 //! offline.
@@ -25,22 +27,34 @@ use crate::error::{KernelError, Result};
 pub struct FloodPool<B: Backend> {
     zeros: VecDeque<B::Ct>,
     bits: u32,
+    level: usize,
 }
 
 impl<B: Backend> FloodPool<B> {
-    /// An empty pool for noise of `bits` bits.
+    /// An empty pool for noise of `bits` bits at the top level.
     pub fn new(bits: u32) -> Self {
+        Self::at_level(bits, 0)
+    }
+    /// An empty pool for noise of `bits` bits at `level` (the level of the responses
+    /// it re-randomises: a layer's [`crate::LinearLayer::query_level`]).
+    pub fn at_level(bits: u32, level: usize) -> Self {
         Self {
             zeros: VecDeque::new(),
             bits,
+            level,
         }
     }
     /// Precomputes `count` encryptions of zero.
     pub fn fill(&mut self, b: &B, count: usize) -> Result<()> {
         for _ in 0..count {
-            self.zeros.push_back(b.encrypt_zero_flood(self.bits)?);
+            self.zeros
+                .push_back(b.encrypt_zero_flood_at(self.bits, self.level)?);
         }
         Ok(())
+    }
+    /// The level of its encryptions of zero.
+    pub fn level(&self) -> usize {
+        self.level
     }
     /// Flooding noise size.
     pub fn bits(&self) -> u32 {
@@ -103,7 +117,7 @@ pub fn share_output_encoded<B: Backend>(
         .map(|(ct, zero)| -> Result<(B::Ct, Vec<u64>)> {
             let mut rng = rand::rng();
             let r: Vec<u64> = (0..s.n).map(|_| rng.random_range(0..s.p)).collect();
-            let masked = b.add_plain(&ct, &b.encode_as(&r, encoding)?)?;
+            let masked = b.add_plain(&ct, &b.encode_as_at(&r, encoding, b.level(&ct))?)?;
             let flooded = b.add(&masked, &zero)?;
             let out = b.switch_to_last(&flooded)?;
             Ok((out, r.iter().map(|&v| (s.p - v) % s.p).collect()))

@@ -60,7 +60,7 @@ fn run<L: LinearLayer, B: Backend>(
     let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
     let m = plan.encode_weights(b, w).unwrap();
     let q = plan.query(b, &xr).unwrap();
-    let mut pool = FloodPool::new(bits);
+    let mut pool = FloodPool::at_level(bits, b.level(&q[0]));
     pool.fill(b, plan.output_cts()).unwrap();
     let (resp, server) = plan.respond(b, &m, &q, &mut pool).unwrap();
     (plan.decrypt(b, &resp).unwrap(), server)
@@ -209,7 +209,7 @@ fn bfv_run<L: LinearLayer>(plan: &L, w: &[i64], x: &[i64]) -> (Vec<u64>, Vec<u64
         .iter()
         .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
         .collect();
-    let mut pool = FloodPool::new(bits);
+    let mut pool = FloodPool::at_level(bits, server.level(&q[0]));
     pool.fill(&server, plan.output_cts()).unwrap();
     server.take();
     let (resp, s) = plan.respond(&server, &m, &q, &mut pool).unwrap();
@@ -252,7 +252,7 @@ fn same_counts_everywhere<L: LinearLayer>(
         let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
         let m = plan.encode_weights(b, w).unwrap();
         let q = plan.query(b, &xr).unwrap();
-        let mut pool = FloodPool::new(0);
+        let mut pool = FloodPool::at_level(0, b.level(&q[0]));
         pool.fill(b, plan.output_cts()).unwrap();
         b.take();
         plan.respond(b, &m, &q, &mut pool).unwrap();
@@ -436,7 +436,7 @@ fn responses_are_flooded_rerandomised_and_at_the_last_level() {
         .iter()
         .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
         .collect();
-    let mut pool = FloodPool::new(bits);
+    let mut pool = FloodPool::at_level(bits, server.level(&q[0]));
     pool.fill(&server, 3 * plan.output_cts()).unwrap();
     let (r1, s1) = plan.respond(&server, &m, &q, &mut pool).unwrap();
     let (r2, _) = plan.respond(&server, &m, &q, &mut pool).unwrap();
@@ -484,7 +484,7 @@ fn mask_covers_every_coefficient_and_only_read_ones_are_sent() {
     let sim = Sim::new(p, plan.galois());
     let m = plan.encode(&sim, &[1; 20]).unwrap();
     let q = plan.query(&sim, &[1; 5]).unwrap();
-    let mut pool = FloodPool::new(0);
+    let mut pool = FloodPool::at_level(0, sim.level(&q[0]));
     pool.fill(&sim, 2).unwrap();
     let out = plan.compute(&sim, &m, &q).unwrap();
     let shared = kernels::share_output_encoded(&sim, out, &mut pool, he::Encoding::Coeffs).unwrap();
@@ -635,7 +635,7 @@ fn encoded_cheetah_matrices_save_and_load() {
     let loaded = kernels::EncodedMatrix::load(b, &plan, &bytes).unwrap();
     let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();
     let q = plan.query(b, &xr).unwrap();
-    let mut pool = FloodPool::new(plan.flood_bits(p).unwrap());
+    let mut pool = FloodPool::at_level(plan.flood_bits(p).unwrap(), b.level(&q[0]));
     pool.fill(b, plan.output_cts()).unwrap();
     let (resp, s) = plan.respond(b, &loaded, &q, &mut pool).unwrap();
     assert_eq!(
@@ -680,4 +680,57 @@ fn methods_are_registered() {
     assert_eq!(Method::Cheetah.to_string(), "cheetah");
     let plan = MatvecPlan::new(Method::Cheetah, 3, 3, real(params())).unwrap();
     assert_eq!(plan.encoding(), he::Encoding::Coeffs);
+}
+
+/// On the whole n8192 chain (44 + 58 + 58 + 58 bits) a Cheetah layer needs no key
+/// switching and its noise with flooding fits the 160 bits of level 1: the client
+/// encrypts there (a quarter fewer query bytes), the weights are prepared there, the
+/// response is flooded there and then switched to the last level; the shares still
+/// reconstruct the reference, and a slot method stays at the top.
+#[test]
+fn queries_below_the_top_level_on_the_full_chain() {
+    let p = Params::preset("n8192").unwrap();
+    let sh = shape(20, 12, 12, 6, 3, 1, Padding::Same);
+    let plan = ConvPlan::new(ConvMethod::Cheetah, sh, real(&p)).unwrap();
+    assert_eq!(plan.query_level(&p), 1);
+    let gazelle = ConvPlan::new(ConvMethod::GazelleOut, sh, real(&p)).unwrap();
+    assert_eq!(gazelle.query_level(&p), 0);
+    let mv = MatvecPlan::new(Method::Cheetah, 30, 50, real(&p)).unwrap();
+    assert_eq!(mv.query_level(&p), 1);
+    // the lower level affords the flooding, the one below it does not
+    let model = kernels::noise::NoiseModel::new(&p);
+    let k = plan.kernel_noise(&model);
+    assert!(kernels::noise::NoiseModel::at_level(&p, 1).affords(k));
+    assert!(!kernels::noise::NoiseModel::at_level(&p, 2).affords(k));
+
+    let (x, f) = conv_problem(&sh, 77);
+    let client = Bfv::keygen(&p, GaloisSpec::none()).unwrap();
+    let server = Bfv::server(&p, client.public_keys()).unwrap();
+    let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();
+    let m = plan.encode_weights(&server, &f).unwrap();
+    let q = plan.query(&client, &xr).unwrap();
+    for c in &q {
+        assert_eq!(client.level(c), 1);
+        assert_eq!(client.serialize(c).unwrap().len(), p.ct_wire_size(1, true));
+    }
+    assert!(p.ct_wire_size(1, true) * 4 <= p.ct_wire_size(0, true) * 3 + 4096);
+    let q: Vec<_> = q
+        .iter()
+        .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
+        .collect();
+    let mut pool = plan.flood_pool(&p).unwrap();
+    assert_eq!(pool.level(), 1);
+    pool.fill(&server, plan.output_cts()).unwrap();
+    let (resp, s) = plan.respond(&server, &m, &q, &mut pool).unwrap();
+    let resp: Vec<_> = resp
+        .iter()
+        .map(|c| client.deserialize(&server.serialize(c).unwrap()).unwrap())
+        .collect();
+    assert!(resp.iter().all(|c| client.level(c) == p.last_level()));
+    let c = plan.decrypt(&client, &resp).unwrap();
+    assert_eq!(reconstruct(&c, &s, p.p()), conv_ref(&sh, &x, &f, p.p()));
+    // a top-level pool does not fit these responses
+    let mut top = FloodPool::new(plan.flood_bits(&p).unwrap());
+    top.fill(&server, plan.output_cts()).unwrap();
+    assert!(plan.respond(&server, &m, &q, &mut top).is_err());
 }

@@ -57,7 +57,7 @@ fn run<B: Backend>(b: &B, plan: &ConvPlan, x: &[i64], f: &[i64], bits: u32) -> V
     let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
     let m = plan.encode(b, f).unwrap();
     let q = plan.query(b, &xr).unwrap();
-    let mut pool = FloodPool::new(bits);
+    let mut pool = FloodPool::at_level(bits, b.level(&q[0]));
     pool.fill(b, plan.output_cts()).unwrap();
     let (resp, server) = plan.respond(b, &m, &q, &mut pool).unwrap();
     let client = plan.decrypt(b, &resp).unwrap();

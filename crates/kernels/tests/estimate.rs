@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use he::{Layout, Params, SlotInfo};
-use kernels::{estimate, CostModel, MatvecPlan, Method};
+use kernels::{estimate, CostModel, LinearLayer, MatvecPlan, Method};
 
 #[test]
 fn estimates_price_counts_and_bytes() {
@@ -53,6 +53,19 @@ fn encoded_plaintexts_and_their_memory() {
     assert!((e.encode_ms - 128.0 * model.prepare_us / 1e3).abs() < 1e-9);
     let g = MatvecPlan::new(Method::Gala, 10, 128, slots).unwrap();
     assert_eq!(estimate(&g, &params, &model).unwrap().plaintexts, 1);
+    // Coefficient plaintexts: NTT form only (no Shoup half), with the moduli of the
+    // query level (1 on this chain); queries priced at that level's ciphertext size.
+    let c = MatvecPlan::new(Method::Cheetah, 100, 3000, slots).unwrap();
+    assert_eq!(c.query_level(&params), 1);
+    let e = estimate(&c, &params, &model).unwrap();
+    assert_eq!(
+        e.encoded_bytes,
+        e.plaintexts * (8192 * (params.levels() - 1) * 8) as u64
+    );
+    assert_eq!(
+        e.bytes_up,
+        (c.query_cts() * params.ct_wire_size(1, true)) as u64
+    );
 }
 
 #[test]

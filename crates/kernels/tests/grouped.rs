@@ -90,7 +90,7 @@ fn run<B: Backend, L: LinearLayer>(b: &B, plan: &L, x: &[i64], f: &[i64], bits: 
     let m = plan.encode_weights(b, f).unwrap();
     let q = plan.query(b, &xr).unwrap();
     assert_eq!(q.len(), plan.query_cts());
-    let mut pool = FloodPool::new(bits);
+    let mut pool = FloodPool::at_level(bits, b.level(&q[0]));
     pool.fill(b, plan.output_cts()).unwrap();
     let (resp, server) = plan.respond(b, &m, &q, &mut pool).unwrap();
     assert_eq!(resp.len(), plan.output_cts());
@@ -652,7 +652,7 @@ fn measure<L: LinearLayer>(
     let reps = 3;
     let mut times = Vec::new();
     for _ in 0..reps {
-        let mut pool = FloodPool::new(bits);
+        let mut pool = FloodPool::at_level(bits, b.level(&q[0]));
         pool.fill(&b, plan.output_cts()).unwrap();
         let t = std::time::Instant::now();
         let r = plan.respond(&b, &m, &q, &mut pool).unwrap();

@@ -58,7 +58,7 @@ fn run<B: Backend>(
     let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
     let m = plan.encode(b, w).unwrap();
     let q = plan.query(b, &xr).unwrap();
-    let mut pool = FloodPool::new(flood_bits);
+    let mut pool = FloodPool::at_level(flood_bits, b.level(&q[0]));
     pool.fill(b, plan.output_cts()).unwrap();
     let (resp, server) = plan.respond(b, &m, &q, &mut pool).unwrap();
     let client = plan.decrypt(b, &resp).unwrap();
@@ -142,7 +142,7 @@ fn bfv_case(method: Method, n_o: usize, n_i: usize, seed: u64) {
         .iter()
         .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
         .collect();
-    let mut pool = FloodPool::new(bits);
+    let mut pool = FloodPool::at_level(bits, server.level(&q[0]));
     pool.fill(&server, plan.output_cts()).unwrap();
     let (resp, s) = plan.respond(&server, &m, &q, &mut pool).unwrap();
     let resp: Vec<_> = resp
@@ -236,7 +236,7 @@ fn responses_are_rerandomised() {
     let q = plan.query(&b, &xr).unwrap();
     let bits = plan.flood_bits(params).unwrap();
     let c1 = |ct: &he::BfvCt| -> Vec<u8> { b.component_bytes(ct, 1).unwrap() };
-    let mut pool = FloodPool::new(bits);
+    let mut pool = FloodPool::at_level(bits, b.level(&q[0]));
     pool.fill(&b, 2).unwrap();
     let (r1, _) = plan.respond(&b, &m, &q, &mut pool).unwrap();
     let (r2, _) = plan.respond(&b, &m, &q, &mut pool).unwrap();
@@ -327,7 +327,7 @@ fn encoded_matrices_save_and_load() {
     let loaded = kernels::EncodedMatrix::load(&b, &plan, &bytes).unwrap();
     let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
     let q = plan.query(&b, &xr).unwrap();
-    let mut pool = FloodPool::new(plan.flood_bits(params).unwrap());
+    let mut pool = FloodPool::at_level(plan.flood_bits(params).unwrap(), b.level(&q[0]));
     pool.fill(&b, plan.output_cts()).unwrap();
     let (resp, s) = plan.respond(&b, &loaded, &q, &mut pool).unwrap();
     let c = plan.decrypt(&b, &resp).unwrap();
@@ -384,7 +384,7 @@ fn flooding_is_real_and_responses_decrypt() {
             .iter()
             .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
             .collect();
-        let mut pool = FloodPool::new(bits);
+        let mut pool = FloodPool::at_level(bits, server.level(&q[0]));
         pool.fill(&server, plan.output_cts()).unwrap();
         let (resp, s) = plan.respond(&server, &m, &q, &mut pool).unwrap();
         let raw = server

@@ -742,7 +742,7 @@ fn fill<L: LinearLayer>(
     b: &ServerBackend,
     params: &Params,
 ) -> Result<FloodPool<ServerBackend>> {
-    let mut pool = FloodPool::new(plan.flood_bits(params)?);
+    let mut pool = plan.flood_pool(params)?;
     pool.fill(b, plan.output_cts())?;
     Ok(pool)
 }

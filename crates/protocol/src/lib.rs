@@ -44,8 +44,8 @@ pub use msg::{
     NonlinearProtocol, ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
 };
 pub use plan::{
-    choose, Candidate, Encoded, MethodChoice, NetworkPlan, Objective, Plan, Planner, ServerBackend,
-    StepPlan,
+    choose, default_weight_memory, Candidate, Encoded, MethodChoice, NetworkPlan, Objective, Plan,
+    Planner, ServerBackend, StepPlan,
 };
 pub use server::{
     peak_rss_bytes, serve, serve_tcp, serve_with, Encodings, Model, NetworkServer, PhaseTimes,

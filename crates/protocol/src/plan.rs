@@ -106,8 +106,7 @@ impl Plan {
         b: &ServerBackend,
         params: &Params,
     ) -> Result<FloodPool<ServerBackend>> {
-        let bits = with_plan!(self, p => p.flood_bits(params)?);
-        let mut pool = FloodPool::new(bits);
+        let mut pool: FloodPool<ServerBackend> = with_plan!(self, p => p.flood_pool(params)?);
         pool.fill(b, self.output_cts())?;
         Ok(pool)
     }
@@ -444,6 +443,17 @@ impl StepPlan {
             .iter()
             .find(|c| c.method == self.pick.method())
     }
+}
+
+/// The default memory budget for a server's encoded weights: a third of the memory
+/// available now (`MemAvailable` in /proc/meminfo), or `None` (hold every layer) where
+/// that cannot be read. ResNet-50's coefficient-encoded filters alone take ~90 GB, so a
+/// server that held everything by default would not start.
+pub fn default_weight_memory() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024 / 3)
 }
 
 /// A network's plan, computed once: the fixed-point program, its parameter set, and per

@@ -666,6 +666,9 @@ impl LinearLayer for GroupedPlan {
     fn weight_len(&self) -> usize {
         self.shape.weight_len()
     }
+    fn query_level(&self, params: &Params) -> usize {
+        self.inner.query_level(params)
+    }
     fn flood_bits(&self, params: &Params) -> Result<u32> {
         // Every group is one independent run of the group plan: the same noise.
         self.inner.flood_bits(params).map_err(|e| match e {

@@ -444,15 +444,18 @@ impl ConvPlan {
         let p = self.slots.p;
         check_weights(f, sh.c_o * sh.c_i * taps, p)?;
         if let Some(e) = &self.cheetah {
+            use crate::layer::LinearLayer;
+            let level = b.params().map_or(0, |p| self.query_level(p));
             // In parallel over output groups, in order.
             let groups = crate::par::map(0..e.out_groups, |og| {
                 (0..e.in_groups)
                     .map(|ig| {
-                        Ok(if b.carries_data() {
-                            b.prepare_coeffs(&cheetah::filter_values(&sh, e, f, p, og, ig))?
+                        let v = if b.carries_data() {
+                            cheetah::filter_values(&sh, e, f, p, og, ig)
                         } else {
-                            b.prepare_coeffs(&[])?
-                        })
+                            Vec::new()
+                        };
+                        Ok(b.prepare_coeffs_at(&v, level)?)
                     })
                     .collect::<Result<Vec<_>>>()
             })?;
@@ -606,8 +609,14 @@ impl crate::layer::LinearLayer for ConvPlan {
         let s = self.geom.shape;
         s.c_o * s.c_i * s.k_h * s.k_w
     }
+    fn query_level(&self, params: &Params) -> usize {
+        if self.cheetah.is_none() {
+            return 0;
+        }
+        NoiseModel::lowest_level(params, self.kernel_noise(&NoiseModel::new(params)))
+    }
     fn flood_bits(&self, params: &Params) -> Result<u32> {
-        let m = NoiseModel::new(params);
+        let m = NoiseModel::at_level(params, self.query_level(params));
         let k = self.kernel_noise(&m);
         if m.affords(k) {
             Ok(m.flood_bits(k))
@@ -630,9 +639,10 @@ impl crate::layer::LinearLayer for ConvPlan {
         let p = self.slots.p;
         check_input(x, sh.c_i * sh.h * sh.w, p)?;
         if let Some(e) = &self.cheetah {
+            let level = b.params().map_or(0, |p| self.query_level(p));
             return cheetah::query_values(&sh, e, x)
                 .iter()
-                .map(|v| Ok(b.encrypt_sym(&b.encode_coeffs(v)?)?))
+                .map(|v| Ok(b.encrypt_sym(&b.encode_coeffs_at(v, level)?)?))
                 .collect();
         }
         let mut out = Vec::with_capacity(self.query_cts());

@@ -399,6 +399,10 @@ impl MatvecPlan {
             n_o: g.n_o,
             n_i: g.n_i,
         };
+        let level = {
+            use crate::layer::LinearLayer;
+            b.params().map_or(0, |p| self.query_level(p))
+        };
         // In parallel over (block, diagonal), in order.
         let groups = crate::par::map(0..g.row_blocks * g.diags, |bk| {
             let (block, k) = (bk / g.diags, bk % g.diags);
@@ -406,9 +410,9 @@ impl MatvecPlan {
             for tile in 0..g.col_tiles {
                 if self.method == Method::Cheetah {
                     pts.push(if b.carries_data() {
-                        b.prepare_coeffs(&cheetah::weight_values(g, &wt, block, tile))?
+                        b.prepare_coeffs_at(&cheetah::weight_values(g, &wt, block, tile), level)?
                     } else {
-                        b.prepare_coeffs(&[])?
+                        b.prepare_coeffs_at(&[], level)?
                     });
                     continue;
                 }
@@ -472,8 +476,14 @@ impl crate::layer::LinearLayer for MatvecPlan {
     fn weight_len(&self) -> usize {
         self.geom.n_i * self.geom.n_o
     }
+    fn query_level(&self, params: &Params) -> usize {
+        if self.method != Method::Cheetah {
+            return 0;
+        }
+        NoiseModel::lowest_level(params, self.kernel_noise(&NoiseModel::new(params)))
+    }
     fn flood_bits(&self, params: &Params) -> Result<u32> {
-        let model = NoiseModel::new(params);
+        let model = NoiseModel::at_level(params, self.query_level(params));
         let kernel = self.kernel_noise(&model);
         if model.affords(kernel) {
             return Ok(model.flood_bits(kernel));
@@ -523,10 +533,11 @@ impl crate::layer::LinearLayer for MatvecPlan {
             return Err(he::HeError::NotReduced { index, value, p }.into());
         }
         if self.method == Method::Cheetah {
+            let level = b.params().map_or(0, |p| self.query_level(p));
             return (0..g.col_tiles)
                 .map(|tile| {
                     let v = cheetah::query_values(g, x, p, tile);
-                    Ok(b.encrypt_sym(&b.encode_coeffs(&v)?)?)
+                    Ok(b.encrypt_sym(&b.encode_coeffs_at(&v, level)?)?)
                 })
                 .collect();
         }
