@@ -575,24 +575,16 @@ impl Bfv {
         let (p, n) = (self.info.p, self.info.n);
         let ops = ctx.moduli();
         let mut arr = ndarray::Array2::<u64>::zeros((ops.len(), n));
-        for ((mut row, &q), op) in arr.outer_iter_mut().zip(ops).zip(&self.ntt_ops) {
-            if p < q {
-                // c and q − (p − c) are already reduced
-                for (r, &c) in row.iter_mut().zip(coeffs) {
-                    *r = if c > p / 2 { q - (p - c) } else { c };
-                }
-            } else {
-                for (r, &c) in row.iter_mut().zip(coeffs) {
-                    *r = if c > p / 2 {
-                        (q - (p - c) % q) % q
-                    } else {
-                        c % q
-                    };
-                }
+        let rows = arr
+            .as_slice_mut()
+            .ok_or_else(|| HeError::Engine("polynomial rows not contiguous".into()))?;
+        for ((row, &q), op) in rows.chunks_exact_mut(n).zip(ops).zip(&self.ntt_ops) {
+            // p < q (Params keeps p 8 bits below every modulus): c and q − (p − c)
+            // are already reduced.
+            for (r, &c) in row.iter_mut().zip(coeffs) {
+                *r = if c > p / 2 { q - (p - c) } else { c };
             }
-            if let Some(v) = row.as_slice_mut() {
-                op.forward(v);
-            }
+            op.forward(row);
         }
         let repr = if shoup {
             Representation::NttShoup

@@ -173,18 +173,22 @@ impl Sim {
         }
     }
 
-    fn pt(&self, values: &[u64], encoding: Encoding, level: usize) -> Result<SimPt> {
+    fn check_level(&self, level: usize) -> Result<usize> {
         if level >= self.levels {
             return Err(HeError::WrongLevel {
                 expected: self.levels - 1,
                 actual: level,
             });
         }
+        Ok(level)
+    }
+
+    fn pt(&self, values: &[u64], encoding: Encoding, level: usize) -> Result<SimPt> {
         Ok(SimPt {
             values: self.padded(values)?,
             encoding,
             ntt: None,
-            level,
+            level: self.check_level(level)?,
         })
     }
 
@@ -336,13 +340,7 @@ impl Backend for Sim {
         Ok(self.ct(self.padded(&pt.values)?, pt.level, Some(pt.encoding)))
     }
     fn encrypt_zero_flood_at(&self, _bits: u32, level: usize) -> Result<SimCt> {
-        if level >= self.levels {
-            return Err(HeError::WrongLevel {
-                expected: self.levels - 1,
-                actual: level,
-            });
-        }
-        Ok(self.ct(vec![0; self.info.n], level, None))
+        Ok(self.ct(vec![0; self.info.n], self.check_level(level)?, None))
     }
     fn decrypt(&self, ct: &SimCt) -> Result<Vec<u64>> {
         Self::whole(ct, "slot decryption")?;

@@ -35,6 +35,11 @@ pub trait LinearLayer {
         let _ = params;
         0
     }
+    /// [`LinearLayer::query_level`] on the backend's parameters (0 on a backend without
+    /// any, such as the ideal-model simulator).
+    fn query_level_on<B: Backend>(&self, b: &B) -> usize {
+        b.params().map_or(0, |p| self.query_level(p))
+    }
     /// An empty flooding pool for this layer's responses (bits and level).
     fn flood_pool<B: Backend>(&self, params: &Params) -> Result<FloodPool<B>> {
         Ok(FloodPool::at_level(

@@ -445,7 +445,7 @@ impl ConvPlan {
         check_weights(f, sh.c_o * sh.c_i * taps, p)?;
         if let Some(e) = &self.cheetah {
             use crate::layer::LinearLayer;
-            let level = b.params().map_or(0, |p| self.query_level(p));
+            let level = self.query_level_on(b);
             // In parallel over output groups, in order.
             let groups = crate::par::map(0..e.out_groups, |og| {
                 (0..e.in_groups)
@@ -639,7 +639,7 @@ impl crate::layer::LinearLayer for ConvPlan {
         let p = self.slots.p;
         check_input(x, sh.c_i * sh.h * sh.w, p)?;
         if let Some(e) = &self.cheetah {
-            let level = b.params().map_or(0, |p| self.query_level(p));
+            let level = self.query_level_on(b);
             return cheetah::query_values(&sh, e, x)
                 .iter()
                 .map(|v| Ok(b.encrypt_sym(&b.encode_coeffs_at(v, level)?)?))

@@ -399,10 +399,7 @@ impl MatvecPlan {
             n_o: g.n_o,
             n_i: g.n_i,
         };
-        let level = {
-            use crate::layer::LinearLayer;
-            b.params().map_or(0, |p| self.query_level(p))
-        };
+        let level = crate::layer::LinearLayer::query_level_on(self, b);
         // In parallel over (block, diagonal), in order.
         let groups = crate::par::map(0..g.row_blocks * g.diags, |bk| {
             let (block, k) = (bk / g.diags, bk % g.diags);
@@ -533,7 +530,7 @@ impl crate::layer::LinearLayer for MatvecPlan {
             return Err(he::HeError::NotReduced { index, value, p }.into());
         }
         if self.method == Method::Cheetah {
-            let level = b.params().map_or(0, |p| self.query_level(p));
+            let level = self.query_level_on(b);
             return (0..g.col_tiles)
                 .map(|tile| {
                     let v = cheetah::query_values(g, x, p, tile);
