@@ -338,6 +338,12 @@ pub trait Backend: Sync {
     /// the wire and [`Backend::decrypt_coeffs`] (correct at the kept coefficients) only;
     /// other operations refuse it ([`HeError::Selected`]).
     fn select_coeffs(&self, a: &Self::Ct, keep: &[std::ops::Range<usize>]) -> Result<Self::Ct>;
+    /// Rounds a ciphertext's low-order precision away as its wire form will
+    /// ([`crate::Rounding`]): the result holds what the receiver rebuilds, the rounding
+    /// error added to its noise, and serializes to the smaller rounded form. c0 of a
+    /// selected ciphertext is rounded at its kept coefficients; c1 of a seeded one cannot
+    /// be rounded. The ideal-model simulator (no parameters) only records it.
+    fn round(&self, a: &Self::Ct, r: crate::Rounding) -> Result<Self::Ct>;
 
     /// Rotates each row left by `step` (signed; |step| < span). Needs a declared key.
     fn rotate_rows(&self, a: &Self::Ct, step: i64) -> Result<Self::Ct>;

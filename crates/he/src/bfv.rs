@@ -42,6 +42,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::backend::{check_runs, check_step, Backend, GaloisSpec, Layout, SlotInfo};
 use crate::error::{HeError, Result};
 use crate::params::Params;
+use crate::rounding::{self, Rounding};
 
 /// A BFV ciphertext (two polynomials in NTT form).
 #[derive(Clone, Debug)]
@@ -51,6 +52,9 @@ pub struct BfvCt {
     /// For a selected ciphertext ([`Backend::select_coeffs`]): the kept coefficient
     /// runs (c0 is zero elsewhere).
     keep: Option<Arc<Vec<Range<usize>>>>,
+    /// How its wire form is rounded ([`Backend::round`]); the polynomials already hold
+    /// what the receiver rebuilds.
+    rounding: Rounding,
 }
 
 /// An encoded plaintext (scaled on use, for additions and encryption).
@@ -482,6 +486,7 @@ impl Bfv {
     fn wrap(&self, c: Vec<Poly>) -> Result<BfvCt> {
         Ok(BfvCt {
             keep: None,
+            rounding: Rounding::NONE,
             ct: Ciphertext::new(c, self.par())?,
             seeded: false,
         })
@@ -594,6 +599,114 @@ impl Bfv {
         Ok(BfvPrepared(Poly::try_convert_from(arr, ctx, false, repr)?))
     }
 
+    /// A rounded ciphertext on the wire ([`crate::rounding`]): c0 (at the kept
+    /// coefficients when selected) and c1 (or the seed) as bit-packed digits.
+    fn serialize_rounded(&self, a: &BfvCt) -> Result<Vec<u8>> {
+        let level = a.ct.level_index();
+        let q = self.params.moduli_at(level);
+        let n = self.info.n;
+        let at: Vec<usize> = match &a.keep {
+            Some(k) => k.iter().flat_map(|r| r.clone()).collect(),
+            None => (0..n).collect(),
+        };
+        let rows = |i: usize| {
+            let mut p = a.ct[i].clone();
+            p.change_representation(Representation::PowerBasis);
+            p.coefficients().to_owned()
+        };
+        let mut c = vec![rounding::pack(q, rows(0).view(), a.rounding.c0, &at)?];
+        let seed = if a.seeded {
+            fhe::proto::bfv::Ciphertext::decode(a.ct.to_bytes().as_slice())
+                .map_err(|e| HeError::Engine(e.to_string()))?
+                .seed
+        } else {
+            let all: Vec<usize> = (0..n).collect();
+            c.push(rounding::pack(q, rows(1).view(), a.rounding.c1, &all)?);
+            vec![]
+        };
+        Ok(CtWire {
+            c,
+            seed,
+            level: level as u32,
+            keep: a
+                .keep
+                .iter()
+                .flat_map(|k| k.iter().flat_map(|r| [r.start as u32, r.end as u32]))
+                .collect(),
+            c0_limbs: a.rounding.c0.limbs,
+            c0_bits: a.rounding.c0.bits,
+            c1_limbs: a.rounding.c1.limbs,
+            c1_bits: a.rounding.c1.bits,
+        }
+        .encode_to_vec())
+    }
+
+    /// Decodes and validates a rounded ciphertext (the rounding in range for its level,
+    /// runs sorted and disjoint, exact byte lengths, every digit in range).
+    fn deserialize_rounded(&self, proto: &CtWire) -> Result<BfvCt> {
+        const WHAT: &str = "rounded ciphertext";
+        let n = self.info.n;
+        let level = proto.level as usize;
+        let q = self.params.moduli_at(level);
+        let r = Rounding {
+            c0: rounding::Dropped {
+                limbs: proto.c0_limbs,
+                bits: proto.c0_bits,
+            },
+            c1: rounding::Dropped {
+                limbs: proto.c1_limbs,
+                bits: proto.c1_bits,
+            },
+        };
+        let seeded = !proto.seed.is_empty();
+        if proto.c.len() != if seeded { 1 } else { 2 } || (seeded && !r.c1.is_none()) {
+            return Err(malformed(
+                WHAT,
+                "expected two polynomials, or c0, a seed and c1 not rounded",
+            ));
+        }
+        if proto.keep.len() & 1 == 1 || proto.keep.len() > 2 * n {
+            return Err(malformed(WHAT, format!("{} run bounds", proto.keep.len())));
+        }
+        let keep: Vec<Range<usize>> = proto
+            .keep
+            .chunks_exact(2)
+            .map(|r| r[0] as usize..r[1] as usize)
+            .collect();
+        if !keep.is_empty() {
+            check_runs(&keep, n).map_err(|e| malformed(WHAT, e.to_string()))?;
+        }
+        let at: Vec<usize> = if keep.is_empty() {
+            (0..n).collect()
+        } else {
+            keep.iter().flat_map(|r| r.clone()).collect()
+        };
+        let ctx = self.par().context_at_level(level)?.clone();
+        let poly = |rows| -> Result<Poly> {
+            let mut p = Poly::try_convert_from(rows, &ctx, true, Representation::PowerBasis)?;
+            p.change_representation(Representation::Ntt);
+            Ok(p)
+        };
+        let c0 = poly(rounding::unpack(q, &proto.c[0], r.c0, &at, n, WHAT)?)?;
+        let c1 = if seeded {
+            let seed: [u8; 32] = proto
+                .seed
+                .as_slice()
+                .try_into()
+                .map_err(|_| malformed(WHAT, "seed is not 32 bytes"))?;
+            Poly::random_from_seed(&ctx, Representation::Ntt, seed)
+        } else {
+            let all: Vec<usize> = (0..n).collect();
+            poly(rounding::unpack(q, &proto.c[1], r.c1, &all, n, WHAT)?)?
+        };
+        let mut out = self.wrap(vec![c0, c1])?;
+        if !keep.is_empty() {
+            out.keep = Some(Arc::new(keep));
+        }
+        out.rounding = r;
+        Ok(out)
+    }
+
     /// A selected ciphertext on the wire: fhe.rs's ciphertext message with c0 in power
     /// basis at the kept coefficients only (each modulus's values padded to a multiple
     /// of 8 and bit-packed as fhe-math does) and the runs in field 4.
@@ -625,6 +738,7 @@ impl Bfv {
                 .iter()
                 .flat_map(|r| [r.start as u32, r.end as u32])
                 .collect(),
+            ..Default::default()
         }
         .encode_to_vec())
     }
@@ -786,6 +900,7 @@ impl Bfv {
             None => Ok(a.clone()),
             Some(s) => Ok(BfvCt {
                 keep: None,
+                rounding: Rounding::NONE,
                 ct: ek.rotates_columns_by(&a.ct, s)?,
                 seeded: false,
             }),
@@ -808,6 +923,7 @@ impl Bfv {
         Self::top(a)?;
         Ok(BfvCt {
             keep: None,
+            rounding: Rounding::NONE,
             ct: &a.ct * &b.0,
             seeded: false,
         })
@@ -898,6 +1014,7 @@ impl Backend for Bfv {
         let ct = self.sk()?.try_encrypt(&pt.0, &mut rand::rng())?;
         Ok(BfvCt {
             keep: None,
+            rounding: Rounding::NONE,
             ct,
             seeded: true,
         })
@@ -907,6 +1024,7 @@ impl Backend for Bfv {
         let ct = self.pk()?.try_encrypt(&pt.0, &mut rand::rng())?;
         Ok(BfvCt {
             keep: None,
+            rounding: Rounding::NONE,
             ct,
             seeded: false,
         })
@@ -914,9 +1032,12 @@ impl Backend for Bfv {
 
     fn encrypt_zero_flood_at(&self, bits: u32, level: usize) -> Result<BfvCt> {
         self.check_level(level)?;
+        // The kernels' noise model keeps flood + log2 p + 3 bits within log2 q (one bit
+        // for rounding, two of margin): the noise stays below q/(8p), and a response
+        // rounded for the wire (`Params::response_rounding`) still decrypts.
         let max = (self.params.log_q_at(level).floor() as u32)
             .saturating_sub(self.params.p_bits())
-            .saturating_sub(4);
+            .saturating_sub(3);
         if bits > max {
             return Err(HeError::FloodTooLarge { bits, max });
         }
@@ -982,6 +1103,7 @@ impl Backend for Bfv {
         Self::same_level_pt(a, b)?;
         Ok(BfvCt {
             keep: None,
+            rounding: Rounding::NONE,
             ct: &a.ct + &b.0,
             seeded: false,
         })
@@ -991,6 +1113,7 @@ impl Backend for Bfv {
         Self::same_level_pt(a, b)?;
         Ok(BfvCt {
             keep: None,
+            rounding: Rounding::NONE,
             ct: &a.ct - &b.0,
             seeded: false,
         })
@@ -1077,6 +1200,7 @@ impl Backend for Bfv {
         c0.change_representation(Representation::Ntt);
         let mut out = self.wrap(vec![c0, a.ct[1].clone()])?;
         out.keep = Some(Arc::new(keep.to_vec()));
+        out.rounding = a.rounding;
         Ok(out)
     }
 
@@ -1145,6 +1269,7 @@ impl Backend for Bfv {
         match check_step(step, self.info.n / 2, &self.normalized, &self.galois)? {
             None => Ok(BfvCt {
                 keep: None,
+                rounding: Rounding::NONE,
                 ct: h.ct.clone(),
                 seeded: false,
             }),
@@ -1164,6 +1289,7 @@ impl Backend for Bfv {
         ct.switch_to_level(self.params.last_level())?;
         Ok(BfvCt {
             keep: None,
+            rounding: Rounding::NONE,
             ct,
             seeded: false,
         })
@@ -1178,6 +1304,9 @@ impl Backend for Bfv {
     }
 
     fn serialize(&self, a: &BfvCt) -> Result<Vec<u8>> {
+        if !a.rounding.is_none() {
+            return self.serialize_rounded(a);
+        }
         match &a.keep {
             None => Ok(a.ct.to_bytes()),
             Some(keep) => self.serialize_selected(a, keep),
@@ -1185,15 +1314,41 @@ impl Backend for Bfv {
     }
 
     fn wire_size(&self, a: &BfvCt) -> usize {
-        let level = a.ct.level_index();
-        match &a.keep {
-            None => self.params.ct_wire_size(level, a.seeded),
-            Some(keep) => self.params.selected_ct_wire_size(
-                level,
-                keep.len(),
-                keep.iter().map(|r| r.len()).sum(),
-            ),
+        self.params.rounded_ct_wire_size(
+            a.ct.level_index(),
+            a.seeded,
+            a.keep
+                .as_ref()
+                .map(|k| (k.len(), k.iter().map(|r| r.len()).sum())),
+            a.rounding,
+        )
+    }
+
+    fn round(&self, a: &BfvCt, r: Rounding) -> Result<BfvCt> {
+        rounding::check_ct(&self.params, a.ct.level_index(), a.seeded, a.rounding, r)?;
+        let q = self.params.moduli_at(a.ct.level_index()).to_vec();
+        let kept: Option<Vec<usize>> = a
+            .keep
+            .as_ref()
+            .map(|k| k.iter().flat_map(|r| r.clone()).collect());
+        let mut out = a.clone();
+        for (i, d) in [(0, r.c0), (1, r.c1)] {
+            if d.is_none() {
+                continue;
+            }
+            let mut poly = out.ct[i].clone();
+            poly.change_representation(Representation::PowerBasis);
+            let mut rows = poly.coefficients().to_owned();
+            let at = if i == 0 { kept.as_deref() } else { None };
+            rounding::round_rows(&q, &mut rows, d, at)?;
+            let mut poly =
+                Poly::try_convert_from(rows, poly.ctx(), false, Representation::PowerBasis)?;
+            poly.change_representation(Representation::Ntt);
+            // in place: a seeded ciphertext keeps its seed (fhe.rs's DerefMut)
+            out.ct[i] = poly;
         }
+        out.rounding = r;
+        Ok(out)
     }
 
     fn deserialize(&self, bytes: &[u8]) -> Result<BfvCt> {
@@ -1202,6 +1357,9 @@ impl Backend for Bfv {
         let level = proto.level as usize;
         if level > self.params.last_level() {
             return Err(malformed(WHAT, format!("level {level} out of range")));
+        }
+        if proto.c0_limbs | proto.c0_bits | proto.c1_limbs | proto.c1_bits != 0 {
+            return self.deserialize_rounded(&proto);
         }
         if !proto.keep.is_empty() {
             return self.deserialize_selected(&proto);

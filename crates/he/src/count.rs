@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use crate::backend::{check_step, Backend, Dir, GaloisSpec, Layout, OpCounts, SlotInfo};
 use crate::error::{HeError, Result};
 use crate::params::Params;
+use crate::rounding::Rounding;
 
 /// Forwards to `B` and counts every operation.
 #[derive(Debug)]
@@ -184,6 +185,16 @@ impl<B: Backend> Backend for Counting<B> {
         });
         Ok(r)
     }
+    fn round(&self, a: &Self::Ct, r: Rounding) -> Result<Self::Ct> {
+        let out = self.inner.round(a, r)?;
+        // each rounded polynomial to power basis and back
+        let parts = u64::from(!r.c0.is_none()) + u64::from(!r.c1.is_none());
+        self.bump(|c| {
+            c.intt += parts;
+            c.ntt += parts
+        });
+        Ok(out)
+    }
     fn rotate_rows(&self, a: &Self::Ct, step: i64) -> Result<Self::Ct> {
         let r = self.inner.rotate_rows(a, step)?;
         if step != 0 {
@@ -267,6 +278,7 @@ pub struct ShapeCt {
     level: usize,
     seeded: bool,
     selected: Option<(u32, u32)>,
+    rounding: Rounding,
 }
 
 /// A backend that carries no data, only shapes; it enforces the same layout, key and
@@ -343,6 +355,7 @@ impl Shape {
             });
         }
         Ok(ShapeCt {
+            rounding: Rounding::NONE,
             selected: None,
             level: a.level,
             seeded: false,
@@ -357,6 +370,7 @@ impl Shape {
             });
         }
         Ok(ShapeCt {
+            rounding: Rounding::NONE,
             selected: None,
             level: 0,
             seeded: false,
@@ -371,6 +385,7 @@ impl Shape {
             });
         }
         Ok(ShapeCt {
+            rounding: Rounding::NONE,
             selected: None,
             level: a.level,
             seeded: false,
@@ -386,6 +401,7 @@ impl Shape {
         Ok(level)
     }
     const FRESH: ShapeCt = ShapeCt {
+        rounding: Rounding::NONE,
         selected: None,
         level: 0,
         seeded: false,
@@ -435,6 +451,7 @@ impl Backend for Shape {
     }
     fn encrypt_sym(&self, pt: &usize) -> Result<ShapeCt> {
         Ok(ShapeCt {
+            rounding: Rounding::NONE,
             selected: None,
             level: *pt,
             seeded: true,
@@ -442,12 +459,14 @@ impl Backend for Shape {
     }
     fn encrypt_pk(&self, pt: &usize) -> Result<ShapeCt> {
         Ok(ShapeCt {
+            rounding: Rounding::NONE,
             level: *pt,
             ..Self::FRESH
         })
     }
     fn encrypt_zero_flood_at(&self, _bits: u32, level: usize) -> Result<ShapeCt> {
         Ok(ShapeCt {
+            rounding: Rounding::NONE,
             level: self.check_level(level)?,
             ..Self::FRESH
         })
@@ -475,6 +494,7 @@ impl Backend for Shape {
     fn negate(&self, a: &ShapeCt) -> Result<ShapeCt> {
         Self::whole(a, "negate")?;
         Ok(ShapeCt {
+            rounding: Rounding::NONE,
             selected: None,
             level: a.level,
             seeded: false,
@@ -503,6 +523,7 @@ impl Backend for Shape {
             }
         }
         Ok(ShapeCt {
+            rounding: Rounding::NONE,
             level,
             ..Self::FRESH
         })
@@ -525,24 +546,33 @@ impl Backend for Shape {
         Self::whole(a, "select_coeffs")?;
         let kept = crate::backend::check_runs(keep, self.info.n)?;
         Ok(ShapeCt {
+            rounding: a.rounding,
             level: a.level,
             seeded: false,
             selected: Some((keep.len() as u32, kept as u32)),
         })
     }
-    fn wire_size(&self, a: &ShapeCt) -> usize {
-        match (&self.params, a.selected) {
-            (None, _) => 0,
-            (Some(p), None) => p.ct_wire_size(a.level, a.seeded),
-            (Some(p), Some((runs, kept))) => {
-                p.selected_ct_wire_size(a.level, runs as usize, kept as usize)
-            }
+    fn round(&self, a: &ShapeCt, r: Rounding) -> Result<ShapeCt> {
+        if let Some(p) = &self.params {
+            crate::rounding::check_ct(p, a.level, a.seeded, a.rounding, r)?;
         }
+        Ok(ShapeCt { rounding: r, ..*a })
+    }
+    fn wire_size(&self, a: &ShapeCt) -> usize {
+        self.params.as_ref().map_or(0, |p| {
+            p.rounded_ct_wire_size(
+                a.level,
+                a.seeded,
+                a.selected.map(|(r, k)| (r as usize, k as usize)),
+                a.rounding,
+            )
+        })
     }
     fn rotate_rows(&self, a: &ShapeCt, step: i64) -> Result<ShapeCt> {
         Self::whole(a, "a slot rotation")?;
         check_step(step, self.info.span(), &self.keys, &self.galois)?;
         Ok(ShapeCt {
+            rounding: Rounding::NONE,
             selected: None,
             level: a.level,
             seeded: false,
@@ -554,6 +584,7 @@ impl Backend for Shape {
             return Err(HeError::UndeclaredColumnRotation);
         }
         Ok(ShapeCt {
+            rounding: Rounding::NONE,
             selected: None,
             level: a.level,
             seeded: false,
@@ -568,6 +599,7 @@ impl Backend for Shape {
     fn switch_to_last(&self, a: &ShapeCt) -> Result<ShapeCt> {
         Self::whole(a, "switch_to_last")?;
         Ok(ShapeCt {
+            rounding: Rounding::NONE,
             selected: None,
             level: self.levels - 1,
             seeded: false,
@@ -580,7 +612,9 @@ impl Backend for Shape {
         a.seeded
     }
     fn serialize(&self, a: &ShapeCt) -> Result<Vec<u8>> {
+        let r = a.rounding;
         let mut out = vec![a.level as u8, u8::from(a.seeded)];
+        out.extend([r.c0.limbs, r.c0.bits, r.c1.limbs, r.c1.bits].map(|v| v as u8));
         if let Some((runs, kept)) = a.selected {
             out.extend(runs.to_le_bytes());
             out.extend(kept.to_le_bytes());
@@ -588,29 +622,43 @@ impl Backend for Shape {
         Ok(out)
     }
     fn deserialize(&self, bytes: &[u8]) -> Result<ShapeCt> {
-        if let [l, 0, r @ ..] = bytes {
-            if r.len() == 8 && (*l as usize) < self.levels {
+        let bad = || HeError::Malformed {
+            what: "shape ciphertext",
+            detail: format!("{} bytes", bytes.len()),
+        };
+        let (head, rest) = bytes.split_at_checked(6).ok_or_else(bad)?;
+        let (level, seeded) = (head[0] as usize, head[1]);
+        if level >= self.levels || seeded > 1 {
+            return Err(bad());
+        }
+        let d = |l: u8, b: u8| crate::Dropped {
+            limbs: l as u32,
+            bits: b as u32,
+        };
+        let rounding = Rounding {
+            c0: d(head[2], head[3]),
+            c1: d(head[4], head[5]),
+        };
+        if let Some(p) = &self.params {
+            crate::rounding::check_ct(p, level, seeded == 1, Rounding::NONE, rounding)?;
+        }
+        let selected = match rest {
+            [] => None,
+            r if r.len() == 8 && seeded == 0 => {
                 let word = |i: usize| u32::from_le_bytes([r[i], r[i + 1], r[i + 2], r[i + 3]]);
                 let (runs, kept) = (word(0), word(4));
-                if runs >= 1 && runs <= kept && kept as usize <= self.info.n {
-                    return Ok(ShapeCt {
-                        level: *l as usize,
-                        seeded: false,
-                        selected: Some((runs, kept)),
-                    });
+                if runs == 0 || runs > kept || kept as usize > self.info.n {
+                    return Err(bad());
                 }
+                Some((runs, kept))
             }
-        }
-        match bytes {
-            [l, s] if (*l as usize) < self.levels && *s <= 1 => Ok(ShapeCt {
-                selected: None,
-                level: *l as usize,
-                seeded: *s == 1,
-            }),
-            _ => Err(HeError::Malformed {
-                what: "shape ciphertext",
-                detail: format!("{} bytes", bytes.len()),
-            }),
-        }
+            _ => return Err(bad()),
+        };
+        Ok(ShapeCt {
+            level,
+            seeded: seeded == 1,
+            selected,
+            rounding,
+        })
     }
 }

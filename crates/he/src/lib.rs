@@ -26,6 +26,7 @@ mod count;
 mod error;
 mod params;
 mod plain_ntt;
+mod rounding;
 mod sim;
 mod wire;
 
@@ -35,7 +36,10 @@ pub use count::{Count, Counting, Shape, ShapeCt};
 pub use error::{HeError, Result};
 pub use params::{
     batching_prime, max_log_q_128, Moduli, Params, ParamsBuilder, ParamsSpec, NTT_BACKEND, P32,
-    PRESETS,
+    PRESETS, SECRET_KEY_VARIANCE,
 };
 pub use plain_ntt::PlainNtt;
+pub use rounding::{
+    bound_log2 as rounding_bound_log2, candidates as rounding_candidates, Dropped, Rounding,
+};
 pub use sim::{random_slots, Sim, SimCt, SimPt};

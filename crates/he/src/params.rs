@@ -21,6 +21,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{HeError, Result};
+use crate::rounding::{Dropped, Rounding};
+
+/// The variance of fhe.rs 0.1.1's secret-key coefficients (a centred binomial; its
+/// `BfvParametersBuilder` default, which helina keeps).
+pub const SECRET_KEY_VARIANCE: f64 = 10.0;
 
 /// The NTT implementation this build uses. Builds with different NTT backends cannot
 /// read each other's keys or ciphertexts, so it is part of [`Params::hash`].
@@ -288,6 +293,91 @@ impl Params {
             seed: vec![],
             level: level as u32,
             keep: vec![0; 2 * runs],
+            ..Default::default()
+        }
+        .encoded_len()
+    }
+
+    /// The moduli of `level` (the first `levels − level`).
+    pub fn moduli_at(&self, level: usize) -> &[u64] {
+        &self.moduli[..self.moduli.len() - level.min(self.moduli.len() - 1)]
+    }
+
+    /// How a response (a flooded ciphertext at the last level, see
+    /// `kernels::share_output`) is rounded for the wire: as much of c0 and c1 as
+    /// decryption can lose. With T = q_0/(2p) the decryption bound, the flooding takes
+    /// at most T/4 (the noise budget keeps 2 bits of margin above it, and switching down
+    /// scales it), the switch to the last level adds its own rounding (≤ 1/2 +
+    /// 9·√(10n/12), fhe.rs's secret key has variance 10), and T/64 is left for
+    /// everything else. Of the rest, c1 takes up to 60%: an error δ with
+    /// |δ_i| ≤ 2^(j−1) reaches the phase as δ·s, below 9·√(10n)·2^(j−1) except with
+    /// probability 2^-40 over the n coefficients; c0 takes what remains.
+    pub fn response_rounding(&self) -> Rounding {
+        let q0 = self.moduli[0];
+        let n = self.n as f64;
+        let t = q0 as f64 / (2.0 * self.p as f64);
+        let switch = 0.5 + 9.0 * (SECRET_KEY_VARIANCE * n / 12.0).sqrt();
+        let avail = t * (0.75 - 1.0 / 64.0) - switch;
+        if avail < 2.0 {
+            return Rounding::NONE;
+        }
+        let top = 64 - (q0 - 1).leading_zeros();
+        let spread = 9.0 * (SECRET_KEY_VARIANCE * n).sqrt();
+        // largest j with spread·2^(j−1) ≤ 0.6·avail
+        let c1_bits = (1.0 + (0.6 * avail / spread).log2())
+            .floor()
+            .clamp(0.0, (top - 1) as f64) as u32;
+        let c1_err = if c1_bits > 0 {
+            spread * ((c1_bits - 1) as f64).exp2()
+        } else {
+            0.0
+        };
+        let c0_bits = (1.0 + (avail - c1_err).log2())
+            .floor()
+            .clamp(0.0, (top - 1) as f64) as u32;
+        Rounding {
+            c0: Dropped {
+                limbs: 0,
+                bits: c0_bits,
+            },
+            c1: Dropped {
+                limbs: 0,
+                bits: c1_bits,
+            },
+        }
+    }
+
+    /// Exact serialized size of a ciphertext at `level` rounded by `r` (seeded: c1 as a
+    /// seed; `selected`: (runs, kept) of a selected ciphertext's c0). Without rounding,
+    /// [`Params::ct_wire_size`] or [`Params::selected_ct_wire_size`].
+    pub fn rounded_ct_wire_size(
+        &self,
+        level: usize,
+        seeded: bool,
+        selected: Option<(usize, usize)>,
+        r: Rounding,
+    ) -> usize {
+        if r.is_none() {
+            return match selected {
+                None => self.ct_wire_size(level, seeded),
+                Some((runs, kept)) => self.selected_ct_wire_size(level, runs, kept),
+            };
+        }
+        let q = self.moduli_at(level);
+        let c0_count = selected.map_or(self.n, |(_, kept)| kept);
+        let mut c = vec![vec![0u8; crate::rounding::packed_len(q, r.c0, c0_count)]];
+        if !seeded {
+            c.push(vec![0u8; crate::rounding::packed_len(q, r.c1, self.n)]);
+        }
+        crate::wire::CtWire {
+            c,
+            seed: if seeded { vec![0u8; 32] } else { vec![] },
+            level: level as u32,
+            keep: vec![0; 2 * selected.map_or(0, |(runs, _)| runs)],
+            c0_limbs: r.c0.limbs,
+            c0_bits: r.c0.bits,
+            c1_limbs: r.c1.limbs,
+            c1_bits: r.c1.bits,
         }
         .encoded_len()
     }

@@ -17,6 +17,7 @@ use crate::backend::{check_step, Backend, Encoding, GaloisSpec, Layout, SlotInfo
 use crate::error::{HeError, Result};
 use crate::params::Params;
 use crate::plain_ntt::PlainNtt;
+use crate::rounding::Rounding;
 
 /// A simulated ciphertext: the slot values (or, coefficient encoded, the plaintext
 /// polynomial's coefficients) in the clear, with a level, a seeded flag and the
@@ -31,6 +32,8 @@ pub struct SimCt {
     encoding: Option<Encoding>,
     /// For a selected ciphertext: (runs, kept coefficients); the others read 0.
     selected: Option<(usize, usize)>,
+    /// Its wire rounding (recorded for the wire size; the values stay exact).
+    rounding: Rounding,
 }
 
 impl SimCt {
@@ -163,6 +166,7 @@ impl Sim {
             seeded: false,
             encoding,
             selected: None,
+            rounding: Rounding::NONE,
         }
     }
 
@@ -334,6 +338,7 @@ impl Backend for Sim {
             seeded: true,
             encoding: Some(pt.encoding),
             selected: None,
+            rounding: Rounding::NONE,
         })
     }
     fn encrypt_pk(&self, pt: &SimPt) -> Result<SimCt> {
@@ -469,14 +474,22 @@ impl Backend for Sim {
         }
         let mut out = self.ct(slots, a.level, Some(Encoding::Coeffs));
         out.selected = Some((keep.len(), kept));
+        out.rounding = a.rounding;
         Ok(out)
     }
-    fn wire_size(&self, a: &SimCt) -> usize {
-        match (&self.params, a.selected) {
-            (None, _) => 0,
-            (Some(p), None) => p.ct_wire_size(a.level, a.seeded),
-            (Some(p), Some((runs, kept))) => p.selected_ct_wire_size(a.level, runs, kept),
+    fn round(&self, a: &SimCt, r: Rounding) -> Result<SimCt> {
+        if let Some(p) = &self.params {
+            crate::rounding::check_ct(p, a.level, a.seeded, a.rounding, r)?;
         }
+        Ok(SimCt {
+            rounding: r,
+            ..a.clone()
+        })
+    }
+    fn wire_size(&self, a: &SimCt) -> usize {
+        self.params.as_ref().map_or(0, |p| {
+            p.rounded_ct_wire_size(a.level, a.seeded, a.selected, a.rounding)
+        })
     }
     fn rotate_rows(&self, a: &SimCt, step: i64) -> Result<SimCt> {
         Self::whole(a, "a slot rotation")?;
@@ -527,6 +540,8 @@ impl Backend for Sim {
         let (runs, kept) = a.selected.unwrap_or((0, 0));
         out.extend((runs as u32).to_le_bytes());
         out.extend((kept as u32).to_le_bytes());
+        let r = a.rounding;
+        out.extend([r.c0.limbs, r.c0.bits, r.c1.limbs, r.c1.bits].map(|v| v as u8));
         for s in &a.slots {
             out.extend_from_slice(&s.to_le_bytes());
         }
@@ -534,7 +549,7 @@ impl Backend for Sim {
     }
     fn deserialize(&self, bytes: &[u8]) -> Result<SimCt> {
         let n = self.info.n;
-        const HEADER: usize = 11;
+        const HEADER: usize = 15;
         if bytes.len() != HEADER + 8 * n {
             return Err(HeError::Malformed {
                 what: "simulated ciphertext",
@@ -566,6 +581,17 @@ impl Backend for Sim {
                 ),
             });
         }
+        let d = |i: usize| crate::Dropped {
+            limbs: bytes[i] as u32,
+            bits: bytes[i + 1] as u32,
+        };
+        let rounding = Rounding {
+            c0: d(11),
+            c1: d(13),
+        };
+        if let Some(p) = &self.params {
+            crate::rounding::check_ct(p, level, bytes[1] == 1, Rounding::NONE, rounding)?;
+        }
         let encoding = match bytes[2] {
             0 => None,
             1 => Some(Encoding::Slots),
@@ -591,6 +617,7 @@ impl Backend for Sim {
             seeded: bytes[1] == 1,
             encoding,
             selected,
+            rounding,
         })
     }
 }

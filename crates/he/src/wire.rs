@@ -17,10 +17,12 @@ pub(crate) struct RqWire {
     pub(crate) allow_variable_time: bool,
 }
 
-/// fhe.rs's `Ciphertext` protobuf plus helina's field 4: the coefficient runs a
-/// *selected* ciphertext keeps (see [`crate::Backend::select_coeffs`]). Without field 4
-/// the bytes are exactly fhe.rs's; with it, `c[0]` holds c0 in power basis at the kept
-/// coefficients only.
+/// fhe.rs's `Ciphertext` protobuf plus helina's fields: 4, the coefficient runs a
+/// *selected* ciphertext keeps (see [`crate::Backend::select_coeffs`]), and 5-8, the
+/// rounding of a rounded one (see [`crate::Backend::round`]). Without them the bytes are
+/// exactly fhe.rs's; with field 4 alone, `c[0]` holds c0 in power basis at the kept
+/// coefficients only; rounded, each `c[i]` is the bit-packed digits of
+/// `crate::rounding` (c0 at the kept coefficients when selected).
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct CtWire {
     #[prost(bytes = "vec", repeated, tag = "1")]
@@ -32,6 +34,18 @@ pub(crate) struct CtWire {
     /// Kept runs as (start, end) pairs, fixed-width so sizes do not depend on values.
     #[prost(fixed32, repeated, tag = "4")]
     pub(crate) keep: Vec<u32>,
+    /// Rounded form ([`crate::Rounding`]; all zero: not rounded): c0's dropped limbs.
+    #[prost(uint32, tag = "5")]
+    pub(crate) c0_limbs: u32,
+    /// c0's dropped bits.
+    #[prost(uint32, tag = "6")]
+    pub(crate) c0_bits: u32,
+    /// c1's dropped limbs.
+    #[prost(uint32, tag = "7")]
+    pub(crate) c1_limbs: u32,
+    /// c1's dropped bits.
+    #[prost(uint32, tag = "8")]
+    pub(crate) c1_bits: u32,
 }
 
 /// Representation tag of a power-basis polynomial.

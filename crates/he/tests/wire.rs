@@ -254,3 +254,100 @@ fn crafted_public_keys_are_refused_at_the_border() {
         HeError::MissingKey { key: "public key" }
     );
 }
+
+/// Mirror of helina's ciphertext message (fhe.rs's fields and helina's 4-8), to craft
+/// rounded ciphertexts the way a hostile peer would.
+#[derive(Clone, PartialEq, prost::Message)]
+struct CtMirror {
+    #[prost(bytes = "vec", repeated, tag = "1")]
+    c: Vec<Vec<u8>>,
+    #[prost(bytes = "vec", tag = "2")]
+    seed: Vec<u8>,
+    #[prost(uint32, tag = "3")]
+    level: u32,
+    #[prost(fixed32, repeated, tag = "4")]
+    keep: Vec<u32>,
+    #[prost(uint32, tag = "5")]
+    c0_limbs: u32,
+    #[prost(uint32, tag = "6")]
+    c0_bits: u32,
+    #[prost(uint32, tag = "7")]
+    c1_limbs: u32,
+    #[prost(uint32, tag = "8")]
+    c1_bits: u32,
+}
+
+/// A seeded query with c0 rounded (one whole limb and 10 bits of the next) and a
+/// last-level response rounded as `Params::response_rounding` says both travel in fewer
+/// bytes, at exactly their wire size, and decrypt to their values; roundings that do
+/// not fit the ciphertext, c1 rounded beside a seed, and wrong lengths are refused.
+#[test]
+fn rounded_ciphertexts_round_trip_and_bad_ones_are_errors() {
+    use he::{Dropped, Rounding};
+    let b = client();
+    let p = params();
+    let v = random_slots(p.n(), p.p(), &mut rng(31));
+    let query = b.encrypt_sym(&b.encode(&v).unwrap()).unwrap();
+    let r = Rounding {
+        c0: Dropped { limbs: 1, bits: 10 },
+        c1: Dropped::NONE,
+    };
+    let rounded = b.round(&query, r).unwrap();
+    let bytes = b.serialize(&rounded).unwrap();
+    assert_eq!(bytes.len(), b.wire_size(&rounded));
+    assert_eq!(bytes.len(), p.rounded_ct_wire_size(0, true, None, r));
+    assert!(bytes.len() * 10 < p.ct_wire_size(0, true) * 6);
+    let back = b.deserialize(&bytes).unwrap();
+    assert_eq!(b.decrypt(&back).unwrap(), v);
+    assert_eq!(b.decrypt(&rounded).unwrap(), v);
+    // c1 comes from the seed
+    let c1 = Rounding {
+        c0: Dropped::NONE,
+        c1: Dropped { limbs: 0, bits: 4 },
+    };
+    assert!(matches!(
+        b.round(&query, c1),
+        Err(HeError::Malformed { .. })
+    ));
+    // a response at the last level
+    let resp = b
+        .switch_to_last(&b.encrypt_pk(&b.encode(&v).unwrap()).unwrap())
+        .unwrap();
+    let rr = p.response_rounding();
+    assert!(!rr.c0.is_none() && !rr.c1.is_none());
+    let small = b.round(&resp, rr).unwrap();
+    let sent = b.serialize(&small).unwrap();
+    assert_eq!(sent.len(), b.wire_size(&small));
+    // n4096: 37-bit last modulus, 20-bit p: 55 of 74 bits per coefficient pair
+    assert!(sent.len() * 10 < p.ct_wire_size(p.last_level(), false) * 8);
+    assert_eq!(b.decrypt(&b.deserialize(&sent).unwrap()).unwrap(), v);
+    // crafted roundings
+    let proto: CtMirror = prost::Message::decode(bytes.as_slice()).unwrap();
+    let refused = |m: CtMirror| b.deserialize(&prost::Message::encode_to_vec(&m)).is_err();
+    assert!(refused(CtMirror {
+        c0_limbs: 3,
+        ..proto.clone()
+    }));
+    assert!(refused(CtMirror {
+        c0_bits: 60,
+        ..proto.clone()
+    }));
+    assert!(refused(CtMirror {
+        c1_bits: 3,
+        ..proto.clone()
+    }));
+    let mut cut = proto.clone();
+    cut.c[0].pop();
+    assert!(refused(cut));
+    let mut long = proto.clone();
+    long.c[0].push(0);
+    assert!(refused(long));
+    let proto: CtMirror = prost::Message::decode(sent.as_slice()).unwrap();
+    let mut ones = proto.clone();
+    ones.c[1].iter_mut().for_each(|x| *x = 0xff);
+    assert!(refused(ones));
+    assert!(refused(CtMirror {
+        level: 7,
+        ..proto.clone()
+    }));
+}

@@ -4,7 +4,9 @@
 
 use std::ops::Range;
 
-use he::{Backend, Encoding, GaloisSpec, Params};
+use he::{Backend, Dropped, Encoding, GaloisSpec, Params, Rounding};
+
+use crate::noise::NoiseModel;
 
 use crate::error::Result;
 use crate::share::{share_output_encoded, FloodPool};
@@ -25,8 +27,34 @@ pub trait LinearLayer {
     fn input_len(&self) -> usize;
     /// Number of signed weights.
     fn weight_len(&self) -> usize;
-    /// Flooding bits on these parameters (or a noise-budget error).
+    /// Flooding bits on these parameters (or a noise-budget error), for the noise of
+    /// [`LinearLayer::query_model`].
     fn flood_bits(&self, params: &Params) -> Result<u32>;
+    /// Worst-case kernel noise (log2 σ of the response before flooding) under a model.
+    fn kernel_noise(&self, m: &NoiseModel) -> f64;
+    /// How the client rounds its query ciphertexts' c0 for the wire: the largest
+    /// rounding whose error, added to the fresh noise, the noise budget at the query
+    /// level still affords with the flooding ([`he::Rounding`]; c1 comes from a seed).
+    /// A query then costs about as many bits per coefficient as the layer's noise needs,
+    /// whatever the level's modulus.
+    fn query_rounding(&self, params: &Params) -> Dropped {
+        let base = NoiseModel::at_level(params, self.query_level(params));
+        let q = params.moduli_at(self.query_level(params));
+        let cands = he::rounding_candidates(q);
+        let ok = |d: &Dropped| {
+            let m = base.with_query_rounding(he::rounding_bound_log2(q, *d));
+            m.affords(self.kernel_noise(&m))
+        };
+        // Affordable roundings are a prefix of the candidates (by increasing error).
+        let k = cands.partition_point(ok);
+        k.checked_sub(1).map_or(Dropped::NONE, |i| cands[i])
+    }
+    /// The noise model of the layer's queries: at its query level, with its rounding.
+    fn query_model(&self, params: &Params) -> NoiseModel {
+        let level = self.query_level(params);
+        let bound = he::rounding_bound_log2(params.moduli_at(level), self.query_rounding(params));
+        NoiseModel::at_level(params, level).with_query_rounding(bound)
+    }
     /// The level the client encrypts its queries at, the weights are prepared at and
     /// the response is flooded at: 0 (the whole modulus chain) unless the kernel needs
     /// no key switching and a shorter chain affords its noise and flooding
@@ -49,8 +77,26 @@ pub trait LinearLayer {
     }
     /// Offline: encode the weights.
     fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<Self::Encoded<B>>;
-    /// Client: pack and encrypt the input.
-    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>>;
+    /// Client: pack and encrypt the input (before the rounding of
+    /// [`LinearLayer::query`]).
+    fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>>;
+    /// Client: pack, encrypt and round the input for the wire
+    /// ([`LinearLayer::query_rounding`]).
+    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+        use rayon::prelude::*;
+        let cts = self.encrypt_query(b, x)?;
+        let Some(params) = b.params() else {
+            return Ok(cts);
+        };
+        let r = Rounding {
+            c0: self.query_rounding(params),
+            c1: Dropped::NONE,
+        };
+        if r.is_none() {
+            return Ok(cts);
+        }
+        cts.par_iter().map(|c| Ok(b.round(c, r)?)).collect()
+    }
     /// Server: the HE computation before `share_output`.
     fn compute<B: Backend>(&self, b: &B, m: &Self::Encoded<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>>;
     /// The cleartext finishing map from response slots (or coefficients) to outputs

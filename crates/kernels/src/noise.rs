@@ -92,6 +92,16 @@ impl NoiseModel {
             .find(|&l| Self::at_level(params, l).affords(kernel))
             .unwrap_or(0)
     }
+    /// The model for queries whose c0 the client rounds for the wire, with an error of
+    /// at most 2^`bound` per coefficient ([`he::Rounding`]): a bounded error is
+    /// sub-Gaussian with σ at most its bound, and it adds to the fresh noise the weights
+    /// multiply.
+    pub fn with_query_rounding(&self, bound: f64) -> Self {
+        Self {
+            fresh: log2_add(self.fresh, bound),
+            ..*self
+        }
+    }
     /// The model for a kernel whose rotations take up to `hops` key switches each
     /// (composed rotations, beyond the Galois-key budget).
     pub fn with_hops(&self, hops: usize) -> Self {

@@ -11,7 +11,9 @@
 //!    and the weight-dependent noise is statistically hidden (2^-40);
 //! 3. **switch to the last level**: about 5x smaller at n = 8192 (responses computed
 //!    on queries below the top level — rotation-free kernels — are masked and flooded
-//!    at their own level, then switched the same way).
+//!    at their own level, then switched the same way);
+//! 4. **round** c0 and c1 to what decryption needs ([`he::Params::response_rounding`]):
+//!    a public function of the re-randomised ciphertext, about 40% fewer bytes again.
 //!
 //! The encryptions of zero do not depend on the query: [`FloodPool`] precomputes them
 //! offline.
@@ -119,7 +121,12 @@ pub fn share_output_encoded<B: Backend>(
             let r: Vec<u64> = (0..s.n).map(|_| rng.random_range(0..s.p)).collect();
             let masked = b.add_plain(&ct, &b.encode_as_at(&r, encoding, b.level(&ct))?)?;
             let flooded = b.add(&masked, &zero)?;
-            let out = b.switch_to_last(&flooded)?;
+            let last = b.switch_to_last(&flooded)?;
+            // what decryption does not need stays off the wire
+            let out = match b.params() {
+                Some(params) => b.round(&last, params.response_rounding())?,
+                None => last,
+            };
             Ok((out, r.iter().map(|&v| (s.p - v) % s.p).collect()))
         })
         .collect::<Result<Vec<_>>>()?;

@@ -111,8 +111,11 @@ impl LinearLayer for SquarePlan {
     fn weight_len(&self) -> usize {
         self.count
     }
+    fn kernel_noise(&self, m: &NoiseModel) -> f64 {
+        SquarePlan::kernel_noise(self, m)
+    }
     fn flood_bits(&self, params: &Params) -> Result<u32> {
-        let model = NoiseModel::new(params);
+        let model = self.query_model(params);
         let kernel = self.kernel_noise(&model);
         if model.affords(kernel) {
             Ok(model.flood_bits(kernel))
@@ -146,7 +149,7 @@ impl LinearLayer for SquarePlan {
             })
             .collect()
     }
-    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+    fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
         self.check("client share", x)?;
         x.chunks(self.slots.n)
             .map(|chunk| {

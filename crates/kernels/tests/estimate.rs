@@ -3,7 +3,7 @@
 //! rotation, GAZELLE's hybrid needs seven).
 #![allow(clippy::unwrap_used)]
 
-use he::{Layout, Params, SlotInfo};
+use he::{Dropped, Layout, Params, Rounding, SlotInfo};
 use kernels::{estimate, CostModel, LinearLayer, MatvecPlan, Method};
 
 #[test]
@@ -20,8 +20,22 @@ fn estimates_price_counts_and_bytes() {
     let g = estimate(&gala, &params, &model).unwrap();
     let h = estimate(&hybrid, &params, &model).unwrap();
     let last = params.levels() - 1;
-    assert_eq!(g.bytes_up, params.ct_wire_size(0, true) as u64);
-    assert_eq!(g.bytes_down, params.ct_wire_size(last, false) as u64);
+    // the query seeded with c0 rounded as GALA's noise affords; the response rounded to
+    // what decryption needs
+    let rounded = Rounding {
+        c0: gala.query_rounding(&params),
+        c1: Dropped::NONE,
+    };
+    assert_eq!(
+        g.bytes_up,
+        params.rounded_ct_wire_size(0, true, None, rounded) as u64
+    );
+    assert!(g.bytes_up * 10 < params.ct_wire_size(0, true) as u64 * 8);
+    assert_eq!(
+        g.bytes_down,
+        params.rounded_ct_wire_size(last, false, None, params.response_rounding()) as u64
+    );
+    assert!(g.bytes_down * 10 < params.ct_wire_size(last, false) as u64 * 7);
     assert_eq!((g.counts.rotations(), g.galois_keys), (0, 0));
     assert_eq!(h.counts.rotations(), 7);
     assert!(h.server_ms > g.server_ms + 5.0 * model.hst_perm_us / 1e3);
@@ -62,9 +76,13 @@ fn encoded_plaintexts_and_their_memory() {
         e.encoded_bytes,
         e.plaintexts * (8192 * (params.levels() - 1) * 8) as u64
     );
+    let rounded = Rounding {
+        c0: c.query_rounding(&params),
+        c1: Dropped::NONE,
+    };
     assert_eq!(
         e.bytes_up,
-        (c.query_cts() * params.ct_wire_size(1, true)) as u64
+        (c.query_cts() * params.rounded_ct_wire_size(1, true, None, rounded)) as u64
     );
 }
 

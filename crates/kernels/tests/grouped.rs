@@ -443,16 +443,26 @@ fn estimate_prices_both_plans() {
     let d = DepthwisePlan::new(sh, real(&params)).unwrap();
     let e = estimate(&d, &params, &model).unwrap();
     assert_eq!(e.counts.sc_mult, counts(&d, &params).sc_mult);
-    assert_eq!(e.bytes_up, 4 * params.ct_wire_size(0, true) as u64);
-    assert_eq!(e.bytes_down, params.ct_wire_size(last, false) as u64);
+    let query = |plan: &dyn Fn(&Params) -> he::Dropped| {
+        let r = he::Rounding {
+            c0: plan(&params),
+            c1: he::Dropped::NONE,
+        };
+        params.rounded_ct_wire_size(0, true, None, r) as u64
+    };
+    let response =
+        params.rounded_ct_wire_size(last, false, None, params.response_rounding()) as u64;
+    assert_eq!(e.bytes_up, 4 * query(&|p| d.query_rounding(p)));
+    assert_eq!(e.bytes_down, response);
     assert_eq!(e.plaintexts, d.encoded_plaintexts() as u64);
     assert_eq!(e.galois_keys, 15);
     let g = GroupedPlan::new(ConvMethod::Gala, sh, real(&params)).unwrap();
     let eg = estimate(&g, &params, &model).unwrap();
     assert_eq!(eg.plaintexts, g.encoded_plaintexts() as u64);
+    assert_eq!(eg.bytes_down, g.output_cts() as u64 * response);
     assert_eq!(
-        eg.bytes_down,
-        g.output_cts() as u64 * params.ct_wire_size(last, false) as u64
+        eg.bytes_up,
+        g.query_cts() as u64 * query(&|p| g.query_rounding(p))
     );
     assert!(e.server_ms * 10.0 < eg.server_ms, "{e:?} {eg:?}");
 }

@@ -352,9 +352,8 @@ fn encoded_matrices_save_and_load() {
 /// before the query) decrypts with the client's key to noise of the flooding size:
 /// its budget is log2 q − log2 p − flood_bits − 1 within a few bits, where a plain
 /// public-key encryption has ~100 bits more. After the switch to the last level the
-/// flooded noise is scaled below the switch's own rounding noise, so a response keeps
-/// the budget of the unflooded result (flooding costs the client nothing) and
-/// decrypts to the right shares.
+/// response is rounded for the wire, which spends most of the budget the unflooded
+/// result has there, and still decrypts to the right shares.
 #[test]
 fn flooding_is_real_and_responses_decrypt() {
     let params = n8192();
@@ -391,7 +390,11 @@ fn flooding_is_real_and_responses_decrypt() {
             .switch_to_last(&plan.compute(&server, &m, &q).unwrap()[0])
             .unwrap();
         for r in &resp {
-            assert!((budget(r) - budget(&raw)).abs() <= 2.0, "{method}");
+            let (left, unrounded) = (budget(r), budget(&raw));
+            assert!(
+                left >= 1.0 && left + 10.0 <= unrounded,
+                "{method}: {left} of {unrounded}"
+            );
         }
         let resp: Vec<_> = resp
             .iter()
@@ -418,7 +421,14 @@ fn composed_rotations_count_every_key_switch_in_the_noise() {
     assert_eq!(hops, 7, "steps up to 127 take up to 7 power-of-two hops");
     let m = kernels::noise::NoiseModel::new(params);
     assert!(composed.kernel_noise(&m) > keyed.kernel_noise(&m) + 1.0);
-    assert!(composed.flood_bits(params).unwrap() > keyed.flood_bits(params).unwrap());
+    // at the same queries the composed plan floods more; each plan then rounds its
+    // queries within what its noise leaves, the composed one no more
+    assert!(m.flood_bits(composed.kernel_noise(&m)) > m.flood_bits(keyed.kernel_noise(&m)));
+    let q = params.moduli_at(0);
+    assert!(
+        he::rounding_bound_log2(q, composed.query_rounding(params))
+            <= he::rounding_bound_log2(q, keyed.query_rounding(params))
+    );
     // one-hop model: unchanged
     assert_eq!(m.with_hops(1).key_switch, m.key_switch);
     assert!((m.with_hops(7).key_switch - m.key_switch - 7f64.log2()).abs() < 1e-9);

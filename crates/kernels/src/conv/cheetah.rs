@@ -18,9 +18,10 @@
 //! so channel m's outputs at m·C_w·HW + O + i·W_w + j meet no term of another channel,
 //! and with M_w·C_w·HW ≤ n nothing wraps onto them. So C_w·M_w·HW ≤ n trades query
 //! ciphertexts (C/C_w per tile) against response ciphertexts (M/M_w per tile); M_w = 1
-//! is Cheetah's layout. The plan minimises 2·(query ciphertexts) + (response
-//! ciphertexts) (a seeded query at the top level is 2-5x a selected response, and each
-//! response costs a `share_output`), then the products.
+//! is Cheetah's layout. The plan minimises the bytes on the wire, then the products:
+//! a rounded query ciphertext costs n times the bits its noise needs (about 105-115 at
+//! p = 2^20), a response n·(p + 13) bits of c1 plus its read coefficients (fixed by the
+//! layer).
 //!
 //! Strides: 1x1 filters subsample the input first (Cheetah's `strided_tshape`); other
 //! filters compute the stride-1 outputs of the rows and columns the strided output
@@ -117,7 +118,7 @@ fn extents(len: usize) -> Vec<usize> {
     v
 }
 
-pub(crate) fn geometry(g: &ConvGeometry) -> Result<CheetahGeometry> {
+pub(crate) fn geometry(g: &ConvGeometry, p: u64) -> Result<CheetahGeometry> {
     let sh: ConvShape = g.shape;
     let n = g.n;
     if sh.k_h * sh.k_w > n {
@@ -142,8 +143,18 @@ pub(crate) fn geometry(g: &ConvGeometry) -> Result<CheetahGeometry> {
     };
     let (h1, w1) = ((g.h_out - 1) * step + 1, (g.w_out - 1) * step + 1);
     let (c, m) = (sh.c_i, sh.c_o);
-    // (cost, products, plaintexts) and the geometry
-    let mut best: Option<((usize, usize, usize), CheetahGeometry)> = None;
+    // (wire bits, products, plaintexts) and the geometry
+    let mut best: Option<((u64, usize, usize), CheetahGeometry)> = None;
+    let model = NoiseModel {
+        n,
+        log_p: (p as f64).log2(),
+        log_q: 0.0,
+        fresh: 0.0,
+        key_switch: 0.0,
+        sc_mult: 0.5 * (n as f64).log2() + (p as f64 / 2.0).log2(),
+    };
+    // a response's c1 on the wire (he::Params::response_rounding: about p + 13 bits)
+    let c1_bits = model.log_p + 13.0;
     // With a stride, tiles start at multiples of it, so every tile holds outputs.
     let aligned = |len: usize| -> Vec<usize> {
         let mut v: Vec<usize> = extents(len)
@@ -167,7 +178,14 @@ pub(crate) fn geometry(g: &ConvGeometry) -> Result<CheetahGeometry> {
                 let (ig, og) = (c.div_ceil(c_w), m.div_ceil(m_w));
                 // the same counts with the fewest channels per ciphertext
                 let (c_w, m_w) = (c.div_ceil(ig), m.div_ceil(og));
-                let key = (tiles * (2 * ig + og), tiles * ig * og, ig * og);
+                // A rounded query keeps about the bits its noise needs (the rounding
+                // error takes the fresh noise's place): needed_bits with fresh = 0.
+                let kernel = model.sum(model.mult_sparse(0.0, m_w * c_w * sh.k_h * sh.k_w), ig);
+                let query_bits = model.needed_bits(kernel) as f64;
+                let wire =
+                    (tiles as f64 * n as f64 * (ig as f64 * query_bits + og as f64 * c1_bits))
+                        as u64;
+                let key = (wire, tiles * ig * og, ig * og);
                 if best.as_ref().is_some_and(|(k, _)| *k <= key) {
                     continue;
                 }

@@ -437,8 +437,11 @@ impl LinearLayer for DepthwisePlan {
     fn weight_len(&self) -> usize {
         self.geom.shape.weight_len()
     }
+    fn kernel_noise(&self, m: &NoiseModel) -> f64 {
+        DepthwisePlan::kernel_noise(self, m)
+    }
     fn flood_bits(&self, params: &Params) -> Result<u32> {
-        let m = NoiseModel::new(params);
+        let m = self.query_model(params);
         let k = self.kernel_noise(&m);
         if m.affords(k) {
             Ok(m.flood_bits(k))
@@ -492,7 +495,7 @@ impl LinearLayer for DepthwisePlan {
             pts: groups.into_iter().flatten().collect(),
         })
     }
-    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+    fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
         let g = &self.geom;
         let sh = g.shape;
         check_input(x, sh.input_len(), self.slots.p)?;
@@ -669,6 +672,9 @@ impl LinearLayer for GroupedPlan {
     fn query_level(&self, params: &Params) -> usize {
         self.inner.query_level(params)
     }
+    fn kernel_noise(&self, m: &NoiseModel) -> f64 {
+        self.inner.kernel_noise(m)
+    }
     fn flood_bits(&self, params: &Params) -> Result<u32> {
         // Every group is one independent run of the group plan: the same noise.
         self.inner.flood_bits(params).map_err(|e| match e {
@@ -701,12 +707,12 @@ impl LinearLayer for GroupedPlan {
             groups,
         })
     }
-    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+    fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
         check_input(x, self.shape.input_len(), b.slots().p)?;
         let per = self.shape.input_len() / self.shape.groups;
         let mut out = Vec::with_capacity(self.query_cts());
         for xg in x.chunks(per.max(1)) {
-            out.extend(self.inner.query(b, xg)?);
+            out.extend(self.inner.encrypt_query(b, xg)?);
         }
         Ok(out)
     }

@@ -351,7 +351,7 @@ impl ConvPlan {
         let mut ens = None;
         let mut coeff = None;
         if method == ConvMethod::Cheetah {
-            coeff = Some(cheetah::geometry(&geom)?);
+            coeff = Some(cheetah::geometry(&geom, slots.p)?);
         } else if method == ConvMethod::Ensei {
             let e = ensei::geometry(&geom)?;
             let t = ensei::transform(&e, slots.p)?;
@@ -615,8 +615,11 @@ impl crate::layer::LinearLayer for ConvPlan {
         }
         NoiseModel::lowest_level(params, self.kernel_noise(&NoiseModel::new(params)))
     }
+    fn kernel_noise(&self, m: &NoiseModel) -> f64 {
+        ConvPlan::kernel_noise(self, m)
+    }
     fn flood_bits(&self, params: &Params) -> Result<u32> {
-        let m = NoiseModel::at_level(params, self.query_level(params));
+        let m = self.query_model(params);
         let k = self.kernel_noise(&m);
         if m.affords(k) {
             Ok(m.flood_bits(k))
@@ -633,7 +636,7 @@ impl crate::layer::LinearLayer for ConvPlan {
     fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<EncodedFilters<B>> {
         self.encode(b, w)
     }
-    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+    fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
         let g = &self.geom;
         let sh = g.shape;
         let p = self.slots.p;

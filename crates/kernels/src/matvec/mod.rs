@@ -479,8 +479,11 @@ impl crate::layer::LinearLayer for MatvecPlan {
         }
         NoiseModel::lowest_level(params, self.kernel_noise(&NoiseModel::new(params)))
     }
+    fn kernel_noise(&self, m: &NoiseModel) -> f64 {
+        MatvecPlan::kernel_noise(self, m)
+    }
     fn flood_bits(&self, params: &Params) -> Result<u32> {
-        let model = NoiseModel::at_level(params, self.query_level(params));
+        let model = self.query_model(params);
         let kernel = self.kernel_noise(&model);
         if model.affords(kernel) {
             return Ok(model.flood_bits(kernel));
@@ -516,7 +519,7 @@ impl crate::layer::LinearLayer for MatvecPlan {
     fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<EncodedMatrix<B>> {
         self.encode(b, w)
     }
-    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+    fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
         let g = &self.geom;
         if x.len() != g.n_i {
             return Err(KernelError::Shape {
