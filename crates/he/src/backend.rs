@@ -125,6 +125,17 @@ pub fn check_runs(keep: &[std::ops::Range<usize>], n: usize) -> Result<usize> {
     Ok(total)
 }
 
+/// `level` if a chain of `levels` moduli has it, else [`HeError::WrongLevel`].
+pub(crate) fn check_level(level: usize, levels: usize) -> Result<usize> {
+    if level >= levels {
+        return Err(HeError::WrongLevel {
+            expected: levels - 1,
+            actual: level,
+        });
+    }
+    Ok(level)
+}
+
 /// Checks a rotation step against the layout and the declared keys; returns the
 /// normalised step (in (0, span)), or `None` for the identity.
 pub(crate) fn check_step(

@@ -544,14 +544,8 @@ impl Bfv {
         Ok(())
     }
 
-    fn check_level(&self, level: usize) -> Result<()> {
-        if level > self.params.last_level() {
-            return Err(HeError::WrongLevel {
-                expected: self.params.last_level(),
-                actual: level,
-            });
-        }
-        Ok(())
+    fn check_level(&self, level: usize) -> Result<usize> {
+        crate::backend::check_level(level, self.params.levels())
     }
 
     fn whole(a: &BfvCt, operation: &'static str) -> Result<()> {

@@ -392,13 +392,7 @@ impl Shape {
         })
     }
     fn check_level(&self, level: usize) -> Result<usize> {
-        if level >= self.levels {
-            return Err(HeError::WrongLevel {
-                expected: self.levels - 1,
-                actual: level,
-            });
-        }
-        Ok(level)
+        crate::backend::check_level(level, self.levels)
     }
     const FRESH: ShapeCt = ShapeCt {
         rounding: Rounding::NONE,

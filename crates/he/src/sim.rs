@@ -178,13 +178,7 @@ impl Sim {
     }
 
     fn check_level(&self, level: usize) -> Result<usize> {
-        if level >= self.levels {
-            return Err(HeError::WrongLevel {
-                expected: self.levels - 1,
-                actual: level,
-            });
-        }
-        Ok(level)
+        crate::backend::check_level(level, self.levels)
     }
 
     fn pt(&self, values: &[u64], encoding: Encoding, level: usize) -> Result<SimPt> {

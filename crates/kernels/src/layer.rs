@@ -38,8 +38,9 @@ pub trait LinearLayer {
     /// A query then costs about as many bits per coefficient as the layer's noise needs,
     /// whatever the level's modulus.
     fn query_rounding(&self, params: &Params) -> Dropped {
-        let base = NoiseModel::at_level(params, self.query_level(params));
-        let q = params.moduli_at(self.query_level(params));
+        let level = self.query_level(params);
+        let base = NoiseModel::at_level(params, level);
+        let q = params.moduli_at(level);
         let cands = he::rounding_candidates(q);
         let ok = |d: &Dropped| {
             let m = base.with_query_rounding(he::rounding_bound_log2(q, *d));
