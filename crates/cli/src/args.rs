@@ -171,6 +171,11 @@ pub struct PlannerArgs {
     /// What the automatic choice minimises.
     #[arg(long, value_enum, default_value_t = ObjectiveArg::Time)]
     pub objective: ObjectiveArg,
+    /// Under `--objective time`, the fraction of the fastest plan's predicted linear
+    /// time the planner may give up for fewer bytes per inference (cheapest trades
+    /// first; 0: the fastest plan).
+    #[arg(long, default_value_t = protocol::DEFAULT_TIME_SLACK)]
+    pub time_slack: f64,
     /// Per-op costs.
     #[arg(long, value_enum, default_value_t = CostsArg::Cached)]
     pub costs: CostsArg,
@@ -195,9 +200,13 @@ impl PlannerArgs {
     }
     /// The library's planning options with this link and method.
     pub fn planning(&self, link: Link, method: MethodChoice) -> Res<Planning> {
+        if !(self.time_slack.is_finite() && self.time_slack >= 0.0) {
+            return Err(format!("--time-slack {}: give a fraction ≥ 0", self.time_slack).into());
+        }
         Ok(Planning {
             method,
             objective: self.objective.into(),
+            time_slack: self.time_slack,
             costs: self.costs.into(),
             threads: None,
             mem_limit: self.mem_limit_bytes()?,

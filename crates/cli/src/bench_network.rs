@@ -293,6 +293,8 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
         &protocol::MethodChoice::Auto,
         a.layers,
     )?;
+    // the plan's parameters carry the program's public weight bound
+    let params = network_plan.params.clone();
     let planned = &network_plan.layers;
     let last_step = match a.layers {
         Some(_) => planned.last().map_or(0, |l| l.step),

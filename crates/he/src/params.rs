@@ -71,6 +71,16 @@ pub struct ParamsSpec {
     pub moduli: Moduli,
 }
 
+/// The factor c with P(|S| ≥ c·σ) ≤ 2^-40/n for a sum S of independent zero-mean terms
+/// of total standard deviation σ, each bounded by `bound` (Bernstein's inequality:
+/// P ≤ 2·exp(−t²/(2(σ² + bound·t/3))), solved for t = c·σ), so that the bound holds on
+/// all n coefficients of a polynomial except with probability 2^-40.
+pub fn bernstein_factor(n: f64, sigma: f64, bound: f64) -> f64 {
+    let l = (2.0 * n).ln() + 40.0 * std::f64::consts::LN_2;
+    let a = 2.0 * bound * l / (3.0 * sigma);
+    (a + (a * a + 8.0 * l).sqrt()) / 2.0
+}
+
 /// A validated BFV parameter set.
 #[derive(Clone)]
 pub struct Params {
@@ -80,6 +90,7 @@ pub struct Params {
     moduli: Vec<u64>,
     pub(crate) fhe: Arc<BfvParameters>,
     wire_sizes: Arc<OnceLock<Vec<[usize; 2]>>>,
+    weight_bound_bits: Option<u32>,
 }
 
 impl std::fmt::Debug for Params {
@@ -193,6 +204,28 @@ impl Params {
     /// Plaintext (sharing) modulus p.
     pub fn p(&self) -> u64 {
         self.p
+    }
+    /// These parameters for weights with a public bound `|w| ≤ 2^bits` (a fixed-point
+    /// program's; `None`: only p bounds them, |w| ≤ p/2). Both
+    /// parties derive it from the program they share; the noise model of
+    /// coefficient-encoded kernels, whose plaintext coefficients are the weights
+    /// themselves, uses it (slot-encoded plaintexts are uniform mod p whatever the
+    /// weights). Equality and the hash ignore it.
+    pub fn with_weight_bound(&self, bits: Option<u32>) -> Params {
+        Params {
+            weight_bound_bits: bits,
+            ..self.clone()
+        }
+    }
+    /// The bound of [`Params::with_weight_bound`], if any.
+    pub fn weight_bound_bits(&self) -> Option<u32> {
+        self.weight_bound_bits
+    }
+    /// log2 of the largest weight magnitude: the bound, at most log2(p/2).
+    pub fn weight_bound_log2(&self) -> f64 {
+        let half = (self.p as f64 / 2.0).log2();
+        self.weight_bound_bits
+            .map_or(half, |b| (b as f64).min(half))
     }
     /// Bits of p (ceil(log2 p)).
     pub fn p_bits(&self) -> u32 {
@@ -309,9 +342,13 @@ impl Params {
     /// at most T/4 (the noise budget keeps 2 bits of margin above it, and switching down
     /// scales it), the switch to the last level adds its own rounding (≤ 1/2 +
     /// 9·√(10n/12), fhe.rs's secret key has variance 10), and T/64 is left for
-    /// everything else. Of the rest, c1 takes up to 60%: an error δ with
-    /// |δ_i| ≤ 2^(j−1) reaches the phase as δ·s, below 9·√(10n)·2^(j−1) except with
-    /// probability 2^-40 over the n coefficients; c0 takes what remains.
+    /// everything else. Of the rest, c1 takes up to 60%: the rounding error δ of a
+    /// flooded (uniform) c1 is uniform with |δ_i| ≤ 2^(j−1), variance 2^(2(j−1))/3, and
+    /// reaches the phase as δ·s, a sum of n independent terms of variance
+    /// 2^(2(j−1))·10/3, each at most 20·2^(j−1) (the secret's support): by Bernstein's
+    /// inequality it stays below c·√(10n/3)·2^(j−1) except with probability 2^-40 over
+    /// the n coefficients ([`bernstein_factor`]: c ≈ 10.4 at n = 8192); c0 takes what
+    /// remains.
     pub fn response_rounding(&self) -> Rounding {
         let q0 = self.moduli[0];
         let n = self.n as f64;
@@ -322,7 +359,8 @@ impl Params {
             return Rounding::NONE;
         }
         let top = 64 - (q0 - 1).leading_zeros();
-        let spread = 9.0 * (SECRET_KEY_VARIANCE * n).sqrt();
+        let sigma = (SECRET_KEY_VARIANCE * n / 3.0).sqrt();
+        let spread = bernstein_factor(n, sigma, 2.0 * SECRET_KEY_VARIANCE) * sigma;
         // largest j with spread·2^(j−1) ≤ 0.6·avail
         let c1_bits = (1.0 + (0.6 * avail / spread).log2())
             .floor()
@@ -545,6 +583,7 @@ impl ParamsBuilder {
             moduli,
             fhe,
             wire_sizes: Arc::new(OnceLock::new()),
+            weight_bound_bits: None,
         })
     }
 }

@@ -93,6 +93,9 @@ pub struct Planning {
     pub method: MethodChoice,
     /// What the pick minimises.
     pub objective: Objective,
+    /// Under [`Objective::Time`], the fraction of the fastest plan's predicted time
+    /// traded for fewer bytes ([`protocol::Planner::time_slack`]).
+    pub time_slack: f64,
     /// Where the per-op costs come from.
     pub costs: CostSource,
     /// Server threads the prediction assumes (default: this process's pool).
@@ -110,6 +113,7 @@ impl Default for Planning {
         Self {
             method: MethodChoice::Auto,
             objective: Objective::Time,
+            time_slack: protocol::DEFAULT_TIME_SLACK,
             costs: CostSource::Cached,
             threads: None,
             mem_limit: None,
@@ -125,6 +129,7 @@ impl Planning {
         let mut p = Planner::new(params, &self.link);
         p.model = model;
         p.objective = self.objective;
+        p.time_slack = self.time_slack;
         p.threads = self.threads.unwrap_or_else(threads);
         Ok((p, source))
     }

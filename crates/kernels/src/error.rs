@@ -34,6 +34,17 @@ pub enum KernelError {
         /// Plaintext modulus.
         p: u64,
     },
+    /// A weight beyond the public bound the noise model was sized by
+    /// ([`he::Params::with_weight_bound`]).
+    #[error("weight {value} at index {index} is beyond the public weight bound 2^{bits}")]
+    WeightBound {
+        /// Position (row-major).
+        index: usize,
+        /// The value.
+        value: i64,
+        /// The bound's bits.
+        bits: u32,
+    },
     /// The noise budget cannot absorb the flooding the response needs.
     #[error("{method} on {params}: response privacy needs {needed} bits of noise budget, the parameters give {available}; use {suggestion}")]
     NoiseBudget {

@@ -3,15 +3,19 @@
 //! It tracks the standard deviation σ of each noise coefficient (in bits) for fhe.rs BFV
 //! (error, secret and encryption randomness from a centred binomial of variance 10),
 //! assuming independent noise coefficients and worst-case weights:
-//! - fresh public-key encryption: σ² ≈ n·10·10 (the u·e term dominates);
+//! - a fresh query (symmetric-key encryption, `Backend::encrypt_sym`): σ² = 10, its
+//!   error term (fhe.rs samples errors with the secret's variance);
 //! - a key switch (rotation) adds Σ_i d_i·e_i, digits d_i uniform below q_i:
 //!   σ² += L·n·q_max²/3·10; a rotation composed of `h` key switches (a step without a
 //!   key of its own, beyond the Galois-key budget: one hop per set bit) adds `h` of
 //!   them, σ of the key-switch term × h ([`NoiseModel::with_hops`]);
 //! - a ScMult by a plaintext with centred coefficients |w| ≤ p/2: σ² ← n·(p/2)²·σ²
-//!   (k·(p/2)²·σ² when at most k coefficients are non-zero, as in coefficient-encoded
-//!   weights);
-//! - a sum of k terms: σ ← k·σ (as if fully correlated, the safe side).
+//!   (k·w²·σ² when at most k coefficients are non-zero, as in coefficient-encoded
+//!   weights, whose coefficients are the weights themselves: w = p/2, or the program's
+//!   public bound 2^s, [`he::Params::weight_bound_log2`]);
+//! - a sum of k terms: σ ← k·σ (as if fully correlated, the safe side); √k·σ where the
+//!   terms are independent (products of different query ciphertexts, each with fresh
+//!   noise and rounding of its own, by fixed weights: coefficient-encoded kernels).
 //!
 //! The bound on ‖e‖∞ is 9σ: a sub-Gaussian tail exceeds it with probability below
 //! 2^-40 over all n coefficients (√(2 ln(2n·2^40)) < 9 for n ≤ 2^17). Flooding
@@ -52,6 +56,10 @@ pub struct NoiseModel {
     pub key_switch: f64,
     /// Bits a ScMult adds to log2 σ.
     pub sc_mult: f64,
+    /// log2 of the largest weight magnitude (a coefficient-encoded plaintext's
+    /// coefficients are the weights: p/2, or the program's public bound,
+    /// [`he::Params::weight_bound_log2`]).
+    pub weight: f64,
 }
 
 impl NoiseModel {
@@ -68,9 +76,10 @@ impl NoiseModel {
             n: params.n(),
             log_p: (params.p() as f64).log2(),
             log_q: params.log_q_at(0),
-            fresh: 0.5 * (100.0 * n).log2(),
+            fresh: 0.5 * he::SECRET_KEY_VARIANCE.log2(),
             key_switch: q_max + 0.5 * (10.0 * l * n / 3.0).log2(),
             sc_mult: 0.5 * n.log2() + (params.p() as f64 / 2.0).log2(),
+            weight: params.weight_bound_log2(),
         }
     }
     /// The model of a parameter set for ciphertexts at `level` (the moduli left there:
@@ -123,15 +132,20 @@ impl NoiseModel {
         b + self.sc_mult
     }
     /// After a ScMult by a plaintext with at most `nonzero` non-zero centred
-    /// coefficients (|w| ≤ p/2): σ² ← nonzero·(p/2)²·σ² (coefficient-encoded weights;
-    /// at most the dense bound of [`NoiseModel::mult`]).
+    /// coefficients, the weights themselves (|w| ≤ 2^`weight`, at most p/2):
+    /// σ² ← nonzero·|w|²·σ² (coefficient-encoded weights; at most the dense bound of
+    /// [`NoiseModel::mult`]).
     pub fn mult_sparse(&self, b: f64, nonzero: usize) -> f64 {
         let k = nonzero.clamp(1, self.n) as f64;
-        b + 0.5 * k.log2() + self.sc_mult - 0.5 * (self.n as f64).log2()
+        b + 0.5 * k.log2() + self.weight
     }
     /// After summing `k` terms.
     pub fn sum(&self, b: f64, k: usize) -> f64 {
         b + (k.max(1) as f64).log2()
+    }
+    /// After summing `k` independent zero-mean terms: σ ← √k·σ.
+    pub fn sum_independent(&self, b: f64, k: usize) -> f64 {
+        b + 0.5 * (k.max(1) as f64).log2()
     }
     /// Flooding bits for a kernel whose noise has log2 σ = `kernel` (bound 9σ).
     pub fn flood_bits(&self, kernel: f64) -> u32 {

@@ -293,7 +293,10 @@ fn same_counts_everywhere<L: LinearLayer>(
         "{what}: rotations"
     );
     assert_eq!(bfv.sc_mult as usize, products, "{what}: products");
-    assert_eq!(bfv.mod_switch as usize, plan.output_cts() * p.last_level());
+    assert_eq!(
+        bfv.mod_switch as usize,
+        plan.output_cts() * (p.last_level() - plan.query_level(p))
+    );
 }
 
 #[test]
@@ -542,12 +545,21 @@ fn mask_covers_every_coefficient_and_only_read_ones_are_sent() {
 
 #[test]
 fn flooding_budget_errors_are_typed() {
-    // n = 4096 with 109 bits cannot afford the flooding; the error names a preset.
-    let small = Params::preset("n4096").unwrap();
+    // n = 4096 with 72 bits cannot afford the flooding; the error names a preset.
+    let small = he::ParamsBuilder::new()
+        .degree(4096)
+        .plaintext(he::batching_prime(20, 4096).unwrap())
+        .moduli(he::Moduli::Bits(vec![36, 36]))
+        .build()
+        .unwrap();
     let plan = MatvecPlan::new(Method::Cheetah, 16, 128, real(&small)).unwrap();
     match plan.flood_bits(&small) {
         Err(KernelError::NoiseBudget { suggestion, .. }) => {
-            assert!(suggestion.contains("n8192"), "{suggestion}")
+            // the preset it names affords the layer
+            let name = suggestion.trim_start_matches("preset ");
+            let named = Params::preset(name).unwrap();
+            let plan = MatvecPlan::new(Method::Cheetah, 16, 128, real(&named)).unwrap();
+            assert!(plan.flood_bits(&named).is_ok(), "{suggestion}");
         }
         other => panic!("expected a noise-budget error, got {other:?}"),
     }
@@ -602,9 +614,12 @@ fn bad_inputs_are_typed_errors() {
     let other = MatvecPlan::new(Method::Gala, 2, 3, s).unwrap();
     let q_slots = other.query(&sim, &[1, 2, 3]).unwrap();
     // A slot-encoded query is refused by the simulator (and would decrypt to garbage).
+    // (a slot query sits at the top level, the cheetah plan's below it)
     assert!(matches!(
         plan.compute(&sim, &m, &q_slots),
-        Err(KernelError::He(he::HeError::EncodingMismatch { .. }))
+        Err(KernelError::He(
+            he::HeError::EncodingMismatch { .. } | he::HeError::LevelMismatch { .. }
+        ))
     ));
     let m_other = other.encode(&sim, &[1; 6]).unwrap();
     let q = plan.query(&sim, &[1, 2, 3]).unwrap();
@@ -762,4 +777,67 @@ fn queries_below_the_top_level_on_the_full_chain() {
     let mut top = FloodPool::new(plan.flood_bits(&p).unwrap());
     top.fill(&server, plan.output_cts()).unwrap();
     assert!(plan.respond(&server, &m, &q, &mut top).is_err());
+}
+
+/// A public weight bound (a fixed point's |w| ≤ 2^s) sizes the coefficient kernels'
+/// noise by it instead of p/2: the same plan's queries drop at least 8 more bits per
+/// coefficient, its flooding is smaller, and weights at the bound (the worst case
+/// the model allows) still reconstruct the reference bit for bit on real BFV.
+#[test]
+fn a_public_weight_bound_shrinks_queries_and_weights_at_it_reconstruct() {
+    let p = Params::preset("n8192").unwrap();
+    let bits = 8;
+    let pb = p.with_weight_bound(Some(bits));
+    assert_eq!(pb, p); // the same parameter set
+    assert_eq!(pb.weight_bound_log2(), 8.0);
+    assert_eq!(p.weight_bound_log2(), (p.p() as f64 / 2.0).log2());
+    let sh = shape(48, 14, 14, 40, 1, 1, Padding::Same);
+    let plan = ConvPlan::new(ConvMethod::Cheetah, sh, real(&p)).unwrap();
+    let n = p.n();
+    assert!(query_bytes(&pb, &plan) + n <= query_bytes(&p, &plan));
+    assert!(plan.flood_bits(&pb).unwrap() < plan.flood_bits(&p).unwrap());
+    let mv = MatvecPlan::new(Method::Cheetah, 30, 500, real(&p)).unwrap();
+    assert!(query_bytes(&pb, &mv) + n <= query_bytes(&p, &mv));
+    // tiles chosen again for the smaller queries: no more wire bytes than before
+    let bounded = plan
+        .clone()
+        .with_weight_bound(pb.weight_bound_log2())
+        .unwrap();
+    let model = CostModel::reference(&pb);
+    let wire = |pl: &ConvPlan| {
+        let e = estimate(pl, &pb, &model).unwrap();
+        e.bytes_up + e.bytes_down
+    };
+    assert!(wire(&bounded) <= wire(&plan));
+
+    let mut r = ChaCha20Rng::seed_from_u64(81);
+    let x: Vec<i64> = random(sh.c_i * sh.h * sh.w, (p.p() / 2) as i64, &mut r);
+    let f: Vec<i64> = (0..sh.c_o * sh.c_i)
+        .map(|_| {
+            if r.random::<bool>() {
+                1 << bits
+            } else {
+                -(1 << bits)
+            }
+        })
+        .collect();
+    let client = Bfv::keygen(&pb, GaloisSpec::none()).unwrap();
+    let server = Bfv::server(&pb, client.public_keys()).unwrap();
+    let xr: Vec<u64> = x.iter().map(|&v| pb.reduce(v)).collect();
+    let m = bounded.encode_weights(&server, &f).unwrap();
+    let q: Vec<_> = bounded
+        .query(&client, &xr)
+        .unwrap()
+        .iter()
+        .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
+        .collect();
+    let mut pool = bounded.flood_pool(&pb).unwrap();
+    pool.fill(&server, bounded.output_cts()).unwrap();
+    let (resp, s) = bounded.respond(&server, &m, &q, &mut pool).unwrap();
+    let resp: Vec<_> = resp
+        .iter()
+        .map(|c| client.deserialize(&server.serialize(c).unwrap()).unwrap())
+        .collect();
+    let c = bounded.decrypt(&client, &resp).unwrap();
+    assert_eq!(reconstruct(&c, &s, p.p()), conv_ref(&sh, &x, &f, p.p()));
 }

@@ -84,8 +84,13 @@ fn square_rejects_bad_shares() {
         SquarePlan::new(0, slots(&params)),
         Err(KernelError::EmptyDimension { .. })
     ));
-    // n4096 cannot flood a full-size product.
-    let small = Params::preset("n4096").unwrap();
+    // n = 4096 with 72 bits cannot flood a full-size product.
+    let small = he::ParamsBuilder::new()
+        .degree(4096)
+        .plaintext(he::batching_prime(20, 4096).unwrap())
+        .moduli(he::Moduli::Bits(vec![36, 36]))
+        .build()
+        .unwrap();
     let plan = SquarePlan::new(4, slots(&small)).unwrap();
     assert!(matches!(
         plan.flood_bits(&small),

@@ -391,9 +391,32 @@ pub struct Program {
     /// What the client computes from the revealed output (the graph's outputs).
     #[serde(default)]
     pub head: crate::head::Head,
+    /// A public bound on the integer weights of every Linear/Conv step:
+    /// `|W_q| ≤ 2^bits`. [`lower`] sets it to `s`, which its weight scales guarantee
+    /// (`max|W/d|·2^w ≤ 2^s`), so it says nothing about the weights beyond the fixed
+    /// point; coefficient-encoded kernels size their noise by it instead of p/2.
+    /// `None`: only the modulus bounds them.
+    #[serde(default)]
+    pub weight_bound_bits: Option<u32>,
 }
 
 impl Program {
+    /// The program with [`Program::weight_bound_bits`] = `bits` if every Linear/Conv
+    /// weight obeys it (else without a bound).
+    pub fn with_weight_bound(mut self, bits: u32) -> Self {
+        self.weight_bound_bits = self.weights_within(bits).then_some(bits);
+        self
+    }
+    /// Whether every Linear/Conv weight has `|w| ≤ 2^bits`.
+    pub fn weights_within(&self, bits: u32) -> bool {
+        let bound = 1i64.checked_shl(bits).unwrap_or(i64::MAX);
+        self.steps.iter().all(|s| match s {
+            Step::Linear { weight, .. } | Step::Conv { weight, .. } => {
+                weight.iter().all(|w| w.unsigned_abs() <= bound as u64)
+            }
+            _ => true,
+        })
+    }
     /// The output tensor's description.
     pub fn output_info(&self) -> Option<&TensorInfo> {
         self.tensors.get(self.output)
@@ -889,7 +912,9 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
         accuracy: None,
         input_affine: net.input_affine.clone(),
         head: net.head.clone(),
-    })
+        weight_bound_bits: None,
+    }
+    .with_weight_bound(s))
 }
 
 /// Fuses a ReLU step and a MaxPool step that directly follow each other (in either

@@ -27,6 +27,7 @@ fn prog(input_shape: &[usize], steps: Vec<Step>, tensors: Vec<TensorInfo>) -> Pr
         accuracy: None,
         input_affine: None,
         head: nn::Head::default(),
+        weight_bound_bits: None,
     }
 }
 

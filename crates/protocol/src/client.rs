@@ -272,6 +272,9 @@ fn run_inner<C: Channel>(
             return Err(ProtocolError::Plan);
         }
     }
+    // the program's public weight bound sizes the coefficient kernels' noise (both
+    // parties derive it from the program)
+    let params = params.with_weight_bound(prog.weight_bound_bits);
     // every input is checked before anything is encrypted
     let shares = check_inputs(prog, params.p(), inputs)?;
     let plans = prog

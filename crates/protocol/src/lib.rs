@@ -45,7 +45,7 @@ pub use msg::{
 };
 pub use plan::{
     choose, default_weight_memory, Candidate, Encoded, MethodChoice, NetworkPlan, Objective, Plan,
-    Planner, ServerBackend, StepPlan,
+    Planner, ServerBackend, StepPlan, DEFAULT_TIME_SLACK,
 };
 pub use server::{
     peak_rss_bytes, serve, serve_tcp, serve_with, Encodings, Model, NetworkServer, PhaseTimes,

@@ -60,7 +60,11 @@ impl Plan {
                 Plan::Matvec(MatvecPlan::new(*method, *rows, *cols, slots)?)
             }
             LayerSpec::Conv { method, shape } => {
-                Plan::Conv(Box::new(ConvPlan::new(*method, *shape, slots)?))
+                let mut plan = ConvPlan::new(*method, *shape, slots)?;
+                if params.weight_bound_bits().is_some() {
+                    plan = plan.with_weight_bound(params.weight_bound_log2())?;
+                }
+                Plan::Conv(Box::new(plan))
             }
             LayerSpec::Grouped {
                 method: GroupedMethod::Depthwise,
@@ -116,8 +120,20 @@ impl Plan {
         let ct = params.ct_wire_size(0, false) as u64;
         (2 * self.output_cts() + self.query_cts()) as u64 * ct
     }
-    /// Encodes the weights (offline; the encodings do not depend on any client).
+    /// Encodes the weights (offline; the encodings do not depend on any client). With a
+    /// public weight bound on the parameters ([`Params::with_weight_bound`]), a weight
+    /// beyond it is an error: the responses' flooding was sized by it.
     pub fn encode(self, b: &ServerBackend, weights: &[i64]) -> Result<Encoded> {
+        if let Some(bits) = b.params().and_then(|p| p.weight_bound_bits()) {
+            let bound = 1u64.checked_shl(bits).unwrap_or(u64::MAX);
+            if let Some((index, &value)) = weights
+                .iter()
+                .enumerate()
+                .find(|(_, w)| w.unsigned_abs() > bound)
+            {
+                return Err(kernels::KernelError::WeightBound { index, value, bits }.into());
+            }
+        }
         Ok(match self {
             Plan::Matvec(p) => {
                 let m = p.encode_weights(b, weights)?;
@@ -230,7 +246,9 @@ pub struct Candidate {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Objective {
     /// Predicted time: server compute (+ encoding on the fly) + transfer + round trip +
-    /// the layer's Galois-key upload.
+    /// the layer's Galois-key upload; over a network, up to [`Planner::time_slack`] of
+    /// the fastest plan's time is then traded for fewer bytes
+    /// ([`NetworkPlan::new`]).
     #[default]
     Time,
     /// Bytes on the wire: query + response + Galois keys.
@@ -267,7 +285,19 @@ pub struct Planner {
     pub objective: Objective,
     /// Server threads.
     pub threads: usize,
+    /// Under [`Objective::Time`], the fraction of the fastest plan's predicted linear
+    /// time a network plan may give up for fewer bytes per inference, the trades that
+    /// cost the least time per byte saved first ([`NetworkPlan::new`]; 0: the fastest
+    /// plan). Default [`DEFAULT_TIME_SLACK`].
+    pub time_slack: f64,
 }
+
+/// The default [`Planner::time_slack`]: up to 15% more predicted linear time for fewer
+/// bytes. On ResNet-50 (n = 8192) this moves the three 512x7x7 → 2048 1x1
+/// convolutions from coefficient encoding to GAZELLE's input rotation: 12% more
+/// predicted time for 5% fewer bytes per inference (their Galois keys go once per
+/// session). On a real link bytes are time.
+pub const DEFAULT_TIME_SLACK: f64 = 0.15;
 
 impl Planner {
     /// The reference cost model, time objective, one thread.
@@ -277,6 +307,7 @@ impl Planner {
             link: *link,
             objective: Objective::Time,
             threads: 1,
+            time_slack: DEFAULT_TIME_SLACK,
         }
     }
 
@@ -487,8 +518,18 @@ impl NetworkPlan {
         if program.p != params.p() {
             return Err(ProtocolError::Plan);
         }
+        // The program's public weight bound sizes the noise of coefficient-encoded
+        // kernels: it must hold for the weights served.
+        if program
+            .weight_bound_bits
+            .is_some_and(|b| !program.weights_within(b))
+        {
+            return Err(ProtocolError::Plan);
+        }
+        let params = &params.with_weight_bound(program.weight_bound_bits);
         let mut held = 0u64;
         let mut layers = Vec::new();
+        let mut fixed = Vec::new();
         for (i, step) in program.steps.iter().enumerate() {
             if max_layers.is_some_and(|m| layers.len() >= m) {
                 break;
@@ -518,6 +559,7 @@ impl NetworkPlan {
             } else {
                 held += size;
             }
+            fixed.push(method.fixed(&shape).is_some());
             layers.push(StepPlan {
                 step: i,
                 name: step.name().to_string(),
@@ -526,6 +568,9 @@ impl NetworkPlan {
                 candidates,
                 on_the_fly,
             });
+        }
+        if planner.objective == Objective::Time && planner.time_slack > 0.0 {
+            trade_time_for_bytes(&mut layers, &fixed, planner.time_slack, mem_limit, held);
         }
         Ok(Self {
             params: params.clone(),
@@ -570,5 +615,80 @@ impl NetworkPlan {
             .filter_map(|c| c.estimate.as_ref().ok())
             .map(|e| e.encoded_bytes)
             .sum()
+    }
+}
+
+/// Bytes on the wire per inference of a candidate (query + response; the Galois keys
+/// go once per session), or `None` when it cannot run.
+fn online_bytes(c: &Candidate) -> Option<u64> {
+    c.estimate.as_ref().ok().map(|e| e.bytes_up + e.bytes_down)
+}
+
+/// Gives up to `slack` of the plan's predicted time for fewer bytes per inference: of
+/// every switch of a layer (not fixed by the user) to another of its candidates that
+/// saves bytes and still fits the time allowance, the one costing the least time per
+/// byte saved, until none fits. A layer whose weights are held switches only while the
+/// held encodings stay within `mem_limit` (`held` bytes are held now); a layer encoded
+/// on the fly was costed that way already.
+fn trade_time_for_bytes(
+    layers: &mut [StepPlan],
+    fixed: &[bool],
+    slack: f64,
+    mem_limit: Option<u64>,
+    mut held: u64,
+) {
+    let total: f64 = layers
+        .iter()
+        .filter_map(|l| l.picked())
+        .map(|c| c.predicted_ms)
+        .sum();
+    let allowance = total * (1.0 + slack);
+    let mut total = total;
+    loop {
+        // (ms per byte saved, layer, candidate, Δms, Δheld)
+        let mut best: Option<(f64, usize, usize, f64, i128)> = None;
+        for (i, l) in layers.iter().enumerate() {
+            if fixed.get(i).copied().unwrap_or(true) {
+                continue;
+            }
+            let Some(cur) = l.picked() else { continue };
+            let (Some(cur_bytes), Ok(cur_est)) = (online_bytes(cur), cur.estimate.as_ref()) else {
+                continue;
+            };
+            for (j, c) in l.candidates.iter().enumerate() {
+                let (Some(bytes), Ok(est)) = (online_bytes(c), c.estimate.as_ref()) else {
+                    continue;
+                };
+                if bytes >= cur_bytes || !c.predicted_ms.is_finite() {
+                    continue;
+                }
+                let dt = c.predicted_ms - cur.predicted_ms;
+                if total + dt > allowance {
+                    continue;
+                }
+                let dheld = if l.on_the_fly {
+                    0
+                } else {
+                    est.encoded_bytes as i128 - cur_est.encoded_bytes as i128
+                };
+                if mem_limit.is_some_and(|m| held as i128 + dheld > m as i128) {
+                    continue;
+                }
+                let rate = dt.max(0.0) / (cur_bytes - bytes) as f64;
+                if best.as_ref().is_none_or(|b| rate < b.0) {
+                    best = Some((rate, i, j, dt, dheld));
+                }
+            }
+        }
+        let Some((_, i, j, dt, dheld)) = best else {
+            break;
+        };
+        let l = &mut layers[i];
+        let Ok(pick) = l.shape.with(l.candidates[j].method) else {
+            break;
+        };
+        l.pick = pick;
+        total += dt;
+        held = (held as i128 + dheld).max(0) as u64;
     }
 }

@@ -488,6 +488,7 @@ fn one_step(
         accuracy: None,
         input_affine: None,
         head: nn::Head::default(),
+        weight_bound_bits: None,
     };
     Ok(Served {
         params: params.clone(),

@@ -146,3 +146,102 @@ fn a_zero_memory_budget_encodes_every_layer_on_the_fly_with_the_same_result() {
     assert_eq!(fly, linear);
     assert!(srv.peak_rss_bytes.is_some_and(|b| b > 0));
 }
+
+/// The time slack: without it every layer takes its fastest candidate; with it the
+/// plan's predicted time stays within the allowance, its bytes per inference fall,
+/// every traded layer saves bytes against its fastest candidate, and no further switch
+/// would fit the allowance; a method the user fixed is not traded.
+#[test]
+fn the_time_slack_trades_time_for_bytes_within_the_allowance() {
+    let network = nn::import_bytes(&nn::zoo::onnx("resnet18-imagenet", 1).unwrap()).unwrap();
+    let params = Params::preset("n8192").unwrap();
+    let prog = nn::lower(&network, 8, params.p()).unwrap();
+    let mut planner = Planner::new(&params, &Link::NONE);
+    planner.threads = 2;
+    planner.time_slack = 0.0;
+    let plan = |planner: &Planner, method: &MethodChoice| {
+        NetworkPlan::new(prog.clone(), &params, planner, None, method, None).unwrap()
+    };
+    let online = |c: &Candidate| {
+        let e = c.estimate.as_ref().unwrap();
+        e.bytes_up + e.bytes_down
+    };
+    let bytes = |p: &NetworkPlan| {
+        p.layers
+            .iter()
+            .map(|l| online(l.picked().unwrap()))
+            .sum::<u64>()
+    };
+    let fastest = plan(&planner, &MethodChoice::Auto);
+    for l in &fastest.layers {
+        let best = l
+            .candidates
+            .iter()
+            .filter(|c| c.estimate.is_ok())
+            .map(|c| c.predicted_ms)
+            .fold(f64::INFINITY, f64::min);
+        assert_eq!(l.picked().unwrap().predicted_ms, best, "{}", l.name);
+    }
+    let slack = 0.3;
+    planner.time_slack = slack;
+    let traded = plan(&planner, &MethodChoice::Auto);
+    let allowance = fastest.predicted_ms() * (1.0 + slack);
+    let total = traded.predicted_ms();
+    assert!(total <= allowance * (1.0 + 1e-12), "{total} > {allowance}");
+    assert!(bytes(&traded) < bytes(&fastest));
+    let mut switched = 0;
+    for (t, f) in traded.layers.iter().zip(&fastest.layers) {
+        let (tc, fc) = (t.picked().unwrap(), f.picked().unwrap());
+        if tc.method != fc.method {
+            switched += 1;
+            assert!(online(tc) < online(fc), "{}", t.name);
+        }
+        for c in t.candidates.iter().filter(|c| c.estimate.is_ok()) {
+            if online(c) < online(tc) {
+                assert!(
+                    total - tc.predicted_ms + c.predicted_ms > allowance,
+                    "{}: {} would still fit",
+                    t.name,
+                    c.method.name()
+                );
+            }
+        }
+    }
+    assert!(switched > 0);
+    let fixed = plan(&planner, &MethodChoice::parse("cheetah").unwrap());
+    for l in fixed
+        .layers
+        .iter()
+        .filter(|l| matches!(l.shape, LayerShape::Conv(_)))
+    {
+        assert_eq!(l.pick.method().name(), "cheetah", "{}", l.name);
+    }
+}
+
+/// A program whose weights exceed its stated public bound is refused: the flooding of
+/// coefficient-encoded responses is sized by that bound.
+#[test]
+fn weights_beyond_the_programs_bound_are_refused() {
+    let network = nn::import_bytes(&nn::zoo::onnx("mnist-d", 1).unwrap()).unwrap();
+    let params = Params::preset("n8192").unwrap();
+    let prog = nn::lower(&network, 6, params.p()).unwrap();
+    assert_eq!(prog.weight_bound_bits, Some(6));
+    assert!(prog.weights_within(6));
+    let planner = Planner::new(&params, &Link::NONE);
+    let ok = NetworkPlan::new(
+        prog.clone(),
+        &params,
+        &planner,
+        None,
+        &MethodChoice::Auto,
+        None,
+    )
+    .unwrap();
+    assert_eq!(ok.params.weight_bound_bits(), Some(6));
+    let mut bad = prog.clone();
+    bad.weight_bound_bits = Some(2);
+    assert!(!bad.weights_within(2));
+    assert!(NetworkPlan::new(bad, &params, &planner, None, &MethodChoice::Auto, None).is_err());
+    // a program whose weights break a bound does not claim it
+    assert_eq!(prog.with_weight_bound(2).weight_bound_bits, None);
+}

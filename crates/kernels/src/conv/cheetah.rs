@@ -20,8 +20,8 @@
 //! ciphertexts (C/C_w per tile) against response ciphertexts (M/M_w per tile); M_w = 1
 //! is Cheetah's layout. The plan minimises the bytes on the wire, then the products:
 //! a rounded query ciphertext costs n times the bits its noise needs (about 105-115 at
-//! p = 2^20), a response n·(p + 13) bits of c1 plus its read coefficients (fixed by the
-//! layer).
+//! p = 2^20 with weights up to p/2, about 95 with a fixed point's 8-bit weights), a
+//! response n·(p + 12) bits of c1 plus its read coefficients (fixed by the layer).
 //!
 //! Strides: 1x1 filters subsample the input first (Cheetah's `strided_tshape`); other
 //! filters compute the stride-1 outputs of the rows and columns the strided output
@@ -118,7 +118,7 @@ fn extents(len: usize) -> Vec<usize> {
     v
 }
 
-pub(crate) fn geometry(g: &ConvGeometry, p: u64) -> Result<CheetahGeometry> {
+pub(crate) fn geometry(g: &ConvGeometry, p: u64, weight_log2: f64) -> Result<CheetahGeometry> {
     let sh: ConvShape = g.shape;
     let n = g.n;
     if sh.k_h * sh.k_w > n {
@@ -152,9 +152,10 @@ pub(crate) fn geometry(g: &ConvGeometry, p: u64) -> Result<CheetahGeometry> {
         fresh: 0.0,
         key_switch: 0.0,
         sc_mult: 0.5 * (n as f64).log2() + (p as f64 / 2.0).log2(),
+        weight: weight_log2,
     };
-    // a response's c1 on the wire (he::Params::response_rounding: about p + 13 bits)
-    let c1_bits = model.log_p + 13.0;
+    // a response's c1 on the wire (he::Params::response_rounding: about p + 12 bits)
+    let c1_bits = model.log_p + 12.0;
     // With a stride, tiles start at multiples of it, so every tile holds outputs.
     let aligned = |len: usize| -> Vec<usize> {
         let mut v: Vec<usize> = extents(len)
@@ -180,7 +181,8 @@ pub(crate) fn geometry(g: &ConvGeometry, p: u64) -> Result<CheetahGeometry> {
                 let (c_w, m_w) = (c.div_ceil(ig), m.div_ceil(og));
                 // A rounded query keeps about the bits its noise needs (the rounding
                 // error takes the fresh noise's place): needed_bits with fresh = 0.
-                let kernel = model.sum(model.mult_sparse(0.0, m_w * c_w * sh.k_h * sh.k_w), ig);
+                let kernel =
+                    model.sum_independent(model.mult_sparse(0.0, m_w * c_w * sh.k_h * sh.k_w), ig);
                 let query_bits = model.needed_bits(kernel) as f64;
                 let wire =
                     (tiles as f64 * n as f64 * (ig as f64 * query_bits + og as f64 * c1_bits))
@@ -380,8 +382,9 @@ pub(crate) fn response_indices(g: &ConvGeometry, e: &CheetahGeometry, o: usize) 
     out
 }
 
-/// A filter plaintext has M_w·C_w·k_h·k_w coefficients; the input groups are summed.
+/// A filter plaintext has M_w·C_w·k_h·k_w coefficients; the products of the input
+/// groups (different query ciphertexts: independent noise) are summed.
 pub(crate) fn noise(sh: &ConvShape, e: &CheetahGeometry, m: &NoiseModel) -> f64 {
     let nonzero = e.m_w * e.c_w * sh.k_h * sh.k_w;
-    m.sum(m.mult_sparse(m.fresh, nonzero), e.in_groups)
+    m.sum_independent(m.mult_sparse(m.fresh, nonzero), e.in_groups)
 }

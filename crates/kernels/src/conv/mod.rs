@@ -351,7 +351,8 @@ impl ConvPlan {
         let mut ens = None;
         let mut coeff = None;
         if method == ConvMethod::Cheetah {
-            coeff = Some(cheetah::geometry(&geom, slots.p)?);
+            let half = (slots.p as f64 / 2.0).log2();
+            coeff = Some(cheetah::geometry(&geom, slots.p, half)?);
         } else if method == ConvMethod::Ensei {
             let e = ensei::geometry(&geom)?;
             let t = ensei::transform(&e, slots.p)?;
@@ -372,6 +373,15 @@ impl ConvPlan {
             ensei: ens,
             cheetah: coeff,
         })
+    }
+    /// The plan for weights with a public bound `|w| ≤ 2^weight_log2`
+    /// ([`he::Params::weight_bound_log2`]): Cheetah's tiles are chosen again for the
+    /// smaller queries the bound allows; the other methods do not change.
+    pub fn with_weight_bound(mut self, weight_log2: f64) -> Result<Self> {
+        if self.cheetah.is_some() {
+            self.cheetah = Some(cheetah::geometry(&self.geom, self.slots.p, weight_log2)?);
+        }
+        Ok(self)
     }
     /// The method.
     pub fn method(&self) -> ConvMethod {

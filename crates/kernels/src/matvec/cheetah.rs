@@ -93,7 +93,8 @@ pub(crate) fn output_coefficient(g: &Geometry, local: usize) -> usize {
     local * g.tile
 }
 
-/// A block has d0·d1 weight coefficients; the chunk products are summed.
+/// A block has d0·d1 weight coefficients; the chunk products (different query
+/// ciphertexts: independent noise) are summed.
 pub(crate) fn noise(g: &Geometry, m: &NoiseModel) -> f64 {
-    m.sum(m.mult_sparse(m.fresh, g.block_rows * g.tile), g.col_tiles)
+    m.sum_independent(m.mult_sparse(m.fresh, g.block_rows * g.tile), g.col_tiles)
 }
