@@ -75,7 +75,7 @@ pub struct ParamsSpec {
 /// of total standard deviation σ, each bounded by `bound` (Bernstein's inequality:
 /// P ≤ 2·exp(−t²/(2(σ² + bound·t/3))), solved for t = c·σ), so that the bound holds on
 /// all n coefficients of a polynomial except with probability 2^-40.
-pub fn bernstein_factor(n: f64, sigma: f64, bound: f64) -> f64 {
+fn bernstein_factor(n: f64, sigma: f64, bound: f64) -> f64 {
     let l = (2.0 * n).ln() + 40.0 * std::f64::consts::LN_2;
     let a = 2.0 * bound * l / (3.0 * sigma);
     (a + (a * a + 8.0 * l).sqrt()) / 2.0
@@ -347,7 +347,7 @@ impl Params {
     /// reaches the phase as δ·s, a sum of n independent terms of variance
     /// 2^(2(j−1))·10/3, each at most 20·2^(j−1) (the secret's support): by Bernstein's
     /// inequality it stays below c·√(10n/3)·2^(j−1) except with probability 2^-40 over
-    /// the n coefficients ([`bernstein_factor`]: c ≈ 10.4 at n = 8192); c0 takes what
+    /// the n coefficients (`bernstein_factor`: c ≈ 10.3 at n = 8192); c0 takes what
     /// remains.
     pub fn response_rounding(&self) -> Rounding {
         let q0 = self.moduli[0];

@@ -21,5 +21,6 @@ pub use error::{KernelError, Result};
 pub use estimate::{estimate, CostModel, Estimate};
 pub use layer::LinearLayer;
 pub use matvec::{EncodedMatrix, Geometry, MatvecPlan, Method};
+pub use noise::check_weight_bound;
 pub use share::{share_output, share_output_encoded, FloodPool, Shared};
 pub use square::SquarePlan;

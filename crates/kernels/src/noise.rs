@@ -41,6 +41,16 @@ pub fn log2_add(a: f64, b: f64) -> f64 {
     hi + (1.0 + (lo - hi).exp2()).log2()
 }
 
+/// Checks signed weights against a public bound `|w| ≤ 2^bits`, the bound the noise of
+/// coefficient-encoded kernels is sized by ([`he::Params::with_weight_bound`]).
+pub fn check_weight_bound(w: &[i64], bits: u32) -> crate::Result<()> {
+    let bound = 1u64.checked_shl(bits).unwrap_or(u64::MAX);
+    match w.iter().enumerate().find(|(_, v)| v.unsigned_abs() > bound) {
+        Some((index, &value)) => Err(crate::KernelError::WeightBound { index, value, bits }),
+        None => Ok(()),
+    }
+}
+
 /// The model for one parameter set.
 #[derive(Clone, Copy, Debug)]
 pub struct NoiseModel {

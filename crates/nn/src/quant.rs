@@ -409,10 +409,9 @@ impl Program {
     }
     /// Whether every Linear/Conv weight has `|w| ≤ 2^bits`.
     pub fn weights_within(&self, bits: u32) -> bool {
-        let bound = 1i64.checked_shl(bits).unwrap_or(i64::MAX);
         self.steps.iter().all(|s| match s {
             Step::Linear { weight, .. } | Step::Conv { weight, .. } => {
-                weight.iter().all(|w| w.unsigned_abs() <= bound as u64)
+                kernels::check_weight_bound(weight, bits).is_ok()
             }
             _ => true,
         })

@@ -125,14 +125,7 @@ impl Plan {
     /// beyond it is an error: the responses' flooding was sized by it.
     pub fn encode(self, b: &ServerBackend, weights: &[i64]) -> Result<Encoded> {
         if let Some(bits) = b.params().and_then(|p| p.weight_bound_bits()) {
-            let bound = 1u64.checked_shl(bits).unwrap_or(u64::MAX);
-            if let Some((index, &value)) = weights
-                .iter()
-                .enumerate()
-                .find(|(_, w)| w.unsigned_abs() > bound)
-            {
-                return Err(kernels::KernelError::WeightBound { index, value, bits }.into());
-            }
+            kernels::check_weight_bound(weights, bits)?;
         }
         Ok(match self {
             Plan::Matvec(p) => {
