@@ -17,7 +17,8 @@ pub enum MethodArg {
     Naive,
     /// Matrix-vector: diagonal (Halevi-Shoup).
     Diagonal,
-    /// Matrix-vector: baby-step giant-step.
+    /// Baby-step giant-step (matrix-vector; convolution: HELiKs with a baby-step
+    /// giant-step block fold).
     Bsgs,
     /// Matrix-vector: GAZELLE hybrid.
     Hybrid,

@@ -766,7 +766,7 @@ mod tests {
         assert!(parse_layer("matvec:0x4").is_err());
         assert!(parse_layer("conv:3x2x2:4x3x3").is_err());
         assert_eq!(parse_layer("conv").unwrap(), samples::CONV);
-        assert!(parse_method(&samples::CONV, "bsgs").is_err());
+        assert!(parse_method(&samples::CONV, "diagonal").is_err());
         assert_eq!(parse_method(&samples::MATVEC, "auto").unwrap(), None);
     }
 }

@@ -358,3 +358,54 @@ fn identical_counts_on_sim_and_count() {
         }
     }
 }
+
+/// The baby-step giant-step fold, ideal model: per output ciphertext (c_n/b₁)·f − 1
+/// rotations instead of HELiKs's c_n·f − 1, b₁ − 1 hoisted rotations per input
+/// ciphertext, HELiKs's products; b₁ > 1 wherever the fold has blocks to share.
+#[test]
+fn bsgs_rotates_inputs_by_baby_steps_and_outputs_by_giant_steps() {
+    for (n, c_i, c_o, k, pad) in [
+        (4096usize, 64usize, 32usize, 1usize, Padding::Same),
+        (4096, 32, 64, 3, Padding::Same),
+        (8192, 128, 128, 1, Padding::Same),
+        (2048, 16, 16, 5, Padding::Valid),
+    ] {
+        let sh = shape(c_i, 16, 16, c_o, k, 1, pad);
+        let slots = SlotInfo {
+            n,
+            p: 12289,
+            layout: Layout::Cyclic,
+        };
+        let plan = ConvPlan::with_key_budget(ConvMethod::Bsgs, sh, slots, None).unwrap();
+        let g = plan.geometry();
+        let b1 = kernels::conv::bsgs::baby(g) as u64;
+        let (c_n, ins, outs, f) = (
+            g.c_n as u64,
+            g.in_cts as u64,
+            g.out_cts as u64,
+            (k * k) as u64,
+        );
+        if c_n > 1 {
+            assert!(b1 > 1 && c_n % b1 == 0, "b1 = {b1}, c_n = {c_n}");
+        }
+        let c = ideal_counts(ConvMethod::Bsgs, sh, n);
+        assert_eq!(c.perm, outs * ((c_n / b1) * f - 1), "n={n} {sh:?}");
+        assert_eq!(c.hst_perm, ins * (b1 - 1), "n={n} {sh:?}");
+        assert_eq!(c.sc_mult, outs * c_n * ins * f, "n={n} {sh:?}");
+        let h = ideal_counts(ConvMethod::Heliks, sh, n);
+        assert_eq!(c.sc_mult, h.sc_mult);
+        assert!(c.perm + c.hst_perm < h.perm, "{sh:?}: {c:?} vs {h:?}");
+    }
+    // On Bfv, a shape whose fold shares baby steps (b₁ > 1) reconstructs exactly.
+    let params = Params::preset("n8192").unwrap();
+    let sh = shape(40, 16, 16, 24, 1, 1, Padding::Same);
+    let plan = ConvPlan::new(ConvMethod::Bsgs, sh, real(&params)).unwrap();
+    assert!(kernels::conv::bsgs::baby(plan.geometry()) > 1);
+    let (x, f) = problem(&sh, 77);
+    let b = Bfv::keygen(&params, plan.galois()).unwrap();
+    let bits = plan.flood_bits(&params).unwrap();
+    assert_eq!(
+        run(&b, &plan, &x, &f, bits),
+        reference(&sh, &x, &f, params.p())
+    );
+}

@@ -34,6 +34,7 @@
 //! plaintexts hold, at input block b, the filter tap of the output channel in block
 //! (b − k); rotating the product left by k·B' moves it there.
 
+pub mod bsgs;
 pub mod cheetah;
 pub mod ensei;
 pub mod gala;
@@ -64,15 +65,19 @@ pub enum ConvMethod {
     Heliks,
     /// Cheetah's HomConv: coefficient encoding, no rotations, no Galois keys.
     Cheetah,
+    /// HELiKs with a baby-step giant-step block fold: baby shifts on the inputs
+    /// (hoisted, shared), giant shifts on the outputs.
+    Bsgs,
 }
 
 impl ConvMethod {
     /// Every method.
-    pub const ALL: [ConvMethod; 6] = [
+    pub const ALL: [ConvMethod; 7] = [
         ConvMethod::GazelleOut,
         ConvMethod::GazelleIn,
         ConvMethod::Gala,
         ConvMethod::Heliks,
+        ConvMethod::Bsgs,
         ConvMethod::Ensei,
         ConvMethod::Cheetah,
     ];
@@ -85,6 +90,7 @@ impl ConvMethod {
             ConvMethod::Ensei => "ensei",
             ConvMethod::Heliks => "heliks",
             ConvMethod::Cheetah => "cheetah",
+            ConvMethod::Bsgs => "bsgs",
         }
     }
     /// Parses a name.
@@ -299,7 +305,7 @@ impl ConvGeometry {
     pub fn versions(&self) -> usize {
         self.rows
     }
-    fn pt_index(&self, o: usize, k: usize, i: usize, v: usize, d: usize) -> usize {
+    pub(crate) fn pt_index(&self, o: usize, k: usize, i: usize, v: usize, d: usize) -> usize {
         (((o * self.c_n + k) * self.in_cts + i) * self.versions() + v) * self.taps() + d
     }
     fn plaintexts(&self) -> usize {
@@ -359,6 +365,8 @@ impl ConvPlan {
             ens = Some((e, t));
         } else if method == ConvMethod::Heliks {
             steps = heliks::steps(&geom);
+        } else if method == ConvMethod::Bsgs {
+            steps = bsgs::steps(&geom);
         } else if method == ConvMethod::GazelleIn {
             steps = gazelle_in::steps(&geom);
         } else {
@@ -508,7 +516,9 @@ impl ConvPlan {
                             }
                             let mut vals = vec![0u64; g.n];
                             // HELiKs multiplies first: its taps are pre-rotated by −Δ_d.
-                            let shift = if self.method == ConvMethod::Heliks {
+                            let multiply_first =
+                                matches!(self.method, ConvMethod::Heliks | ConvMethod::Bsgs);
+                            let shift = if multiply_first {
                                 g.tap_step(d) as usize
                             } else {
                                 0
@@ -519,10 +529,11 @@ impl ConvPlan {
                                     let ic = i * per + (row ^ v) * g.c_n + bl;
                                     // Input rotation pre-rotates the plaintexts by k·B':
                                     // the weight sits at its output block.
-                                    let at = if self.method == ConvMethod::GazelleIn {
-                                        (bl + g.c_n - k) % g.c_n
-                                    } else {
-                                        bl
+                                    // BSGS: by its baby shift.
+                                    let at = match self.method {
+                                        ConvMethod::GazelleIn => (bl + g.c_n - k) % g.c_n,
+                                        ConvMethod::Bsgs => bsgs::plaintext_block(g, k, bl),
+                                        _ => bl,
                                     };
                                     if oc >= sh.c_o || ic >= sh.c_i {
                                         continue;
@@ -554,28 +565,27 @@ impl ConvPlan {
     /// For every input ciphertext and version, the f tap rotations (hoisted).
     fn rotated_inputs<B: Backend>(&self, b: &B, q: &[B::Ct]) -> Result<Vec<Vec<B::Ct>>> {
         let g = &self.geom;
-        let mut out = Vec::with_capacity(q.len() * g.versions());
-        for ct in q {
-            let versions = if g.versions() == 2 {
-                vec![ct.clone(), b.rotate_columns(ct)?]
+        // In parallel over input ciphertexts, then over (input, version), in order.
+        let versions = crate::par::map(0..q.len(), |i| {
+            if g.versions() == 2 {
+                Ok(vec![q[i].clone(), b.rotate_columns(&q[i])?])
             } else {
-                vec![ct.clone()]
-            };
-            for v in &versions {
-                if self.method == ConvMethod::Heliks {
-                    out.push(vec![v.clone()]);
-                    continue;
-                }
-                let mut h = Hoist::new(v);
-                let offsets: Vec<i64> = if self.method == ConvMethod::GazelleIn {
-                    gazelle_in::steps(g)
-                } else {
-                    (0..g.taps()).map(|d| g.tap_step(d)).collect()
-                };
-                out.push(self.rot.rotate_many(b, &mut h, &offsets)?);
+                Ok(vec![q[i].clone()])
             }
+        })?;
+        let versions: Vec<B::Ct> = versions.into_iter().flatten().collect();
+        if self.method == ConvMethod::Heliks {
+            return Ok(versions.into_iter().map(|v| vec![v]).collect());
         }
-        Ok(out)
+        let offsets: Vec<i64> = match self.method {
+            ConvMethod::GazelleIn => gazelle_in::steps(g),
+            ConvMethod::Bsgs => bsgs::input_steps(g),
+            _ => (0..g.taps()).map(|d| g.tap_step(d)).collect(),
+        };
+        crate::par::map(0..versions.len(), |i| {
+            let mut h = Hoist::new(&versions[i]);
+            self.rot.rotate_many(b, &mut h, &offsets)
+        })
     }
 
     /// Worst-case kernel noise bits.
@@ -590,6 +600,9 @@ impl ConvPlan {
         let g = &self.geom;
         if self.method == ConvMethod::Heliks {
             return heliks::noise(g, m);
+        }
+        if self.method == ConvMethod::Bsgs {
+            return bsgs::noise(g, m);
         }
         let terms = g.in_cts * g.versions() * g.taps();
         let prod = m.sum(m.mult(m.rotate(m.rotate(m.fresh))), terms);
@@ -729,6 +742,7 @@ impl crate::layer::LinearLayer for ConvPlan {
                 ConvMethod::GazelleIn => gazelle_in::compute(&ctx)?,
                 ConvMethod::Gala => gala::compute(&ctx)?,
                 ConvMethod::Heliks => heliks::compute(&ctx)?,
+                ConvMethod::Bsgs => bsgs::compute(&ctx)?,
                 ConvMethod::Ensei | ConvMethod::Cheetah => {
                     return Err(KernelError::EmptyDimension {
                         what: "ENSEI transform",

@@ -1,0 +1,134 @@
+//! Baby-step giant-step over the channel blocks: HELiKs's multiply-first kernel
+//! ([`super::heliks`]) with its block fold split in two.
+//!
+//! HELiKs folds the c_n block-shifted partial sums of every output ciphertext with
+//! c_n − 1 rotations by the block stride B' (a Horner sum). Writing the block shift as
+//! k = g·b₁ + b, the b₁ baby shifts are rotations of the *inputs* by b·B' (hoisted,
+//! shared by every output ciphertext), and only the c_n/b₁ giant shifts are folded on
+//! each output, with rotations by b₁·B': per output ciphertext (c_n/b₁)·f rotations
+//! instead of c_n·f, for (b₁ − 1) hoisted rotations per input ciphertext and version.
+//! The plaintext of shift k is HELiKs's, rotated by b·B' (slot block bl holds the
+//! weight HELiKs puts at block bl + b), so rot(pt'⊙rot(x, bB'), g·b₁·B') = rot(pt⊙x, kB').
+//! Same products (c_i c_o f / c_n ScMult) and output ciphertexts as HELiKs; b₁ = 1 is
+//! HELiKs. b₁ is the power of two that minimises the reference costs of
+//! [`crate::estimate::CostModel::reference`].
+
+use he::Backend;
+
+use super::{ConvCtx, ConvGeometry};
+use crate::error::{KernelError, Result};
+use crate::layer::accumulate;
+use crate::noise::NoiseModel;
+
+/// Reference costs (µs at n = 8192, 218 bits): a rotation, a hoisting decomposition,
+/// a hoisted rotation ([`crate::estimate::CostModel::reference`]).
+const PERM: f64 = 2700.0;
+const DEC: f64 = 1500.0;
+const HST: f64 = 800.0;
+
+/// The baby-step count b₁ (a power of two dividing c_n; 1 = HELiKs's fold).
+pub fn baby(g: &ConvGeometry) -> usize {
+    let cost = |b1: usize| {
+        let inputs = (g.in_cts * g.versions()) as f64;
+        let baby = if b1 > 1 {
+            inputs * (DEC + (b1 - 1) as f64 * HST)
+        } else {
+            0.0
+        };
+        let giant = (g.out_cts * (g.c_n / b1) * g.taps()) as f64 * PERM;
+        baby + giant
+    };
+    let mut best = 1;
+    let mut b1 = 2;
+    while b1 <= g.c_n {
+        if cost(b1) < cost(best) {
+            best = b1;
+        }
+        b1 *= 2;
+    }
+    best
+}
+
+/// The rotation steps: HELiKs's tap steps, the baby steps b·B' and the giant step b₁·B'.
+pub(crate) fn steps(g: &ConvGeometry) -> Vec<i64> {
+    let b1 = baby(g);
+    let mut s = Vec::new();
+    if g.shape.k_w > 1 {
+        s.push(1);
+    }
+    if g.shape.k_h > 1 {
+        s.push((g.wp - g.shape.k_w + 1) as i64);
+    }
+    s.extend((1..b1).map(|b| (b * g.block) as i64));
+    if g.c_n > b1 {
+        s.push((b1 * g.block) as i64);
+    }
+    s
+}
+
+/// The input rotations (baby steps) for each input ciphertext and version.
+pub(crate) fn input_steps(g: &ConvGeometry) -> Vec<i64> {
+    (0..baby(g)).map(|b| (b * g.block) as i64).collect()
+}
+
+/// The slot block where the plaintext of block shift `k` holds the weight HELiKs puts
+/// at block `bl`: rotated left by the baby shift k mod b₁.
+pub(crate) fn plaintext_block(g: &ConvGeometry, k: usize, bl: usize) -> usize {
+    let b = k % baby(g);
+    (bl + g.c_n - b) % g.c_n
+}
+
+pub(crate) fn compute<B: Backend>(c: &ConvCtx<'_, B>) -> Result<Vec<B::Ct>> {
+    let g = c.g;
+    let b1 = baby(g);
+    let taps = g.taps();
+    crate::par::map(0..g.out_cts, |o| {
+        let mut blocks: Option<B::Ct> = None;
+        for giant in (0..g.c_n / b1).rev() {
+            let mut acc: Option<B::Ct> = None;
+            for d in (0..taps).rev() {
+                let mut cts = Vec::new();
+                let mut pts = Vec::new();
+                for b in 0..b1 {
+                    let k = giant * b1 + b;
+                    for i in 0..g.in_cts {
+                        for v in 0..g.versions() {
+                            cts.push(&c.rotated[i * g.versions() + v][b]);
+                            pts.push(&c.pts[g.pt_index(o, k, i, v, d)]);
+                        }
+                    }
+                }
+                let term = c.b.dot(&cts, &pts)?;
+                acc = match acc {
+                    None => Some(term),
+                    Some(a) => {
+                        let step = g.tap_step(d + 1) - g.tap_step(d);
+                        let r = c.rot.rotate(c.b, &a, step)?;
+                        accumulate(c.b, Some(r), term)?
+                    }
+                };
+            }
+            let acc = acc.ok_or(KernelError::EmptyDimension { what: "taps" })?;
+            blocks = match blocks {
+                None => Some(acc),
+                Some(a) => {
+                    let r = c.rot.rotate(c.b, &a, (b1 * g.block) as i64)?;
+                    accumulate(c.b, Some(r), acc)?
+                }
+            };
+        }
+        blocks.ok_or(KernelError::EmptyDimension { what: "blocks" })
+    })
+}
+
+pub(crate) fn noise(g: &ConvGeometry, m: &NoiseModel) -> f64 {
+    let b1 = baby(g);
+    let input = if b1 > 1 {
+        m.rotate(m.rotate(m.fresh))
+    } else {
+        m.rotate(m.fresh)
+    };
+    let v = m.sum(m.mult(input), g.in_cts * g.versions() * b1);
+    let taps = (1..g.taps()).fold(v, |a, _| crate::noise::log2_add(m.rotate(a), v));
+    (1..g.c_n / b1).fold(taps, |a, _| crate::noise::log2_add(m.rotate(a), taps))
+}
