@@ -4,6 +4,7 @@
 //! budget left, a reconstruction check, and the server time predicted from op counts ×
 //! per-op costs measured in the same run.
 
+use rayon::prelude::*;
 use std::time::Instant;
 
 use he::{Backend, Bfv, Counting, OpCounts, Params};
@@ -109,13 +110,33 @@ pub fn measure<L: LinearLayer>(
     want: &[u64],
     reps: usize,
 ) -> Result<Row, Box<dyn std::error::Error>> {
+    measure_with(plan, params, w, xr, want, reps, false)
+}
+
+/// [`measure`], with the weights encoded on the fly when `on_the_fly`: the kernel's
+/// time is then `compute_on_the_fly`'s, encoding included, and nothing is encoded
+/// offline (`offline_ms` 0).
+pub fn measure_with<L: LinearLayer>(
+    plan: &L,
+    params: &Params,
+    w: &[i64],
+    xr: &[u64],
+    want: &[u64],
+    reps: usize,
+    on_the_fly: bool,
+) -> Result<Row, Box<dyn std::error::Error>> {
     plan.flood_bits(params)?; // fails early when the parameters cannot afford it
     let client = Bfv::keygen(params, plan.galois())?;
     let server = Counting::new(Bfv::server(params, client.public_keys())?);
     let p = params.p();
 
     let t = Instant::now();
-    let m = plan.encode_weights(&server, w)?;
+    // On the fly nothing is encoded before a query.
+    let m = if on_the_fly {
+        None
+    } else {
+        Some(plan.encode_weights(&server, w)?)
+    };
     let offline_ms = t.elapsed().as_secs_f64() * 1e3;
 
     let mut samples: Vec<Row> = Vec::new();
@@ -124,7 +145,7 @@ pub fn measure<L: LinearLayer>(
         let t = Instant::now();
         let q = plan.query(&client, xr)?;
         let wire: Vec<Vec<u8>> = q
-            .iter()
+            .par_iter()
             .map(|c| client.serialize(c))
             .collect::<Result<_, _>>()?;
         let client_enc = t.elapsed().as_secs_f64() * 1e3;
@@ -139,7 +160,10 @@ pub fn measure<L: LinearLayer>(
             .collect::<Result<_, _>>()?;
         server.take();
         let t = Instant::now();
-        let out = plan.compute(&server, &m, &q)?;
+        let out = match &m {
+            Some(m) => plan.compute(&server, m, &q)?,
+            None => plan.compute_on_the_fly(&server, w, &q)?,
+        };
         row.kernel_ms = t.elapsed().as_secs_f64() * 1e3;
         let counts = server.take();
         let t = Instant::now();
@@ -152,7 +176,7 @@ pub fn measure<L: LinearLayer>(
         row.bytes_down = resp.iter().map(|b| b.len() as u64).sum();
         let t = Instant::now();
         let resp: Vec<_> = resp
-            .iter()
+            .par_iter()
             .map(|b| client.deserialize(b))
             .collect::<Result<_, _>>()?;
         let client_share = plan.decrypt(&client, &resp)?;

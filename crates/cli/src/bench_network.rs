@@ -35,7 +35,7 @@ use kernels::{reference, ConvMethod, ConvPlan, LinearLayer, MatvecPlan, Method};
 use protocol::{LayerMethod, LayerShape, Plan};
 use serde::Serialize;
 
-use crate::bench_linear::measure;
+use crate::bench_linear::measure_with;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -367,16 +367,26 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                         .map(|_| rand::Rng::random_range(&mut rng, -128..128))
                         .collect();
                     let chunks = est.encoded_bytes.div_ceil(layer_budget.max(1)).max(1) as usize;
-                    let m =
-                        measure_chunked(&l.shape, method, &params, weights, &x, a.reps, chunks)?;
                     let on_the_fly = l.on_the_fly || chunks > 1;
+                    let run = Measuring {
+                        reps: a.reps,
+                        chunks,
+                        on_the_fly,
+                    };
+                    let m = measure_chunked(&l.shape, method, &params, weights, &x, run)?;
                     row.on_the_fly = on_the_fly;
                     row.chunks = chunks;
                     row.measured = true;
                     row.correct = Some(m.correct);
+                    // In-run: the kernel's op counts at the measured per-op costs, and
+                    // on the fly the predicted encoding (not measured apart).
                     row.predicted_in_run_ms = Some(planner.server_ms(
                         m.predicted_server_ms,
-                        m.offline_ms,
+                        if on_the_fly {
+                            est.encode_ms
+                        } else {
+                            m.offline_ms
+                        },
                         parallel,
                         on_the_fly,
                     ));
@@ -384,13 +394,13 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                         row.predicted_server_ms =
                             planner.server_ms(est.server_ms, est.encode_ms, parallel, true);
                     }
-                    let encode = if on_the_fly { m.offline_ms } else { 0.0 };
-                    row.server_ms = m.server_ms + encode;
+                    // On the fly, the measured kernel encoded the weights itself.
+                    row.server_ms = m.server_ms;
                     row.offline_ms = if on_the_fly { 0.0 } else { m.offline_ms };
                     row.bytes_up = m.bytes_up;
                     row.bytes_down = m.bytes_down;
                     row.bytes = m.bytes_up + m.bytes_down;
-                    row.ms = m.online_ms + encode + planner.wire_ms(row.bytes);
+                    row.ms = m.online_ms + planner.wire_ms(row.bytes);
                     row.perm = m.perm;
                     row.dec_perm = m.dec_perm;
                     row.hst_perm = m.hst_perm;
@@ -667,6 +677,15 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
     Ok(())
 }
 
+/// How one layer is measured: queries timed, groups it is split into, and whether its
+/// weights are encoded on the fly.
+#[derive(Clone, Copy, Debug)]
+struct Measuring {
+    reps: usize,
+    chunks: usize,
+    on_the_fly: bool,
+}
+
 /// Measures a linear layer with real BFV, split into `chunks` groups of output channels
 /// (conv) or rows (matvec) when its encoded weights exceed the budget: each group is
 /// planned with the same method, encoded, queried, answered and dropped in turn; the
@@ -678,9 +697,13 @@ fn measure_chunked(
     params: &Params,
     weights: &[i64],
     x: &[i64],
-    reps: usize,
-    chunks: usize,
+    run: Measuring,
 ) -> Res<crate::bench_linear::Row> {
+    let Measuring {
+        reps,
+        chunks,
+        on_the_fly,
+    } = run;
     let p = params.p();
     let xr = reference::reduce(&x.iter().map(|&v| v as i128).collect::<Vec<_>>(), p);
     let (outputs, per_output, want) = match shape {
@@ -732,10 +755,12 @@ fn measure_chunked(
         let w = &weights[start * per_weight..(start + n) * per_weight];
         let want = &want[start * per_output..(start + n) * per_output];
         let m = match Plan::new(&part.with(method)?, params)? {
-            Plan::Matvec(pl) => measure(&pl, params, w, &xr, want, reps)?,
-            Plan::Conv(pl) => measure(pl.as_ref(), params, w, &xr, want, reps)?,
-            Plan::Depthwise(pl) => measure(pl.as_ref(), params, w, &xr, want, reps)?,
-            Plan::Grouped(pl) => measure(pl.as_ref(), params, w, &xr, want, reps)?,
+            Plan::Matvec(pl) => measure_with(&pl, params, w, &xr, want, reps, on_the_fly)?,
+            Plan::Conv(pl) => measure_with(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?,
+            Plan::Depthwise(pl) => {
+                measure_with(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?
+            }
+            Plan::Grouped(pl) => measure_with(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?,
         };
         total.correct &= m.correct;
         total.server_ms += m.server_ms;

@@ -257,7 +257,7 @@ pub trait Backend: Sync {
     type Ct: Clone + Send + Sync;
     /// An encoded plaintext (for additions and encryption).
     type Pt: Clone + Send + Sync;
-    /// A plaintext prepared once for repeated multiplication (NTT + Shoup form in BFV).
+    /// A plaintext prepared once for repeated multiplication (NTT form in BFV).
     type PreparedPt: Send + Sync;
     /// The decomposition of a ciphertext shared by a group of hoisted rotations.
     type Hoisted: Send + Sync;

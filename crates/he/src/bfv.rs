@@ -11,8 +11,10 @@
 //!   halves re-expanded from their seeds exactly as fhe.rs 0.1.1 does it (step j ↔ Galois
 //!   exponent 3^j mod 2n, row swap 2n − 1). This mirrors private fhe.rs behaviour: the
 //!   `=0.1.1` pin and the equality tests against fhe.rs's own rotation guard it.
-//! - **Shoup-form plaintexts** for ct × pt ([`BfvPrepared`], NTT + Shoup precomputation
-//!   done once, offline), with centred coefficients (one bit less noise).
+//! - **Prepared plaintexts** ([`BfvPrepared`]): centred coefficients (one bit less
+//!   noise) in NTT form, encoded from slots directly (the slot permutation and one
+//!   inverse NTT mod p, then one forward NTT per modulus), no Shoup companions: every
+//!   kernel multiplies through fused products, which never read them.
 //! - **Fused sums of products** with lazy 128-bit accumulation and one reduction.
 //!
 //! Every rotation of this backend, single or grouped, goes through the hoisted path;
@@ -61,7 +63,7 @@ pub struct BfvCt {
 #[derive(Clone, Debug)]
 pub struct BfvPt(Plaintext);
 
-/// A plaintext prepared for multiplication: centred coefficients, NTT + Shoup form.
+/// A plaintext prepared for multiplication: centred coefficients, NTT form.
 #[derive(Clone, Debug)]
 pub struct BfvPrepared(Poly);
 
@@ -164,6 +166,27 @@ pub struct Bfv {
     public: PublicKeys,
     /// Forward NTT operators of the level-0 moduli (for lifting digits in `hoist`).
     ntt_ops: Vec<NttOperator>,
+    /// The NTT mod p, and where slot i sits among its evaluation points (SEAL's and
+    /// fhe.rs's batching order), for encoding slots without fhe.rs's `Plaintext`.
+    slot_ntt: NttOperator,
+    slot_index: Vec<usize>,
+}
+
+/// Where slot i of the two-row batching layout sits in the bit-reversed evaluation order
+/// of the NTT mod p: row 0 holds the evaluations at ζ^(3^j), row 1 at ζ^(−3^j) (ζ a
+/// primitive 2n-th root of unity mod p), as in SEAL's and fhe.rs's batch encoders.
+fn slot_index(n: usize) -> Vec<usize> {
+    let (half, m) = (n / 2, 2 * n);
+    let bits = n.trailing_zeros();
+    let rev = |i: usize| i.reverse_bits() >> (usize::BITS - bits);
+    let mut index = vec![0usize; n];
+    let mut pos = 1usize;
+    for i in 0..half {
+        index[i] = rev((pos - 1) >> 1);
+        index[half + i] = rev((m - pos - 1) >> 1);
+        pos = pos * 3 % m;
+    }
+    index
 }
 
 impl std::fmt::Debug for Bfv {
@@ -454,6 +477,11 @@ impl Bfv {
                         .ok_or_else(|| HeError::Engine("no NTT for a modulus".into()))
                 })
                 .collect::<Result<_>>()?,
+            slot_ntt: Modulus::new(params.p())
+                .ok()
+                .and_then(|p| NttOperator::new(&p, n))
+                .ok_or_else(|| HeError::Engine("no NTT for the plaintext modulus".into()))?,
+            slot_index: slot_index(n),
         })
     }
 
@@ -563,12 +591,9 @@ impl Bfv {
     }
 
     /// A prepared plaintext from n reduced plaintext coefficients, lifted centred into
-    /// (−p/2, p/2] (never the unsigned lift of p − 1), in NTT form, with the Shoup
-    /// companions when `shoup` (the slot kernels' `mul_plain`; fused products
-    /// (`dot`) never read them, so coefficient plaintexts skip them: half the memory
-    /// and about a third less encoding time). Each RNS row is lifted and transformed
-    /// directly with the context's own NTT operators.
-    fn prepare_centred(&self, coeffs: &[u64], shoup: bool, level: usize) -> Result<BfvPrepared> {
+    /// (−p/2, p/2] (never the unsigned lift of p − 1), in NTT form at `level`. Each RNS
+    /// row is lifted and transformed directly with the context's own NTT operators.
+    fn prepare_centred(&self, coeffs: &[u64], level: usize) -> Result<BfvPrepared> {
         self.check_level(level)?;
         let ctx = self.par().context_at_level(level)?;
         let (p, n) = (self.info.p, self.info.n);
@@ -585,12 +610,12 @@ impl Bfv {
             }
             op.forward(row);
         }
-        let repr = if shoup {
-            Representation::NttShoup
-        } else {
-            Representation::Ntt
-        };
-        Ok(BfvPrepared(Poly::try_convert_from(arr, ctx, false, repr)?))
+        Ok(BfvPrepared(Poly::try_convert_from(
+            arr,
+            ctx,
+            false,
+            Representation::Ntt,
+        )?))
     }
 
     /// A rounded ciphertext on the wire ([`crate::rounding`]): c0 (at the kept
@@ -961,12 +986,15 @@ impl Backend for Bfv {
     }
 
     fn prepare(&self, values: &[u64]) -> Result<BfvPrepared> {
-        let pt = self.encode(values)?;
-        let ctx = self.par().context_at_level(0)?;
-        let m = Poly::try_convert_from(&pt.0, ctx, false, Representation::PowerBasis)?;
-        // The plaintext polynomial's coefficients are below p < q_0: row 0 holds them.
-        let coeffs: Vec<u64> = m.coefficients().row(0).to_vec();
-        self.prepare_centred(&coeffs, true, 0)
+        self.check_values(values)?;
+        // The plaintext polynomial: slots at their evaluation points, one inverse NTT
+        // mod p (the same polynomial fhe.rs's SIMD encoder makes).
+        let mut coeffs = vec![0u64; self.info.n];
+        for (&v, &at) in values.iter().zip(&self.slot_index) {
+            coeffs[at] = v;
+        }
+        self.slot_ntt.backward(&mut coeffs);
+        self.prepare_centred(&coeffs, 0)
     }
 
     fn prepared_to_bytes(&self, pt: &BfvPrepared) -> Result<Vec<u8>> {
@@ -975,7 +1003,8 @@ impl Backend for Bfv {
 
     fn prepared_from_bytes(&self, bytes: &[u8]) -> Result<BfvPrepared> {
         const WHAT: &str = "prepared plaintext";
-        // NTT + Shoup (slots) or NTT (coefficients), at the level its length gives.
+        // NTT form (NTT + Shoup in files written before slot plaintexts dropped the
+        // Shoup half), at the level its length gives.
         let rq = RqWire::decode(bytes).map_err(|e| malformed(WHAT, e.to_string()))?;
         let repr = match rq.representation {
             r @ (REPR_NTT_SHOUP | REPR_NTT) => r,
@@ -1157,7 +1186,7 @@ impl Backend for Bfv {
 
     fn prepare_coeffs_at(&self, values: &[u64], level: usize) -> Result<BfvPrepared> {
         let v = self.padded(values)?;
-        self.prepare_centred(&v, false, level)
+        self.prepare_centred(&v, level)
     }
 
     fn dot_coeffs(&self, cts: &[&BfvCt], pts: &[&BfvPrepared]) -> Result<BfvCt> {

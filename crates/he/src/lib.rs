@@ -1,7 +1,7 @@
 //! helina's HE layer: BFV parameter sets, the [`Backend`] trait every kernel is written
 //! against, and its three implementations:
 //!
-//! - [`Bfv`]: fhe.rs 0.1.1 (`tfhe-ntt`) with hoisted rotations, Shoup-form plaintexts
+//! - [`Bfv`]: fhe.rs 0.1.1 (`tfhe-ntt`) with hoisted rotations, NTT-form prepared plaintexts
 //!   and fused sums of products; the only code in helina that talks to fhe.rs.
 //! - [`Sim`]: a cleartext simulator with identical semantics (slots, and polynomials in
 //!   Z_p\[X\]/(X^n + 1) for coefficient encoding).

@@ -36,11 +36,11 @@ pub struct CostModel {
     pub add_us: f64,
     /// `share_output` per response ciphertext (mask, flood, switch to the last level).
     pub share_us: f64,
-    /// Encoding one weight plaintext into NTT + Shoup form (paid online when the
-    /// weights are encoded on the fly).
+    /// Encoding one slot weight plaintext into NTT form (paid online when the weights
+    /// are encoded on the fly).
     pub prepare_us: f64,
-    /// Encoding one coefficient-encoded weight plaintext (NTT form only: fused products
-    /// never read Shoup companions). Absent in caches saved before it existed: then
+    /// Encoding one coefficient-encoded weight plaintext (NTT form, at its layer's
+    /// query level). Absent in caches saved before it existed: then
     /// [`CostModel::reference`]'s ratio to `prepare_us` is assumed.
     #[serde(default)]
     pub prepare_coeffs_us: Option<f64>,
@@ -154,11 +154,10 @@ pub struct Estimate {
     pub bytes_down: u64,
     /// Galois keys the client uploads in setup.
     pub galois_keys: usize,
-    /// Weight plaintexts the server encodes (NTT + Shoup form for slots, NTT form for
-    /// coefficients).
+    /// Weight plaintexts the server encodes (NTT form).
     pub plaintexts: u64,
-    /// Memory those plaintexts take when held: n·L coefficients of 2 words each (slots)
-    /// or 1 (coefficients).
+    /// Memory those plaintexts take when held: n·L coefficients of one word each (L the
+    /// moduli of the level they are encoded at).
     pub encoded_bytes: u64,
     /// Predicted time (ms) to encode them, online when encoded on the fly.
     pub encode_ms: f64,
@@ -207,7 +206,7 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
         bytes_down,
         galois_keys,
         plaintexts,
-        encoded_bytes: plaintexts * prepared_bytes(params, plan.encoding(), level),
+        encoded_bytes: plaintexts * prepared_bytes(params, level),
         encode_ms: plaintexts as f64 * model.prepare_us_for(plan.encoding()) * limbs / 1e3,
     })
 }
@@ -226,12 +225,8 @@ pub fn median_us<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
     t[t.len() / 2]
 }
 
-/// Bytes of one prepared plaintext held in memory: NTT + Shoup form for slots, NTT
-/// form for coefficients, with the moduli of `level`.
-pub fn prepared_bytes(params: &Params, encoding: he::Encoding, level: usize) -> u64 {
-    let words = match encoding {
-        he::Encoding::Slots => 2,
-        he::Encoding::Coeffs => 1,
-    };
-    (params.n() * (params.levels() - level.min(params.levels() - 1)) * 8 * words) as u64
+/// Bytes of one prepared plaintext held in memory: NTT form with the moduli of `level`
+/// (slot plaintexts at the top level, coefficient plaintexts at their query level).
+pub fn prepared_bytes(params: &Params, level: usize) -> u64 {
+    (params.n() * (params.levels() - level.min(params.levels() - 1)) * 8) as u64
 }

@@ -100,6 +100,13 @@ pub trait LinearLayer {
     }
     /// Server: the HE computation before `share_output`.
     fn compute<B: Backend>(&self, b: &B, m: &Self::Encoded<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>>;
+    /// Server, weights encoded on the fly (beyond the memory budget): the same prepares
+    /// and products as `encode_weights` + `compute`, the same responses. The default
+    /// encodes every plaintext first; a method may interleave encoding and products so
+    /// that only a few plaintexts are held at a time (Cheetah's convolution does).
+    fn compute_on_the_fly<B: Backend>(&self, b: &B, w: &[i64], q: &[B::Ct]) -> Result<Vec<B::Ct>> {
+        self.compute(b, &self.encode_weights(b, w)?, q)
+    }
     /// The cleartext finishing map from response slots (or coefficients) to outputs
     /// (both parties).
     fn finish(&self, slots: &[Vec<u64>]) -> Result<Vec<u64>>;
@@ -125,6 +132,18 @@ pub trait LinearLayer {
         pool: &mut FloodPool<B>,
     ) -> Result<(Vec<B::Ct>, Vec<u64>)> {
         let out = self.compute(b, m, q)?;
+        self.share_response(b, out, pool)
+    }
+
+    /// Server online with the weights encoded on the fly: compute, share, finish.
+    fn respond_on_the_fly<B: Backend>(
+        &self,
+        b: &B,
+        w: &[i64],
+        q: &[B::Ct],
+        pool: &mut FloodPool<B>,
+    ) -> Result<(Vec<B::Ct>, Vec<u64>)> {
+        let out = self.compute_on_the_fly(b, w, q)?;
         self.share_response(b, out, pool)
     }
 

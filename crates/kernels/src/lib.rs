@@ -3,6 +3,7 @@
 //! [`share_output`] (mask, re-randomise with a flooding encryption of zero, switch to
 //! the last level) that every returned ciphertext goes through.
 
+pub mod clear;
 pub mod conv;
 mod error;
 pub mod estimate;

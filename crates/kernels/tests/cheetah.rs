@@ -841,3 +841,82 @@ fn a_public_weight_bound_shrinks_queries_and_weights_at_it_reconstruct() {
     let c = bounded.decrypt(&client, &resp).unwrap();
     assert_eq!(reconstruct(&c, &s, p.p()), conv_ref(&sh, &x, &f, p.p()));
 }
+
+/// Weights encoded on the fly (`respond_on_the_fly`: Cheetah's convolution encodes one
+/// output group at a time) give the reference's shares and the same server op counts
+/// (prepares included) as `encode_weights` + `respond`, on Sim and on real BFV; a slot
+/// method takes the default path (encode everything, then compute) with the same
+/// guarantees.
+#[test]
+fn conv_on_the_fly_equals_encoded_weights() {
+    fn counts_of<L: LinearLayer, B: Backend>(
+        b: &Counting<B>,
+        plan: &L,
+        w: &[i64],
+        x: &[i64],
+        on_the_fly: bool,
+    ) -> (Vec<u64>, OpCounts) {
+        let p = b.slots().p;
+        let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
+        let q = plan.query(b, &xr).unwrap();
+        let mut pool = FloodPool::at_level(0, b.level(&q[0]));
+        pool.fill(b, plan.output_cts()).unwrap();
+        b.take();
+        let (resp, server) = if on_the_fly {
+            plan.respond_on_the_fly(b, w, &q, &mut pool).unwrap()
+        } else {
+            let m = plan.encode_weights(b, w).unwrap();
+            plan.respond(b, &m, &q, &mut pool).unwrap()
+        };
+        let counts = b.take();
+        let client = plan.decrypt(b, &resp).unwrap();
+        (reconstruct(&client, &server, p), counts)
+    }
+    let p = params();
+    let shapes = [
+        shape(2, 100, 90, 3, 3, 1, Padding::Same),  // spatial tiles
+        shape(130, 6, 6, 70, 3, 1, Padding::Valid), // input and output groups
+        shape(40, 16, 16, 24, 1, 1, Padding::Same),
+        shape(3, 9, 7, 5, 3, 2, Padding::Same),
+    ];
+    let mut ran = [0; 2];
+    for (i, sh) in shapes.iter().enumerate() {
+        let (x, f) = conv_problem(sh, 90 + i as u64);
+        let want = conv_ref(sh, &x, &f, p.p());
+        for (m, method) in [ConvMethod::Cheetah, ConvMethod::Bsgs]
+            .into_iter()
+            .enumerate()
+        {
+            // The slot layout cannot hold every shape (a row wider than n/2 slots).
+            let Ok(plan) = ConvPlan::new(method, *sh, real(p)) else {
+                continue;
+            };
+            ran[m] += 1;
+            let sim = Counting::new(Sim::new(p, plan.galois()));
+            let (held, held_counts) = counts_of(&sim, &plan, &f, &x, false);
+            let (fly, fly_counts) = counts_of(&sim, &plan, &f, &x, true);
+            assert_eq!(held, want, "{method} {sh:?} encoded");
+            assert_eq!(fly, want, "{method} {sh:?} on the fly");
+            assert_eq!(fly_counts, held_counts, "{method} {sh:?} counts");
+            assert!(
+                fly_counts.ntt > 0,
+                "{method} {sh:?}: the prepares are counted"
+            );
+        }
+    }
+    assert_eq!(ran[0], shapes.len());
+    assert!(ran[1] >= 3, "bsgs ran on {} shapes", ran[1]);
+    // Real BFV: the on-the-fly responses decrypt to the reference's shares.
+    let sh = shape(130, 6, 6, 70, 3, 1, Padding::Valid);
+    let (x, f) = conv_problem(&sh, 99);
+    let plan = ConvPlan::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
+    let client = client();
+    let server = Bfv::server(p, client.public_keys()).unwrap();
+    let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();
+    let q = plan.query(client, &xr).unwrap();
+    let mut pool = FloodPool::at_level(plan.flood_bits(p).unwrap(), server.level(&q[0]));
+    pool.fill(&server, plan.output_cts()).unwrap();
+    let (resp, s) = plan.respond_on_the_fly(&server, &f, &q, &mut pool).unwrap();
+    let c = plan.decrypt(client, &resp).unwrap();
+    assert_eq!(reconstruct(&c, &s, p.p()), conv_ref(&sh, &x, &f, p.p()));
+}

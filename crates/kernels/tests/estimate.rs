@@ -49,7 +49,7 @@ fn estimates_price_counts_and_bytes() {
 
 /// The weights a method encodes: the diagonal method holds one plaintext per diagonal of
 /// the (padded) square block (128 for 128x128), GALA's 10x128 one packed plaintext; the
-/// memory is n·L coefficients of two words (NTT + Shoup form) each.
+/// memory is n·L coefficients of one word (NTT form) each.
 #[test]
 fn encoded_plaintexts_and_their_memory() {
     let params = Params::preset("n8192").unwrap();
@@ -59,7 +59,7 @@ fn encoded_plaintexts_and_their_memory() {
         layout: Layout::TwoRows,
     };
     let model = CostModel::reference(&params);
-    let per = (8192 * params.levels() * 16) as u64;
+    let per = (8192 * params.levels() * 8) as u64;
     let d = MatvecPlan::new(Method::Diagonal, 128, 128, slots).unwrap();
     let e = estimate(&d, &params, &model).unwrap();
     assert_eq!(e.plaintexts, 128);
@@ -67,7 +67,7 @@ fn encoded_plaintexts_and_their_memory() {
     assert!((e.encode_ms - 128.0 * model.prepare_us / 1e3).abs() < 1e-9);
     let g = MatvecPlan::new(Method::Gala, 10, 128, slots).unwrap();
     assert_eq!(estimate(&g, &params, &model).unwrap().plaintexts, 1);
-    // Coefficient plaintexts: NTT form only (no Shoup half), with the moduli of the
+    // Coefficient plaintexts: NTT form too, with the moduli of the
     // query level (1 on this chain); queries priced at that level's ciphertext size.
     let c = MatvecPlan::new(Method::Cheetah, 100, 3000, slots).unwrap();
     assert_eq!(c.query_level(&params), 1);

@@ -149,10 +149,11 @@ fn bfv_case(method: Method, n_o: usize, n_i: usize, seed: u64) {
         .iter()
         .map(|c| client.deserialize(&server.serialize(c).unwrap()).unwrap())
         .collect();
+    // Rounded for the wire, a response keeps only the precision decryption needs, so
+    // its measured budget may be 0 bits: correct decryption is the reconstruction below.
     for r in &resp {
         assert_eq!(client.level(r), params.last_level());
-        let left = client.noise_budget(r).unwrap().unwrap();
-        assert!(left > 0, "{method}: no budget left");
+        assert!(client.noise_budget(r).unwrap().is_some(), "{method}");
     }
     let c = plan.decrypt(&client, &resp).unwrap();
     assert_eq!(

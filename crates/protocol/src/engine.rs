@@ -33,6 +33,7 @@ use he::{Backend, Bfv, OpCounts, Params};
 use kernels::{FloodPool, LinearLayer, SquarePlan};
 use net::{Channel, Counters};
 use nn::{NonlinearOp, Program, Step};
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::msg::{recv, send, unexpected, Msg, NonlinearProtocol, ProtocolError, Result};
@@ -654,27 +655,28 @@ pub(crate) fn ids_in_range(prog: &Program) -> bool {
             .all(|s| s.output() < n && s.inputs().iter().all(|&t| t < n))
 }
 
-/// W·x + b in cleartext mod p for the server's own share (x in [0, p)). A zero share
-/// (the network input, which the client holds whole) costs no product: W·0 = 0.
-fn clear_linear(step: &Step, x: &[u64], p: u64) -> Vec<u64> {
+/// W·x + b in cleartext mod p for the server's own share (x in [0, p)), by
+/// [`kernels::clear`]. A zero share (the network input, which the client holds whole)
+/// costs no product: W·0 + b = b.
+fn clear_linear(step: &Step, x: &[u64], p: u64) -> Result<Vec<u64>> {
     let zero = x.iter().all(|&v| v == 0);
-    let xi: Vec<i64> = x.iter().map(|&v| v as i64).collect();
-    let (acc, bias, per) = match step {
+    let bias_only = |bias: &[i64], outputs: usize, per: usize| -> Vec<u64> {
+        (0..outputs * per)
+            .map(|i| bias.get(i / per).copied().unwrap_or(0).rem_euclid(p as i64) as u64)
+            .collect()
+    };
+    match step {
         Step::Linear {
             rows,
             cols,
             weight,
             bias,
             ..
-        } => (
-            if zero {
-                vec![0; *rows]
-            } else {
-                kernels::reference::matvec(weight, &xi, *rows, *cols)
-            },
-            bias,
-            1,
-        ),
+        } => Ok(if zero {
+            bias_only(bias, *rows, 1)
+        } else {
+            kernels::clear::matvec_mod_p(weight, x, bias, *rows, *cols, p)?
+        }),
         Step::Conv {
             shape,
             weight,
@@ -683,32 +685,22 @@ fn clear_linear(step: &Step, x: &[u64], p: u64) -> Vec<u64> {
             ..
         } => {
             let (oh, ow, _, _) = kernels::reference::conv_output(shape);
-            let acc = if zero {
-                vec![0; shape.c_o * oh * ow]
-            } else if *groups == 1 {
-                kernels::reference::conv(shape, &xi, weight)
+            Ok(if zero {
+                bias_only(bias, shape.c_o, oh * ow)
             } else {
                 let g = nn::quant::grouped_shape(shape, *groups);
-                match kernels::reference::grouped_conv(&g, &xi, weight) {
-                    Ok(acc) => acc,
-                    Err(_) => return Vec::new(),
-                }
-            };
-            (acc, bias, oh * ow)
+                kernels::clear::conv_mod_p(&g, x, weight, bias, p)?
+            })
         }
-        _ => return Vec::new(),
-    };
-    acc.iter()
-        .enumerate()
-        .map(|(i, &a)| {
-            let b = bias.get(i / per).copied().unwrap_or(0) as i128;
-            (a + b).rem_euclid(p as i128) as u64
-        })
-        .collect()
+        _ => Err(ProtocolError::Plan),
+    }
 }
 
-fn add_mod(a: &[u64], b: &[u64], p: u64) -> Vec<u64> {
-    a.iter().zip(b).map(|(x, y)| (x + y) % p).collect()
+fn add_mod(a: &[u64], b: &[u64], p: u64) -> Result<Vec<u64>> {
+    if a.len() != b.len() {
+        return Err(ProtocolError::Plan);
+    }
+    Ok(a.iter().zip(b).map(|(x, y)| (x + y) % p).collect())
 }
 
 pub(crate) fn ot_err(e: ot::OtError) -> ProtocolError {
@@ -852,13 +844,13 @@ impl Side for ServerSide<'_> {
                     Step::Linear { weight, .. } | Step::Conv { weight, .. } => weight,
                     _ => return Err(ProtocolError::Plan),
                 };
-                plan.clone().encode(self.b, w)?.answer(self.b, pool, &cts)?
+                plan.answer_on_the_fly(self.b, w, pool, &cts)?
             }
             None => return Err(ProtocolError::Plan),
         };
         self.respond(ch, i, resp)?;
         let p = self.prog.p;
-        Ok(add_mod(&mine, &clear_linear(step, &x, p), p))
+        add_mod(&mine, &clear_linear(step, &x, p)?, p)
     }
 
     fn square<C: Channel>(
@@ -937,7 +929,7 @@ impl<'a> ClientSide<'a> {
         let b = self.b;
         let q = plan.query(b, x)?;
         let cts = q
-            .iter()
+            .par_iter()
             .map(|c| b.serialize(c))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         send(
@@ -961,7 +953,7 @@ impl<'a> ClientSide<'a> {
             });
         }
         let resp = cts
-            .iter()
+            .par_iter()
             .map(|c| b.deserialize(c))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         for c in &resp {

@@ -146,13 +146,28 @@ impl Plan {
             }
         })
     }
+    /// One query answered with the weights encoded now (a layer beyond the memory
+    /// budget): the weight bound checked as in [`Plan::encode`], then as
+    /// [`Encoded::answer`], with the method's on-the-fly kernel.
+    pub fn answer_on_the_fly(
+        &self,
+        b: &ServerBackend,
+        weights: &[i64],
+        pool: &mut FloodPool<ServerBackend>,
+        cts: &[Vec<u8>],
+    ) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
+        if let Some(bits) = b.params().and_then(|p| p.weight_bound_bits()) {
+            kernels::check_weight_bound(weights, bits)?;
+        }
+        with_plan!(self, p => answer_on_the_fly(p, b, weights, pool, cts))
+    }
 }
 
 /// The backend a server computes with: fhe.rs BFV with the client's public keys only,
 /// counting its operations.
 pub type ServerBackend = Counting<Bfv>;
 
-/// A planned layer with its weights encoded (NTT + Shoup form prepared plaintexts).
+/// A planned layer with its weights encoded (NTT-form prepared plaintexts).
 /// Encodings depend on the weights and the parameters only, so a server makes them once
 /// and shares them between sessions ([`Bfv::encoder`]).
 pub enum Encoded {
@@ -203,6 +218,31 @@ pub(crate) fn answer<L: LinearLayer>(
     pool: &mut FloodPool<ServerBackend>,
     cts: &[Vec<u8>],
 ) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
+    on_the_wire(plan, b, cts, |q| Ok(plan.respond(b, m, q, pool)?))
+}
+
+/// [`answer`] with the weights encoded on the fly (`LinearLayer::respond_on_the_fly`).
+fn answer_on_the_fly<L: LinearLayer>(
+    plan: &L,
+    b: &ServerBackend,
+    weights: &[i64],
+    pool: &mut FloodPool<ServerBackend>,
+    cts: &[Vec<u8>],
+) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
+    on_the_wire(plan, b, cts, |q| {
+        Ok(plan.respond_on_the_fly(b, weights, q, pool)?)
+    })
+}
+
+/// The query read from the wire (count checked, each ciphertext validated while
+/// deserialised, in parallel), `respond` run on it, the response serialised.
+fn on_the_wire<L: LinearLayer>(
+    plan: &L,
+    b: &ServerBackend,
+    cts: &[Vec<u8>],
+    respond: impl FnOnce(&[he::BfvCt]) -> Result<(Vec<he::BfvCt>, Vec<u64>)>,
+) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
+    use rayon::prelude::*;
     if cts.len() != plan.query_cts() {
         return Err(ProtocolError::Malformed {
             detail: format!(
@@ -213,12 +253,12 @@ pub(crate) fn answer<L: LinearLayer>(
         });
     }
     let q = cts
-        .iter()
+        .par_iter()
         .map(|c| b.deserialize(c))
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    let (resp, share) = plan.respond(b, m, &q, pool)?;
+    let (resp, share) = respond(&q)?;
     let out = resp
-        .iter()
+        .par_iter()
         .map(|c| b.serialize(c))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     Ok((out, share))

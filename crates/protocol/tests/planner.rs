@@ -87,7 +87,7 @@ fn prediction_adds_keys_encoding_and_divides_by_usable_threads() {
     assert!(e.galois_keys > 0 && e.plaintexts > 0);
     assert_eq!(
         e.encoded_bytes,
-        e.plaintexts * (params.n() * params.levels() * 16) as u64
+        e.plaintexts * (params.n() * params.levels() * 8) as u64
     );
     // Independent sum: server + transfer (bytes / bandwidth) + one RTT + keys.
     let bw = link.bandwidth_bps.unwrap() / 8.0;

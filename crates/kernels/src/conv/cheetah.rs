@@ -316,6 +316,56 @@ pub(crate) fn compute<B: Backend>(
     })
 }
 
+/// Server, weights encoded on the fly: per output group, its in_groups filter
+/// polynomials are encoded and used for every tile at once, so a group's plaintexts
+/// are still in cache when they are multiplied and at most one group per thread is
+/// held (instead of every plaintext of the layer). The same prepares and fused
+/// products as [`ConvPlan::encode`](super::ConvPlan::encode) + [`compute`], in the same
+/// response order.
+pub(crate) fn compute_on_the_fly<B: Backend>(
+    b: &B,
+    sh: &ConvShape,
+    e: &CheetahGeometry,
+    f: &[i64],
+    p: u64,
+    level: usize,
+    q: &[B::Ct],
+) -> Result<Vec<B::Ct>> {
+    let per_group = crate::par::map(0..e.out_groups, |og| {
+        let pts = (0..e.in_groups)
+            .map(|ig| {
+                let v = if b.carries_data() {
+                    filter_values(sh, e, f, p, og, ig)
+                } else {
+                    Vec::new()
+                };
+                Ok(b.prepare_coeffs_at(&v, level)?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ps: Vec<&B::PreparedPt> = pts.iter().collect();
+        crate::par::map(0..e.tiles(), |tile| {
+            let cts: Vec<&B::Ct> = q[tile * e.in_groups..(tile + 1) * e.in_groups]
+                .iter()
+                .collect();
+            Ok(b.dot_coeffs(&cts, &ps)?)
+        })
+    })?;
+    // Response tile·out_groups + group, as `compute` orders them.
+    let mut by_group: Vec<std::vec::IntoIter<B::Ct>> =
+        per_group.into_iter().map(|v| v.into_iter()).collect();
+    let mut out = Vec::with_capacity(e.output_cts());
+    for _ in 0..e.tiles() {
+        for group in by_group.iter_mut() {
+            out.push(group.next().ok_or(KernelError::CiphertextCount {
+                what: "response",
+                expected: e.output_cts(),
+                actual: out.len(),
+            })?);
+        }
+    }
+    Ok(out)
+}
+
 /// Both parties: read the strided outputs (c_o x h_out x w_out) from the response
 /// coefficients.
 pub(crate) fn finish(

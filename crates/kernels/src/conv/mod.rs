@@ -44,6 +44,7 @@ pub mod grouped;
 pub mod heliks;
 
 use he::{Backend, Encoding, GaloisSpec, Layout, Params, SlotInfo};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{KernelError, Result};
@@ -659,6 +660,22 @@ impl crate::layer::LinearLayer for ConvPlan {
     fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<EncodedFilters<B>> {
         self.encode(b, w)
     }
+    fn compute_on_the_fly<B: Backend>(&self, b: &B, w: &[i64], q: &[B::Ct]) -> Result<Vec<B::Ct>> {
+        let Some(e) = &self.cheetah else {
+            return self.compute(b, &self.encode(b, w)?, q);
+        };
+        let sh = self.geom.shape;
+        check_weights(w, sh.c_o * sh.c_i * self.geom.taps(), self.slots.p)?;
+        if q.len() != self.query_cts() {
+            return Err(KernelError::CiphertextCount {
+                what: "query",
+                expected: self.query_cts(),
+                actual: q.len(),
+            });
+        }
+        let level = self.query_level_on(b);
+        cheetah::compute_on_the_fly(b, &sh, e, w, self.slots.p, level, q)
+    }
     fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
         let g = &self.geom;
         let sh = g.shape;
@@ -667,19 +684,18 @@ impl crate::layer::LinearLayer for ConvPlan {
         if let Some(e) = &self.cheetah {
             let level = self.query_level_on(b);
             return cheetah::query_values(&sh, e, x)
-                .iter()
+                .par_iter()
                 .map(|v| Ok(b.encrypt_sym(&b.encode_coeffs_at(v, level)?)?))
                 .collect();
         }
-        let mut out = Vec::with_capacity(self.query_cts());
+        // The packed values of every query ciphertext, then their encryptions in parallel.
+        let mut out: Vec<Vec<u64>> = Vec::with_capacity(self.query_cts());
         for strip in 0..g.strips {
             // Input rows of this strip: padded rows [start, start + hp), halo included.
             let start = g.strip_start(strip);
             let local = |y: usize| (y + g.pad[0]).checked_sub(start).filter(|&l| l < g.hp);
             if let Some((e, t)) = &self.ensei {
-                for v in ensei::query_values(g, e, t, x, &local) {
-                    out.push(b.encrypt_sym(&b.encode(&v)?)?);
-                }
+                out.extend(ensei::query_values(g, e, t, x, &local));
                 continue;
             }
             let per = g.per_ct();
@@ -700,10 +716,12 @@ impl crate::layer::LinearLayer for ConvPlan {
                         }
                     }
                 }
-                out.push(b.encrypt_sym(&b.encode(&vals)?)?);
+                out.push(vals);
             }
         }
-        Ok(out)
+        out.par_iter()
+            .map(|v| Ok(b.encrypt_sym(&b.encode(v)?)?))
+            .collect()
     }
     fn compute<B: Backend>(&self, b: &B, m: &EncodedFilters<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
         if m.plan != self.id() {

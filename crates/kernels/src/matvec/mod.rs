@@ -49,6 +49,7 @@ pub mod naive;
 
 use bincode::Options;
 use he::{Backend, Encoding, GaloisSpec, Params, SlotInfo};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{KernelError, Result};
@@ -535,6 +536,7 @@ impl crate::layer::LinearLayer for MatvecPlan {
         if self.method == Method::Cheetah {
             let level = self.query_level_on(b);
             return (0..g.col_tiles)
+                .into_par_iter()
                 .map(|tile| {
                     let v = cheetah::query_values(g, x, p, tile);
                     Ok(b.encrypt_sym(&b.encode_coeffs_at(&v, level)?)?)
@@ -542,6 +544,7 @@ impl crate::layer::LinearLayer for MatvecPlan {
                 .collect();
         }
         (0..g.col_tiles)
+            .into_par_iter()
             .map(|tile| {
                 let v: Vec<u64> = (0..g.n)
                     .map(|slot| {
