@@ -103,7 +103,8 @@ pub trait LinearLayer {
     /// Server, weights encoded on the fly (beyond the memory budget): the same prepares
     /// and products as `encode_weights` + `compute`, the same responses. The default
     /// encodes every plaintext first; a method may interleave encoding and products so
-    /// that only a few plaintexts are held at a time (Cheetah's convolution does).
+    /// that only a few plaintexts are held at a time (the `cheetah` and `bsgs` convolutions
+    /// do).
     fn compute_on_the_fly<B: Backend>(&self, b: &B, w: &[i64], q: &[B::Ct]) -> Result<Vec<B::Ct>> {
         self.compute(b, &self.encode_weights(b, w)?, q)
     }

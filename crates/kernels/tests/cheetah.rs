@@ -843,10 +843,10 @@ fn a_public_weight_bound_shrinks_queries_and_weights_at_it_reconstruct() {
 }
 
 /// Weights encoded on the fly (`respond_on_the_fly`: Cheetah's convolution encodes one
-/// output group at a time) give the reference's shares and the same server op counts
-/// (prepares included) as `encode_weights` + `respond`, on Sim and on real BFV; a slot
-/// method takes the default path (encode everything, then compute) with the same
-/// guarantees.
+/// output group at a time, `bsgs` one output ciphertext at a time, across strips) give
+/// the reference's shares and the same server op counts (prepares included) as
+/// `encode_weights` + `respond`, on Sim and on real BFV; HELiKs takes the default path
+/// (encode everything, then compute) with the same guarantees.
 #[test]
 fn conv_on_the_fly_equals_encoded_weights() {
     fn counts_of<L: LinearLayer, B: Backend>(
@@ -879,14 +879,12 @@ fn conv_on_the_fly_equals_encoded_weights() {
         shape(40, 16, 16, 24, 1, 1, Padding::Same),
         shape(3, 9, 7, 5, 3, 2, Padding::Same),
     ];
-    let mut ran = [0; 2];
+    let mut ran = [0; 3];
     for (i, sh) in shapes.iter().enumerate() {
         let (x, f) = conv_problem(sh, 90 + i as u64);
         let want = conv_ref(sh, &x, &f, p.p());
-        for (m, method) in [ConvMethod::Cheetah, ConvMethod::Bsgs]
-            .into_iter()
-            .enumerate()
-        {
+        let methods = [ConvMethod::Cheetah, ConvMethod::Bsgs, ConvMethod::Heliks];
+        for (m, method) in methods.into_iter().enumerate() {
             // The slot layout cannot hold every shape (a row wider than n/2 slots).
             let Ok(plan) = ConvPlan::new(method, *sh, real(p)) else {
                 continue;
@@ -905,7 +903,10 @@ fn conv_on_the_fly_equals_encoded_weights() {
         }
     }
     assert_eq!(ran[0], shapes.len());
-    assert!(ran[1] >= 3, "bsgs ran on {} shapes", ran[1]);
+    assert!(
+        ran[1] >= 3 && ran[2] >= 3,
+        "slot methods ran on {ran:?} shapes"
+    );
     // Real BFV: the on-the-fly responses decrypt to the reference's shares.
     let sh = shape(130, 6, 6, 70, 3, 1, Padding::Valid);
     let (x, f) = conv_problem(&sh, 99);

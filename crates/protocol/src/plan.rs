@@ -327,9 +327,9 @@ pub struct Planner {
 
 /// The default [`Planner::time_slack`]: up to 15% more predicted linear time for fewer
 /// bytes. On ResNet-50 (n = 8192) this moves the three 512x7x7 → 2048 1x1
-/// convolutions from coefficient encoding to GAZELLE's input rotation: 12% more
-/// predicted time for 5% fewer bytes per inference (their Galois keys go once per
-/// session). On a real link bytes are time.
+/// convolutions from coefficient encoding to a slot method (`bsgs`): more predicted
+/// time for 5% fewer bytes per inference (their Galois keys go once per session). On
+/// a real link bytes are time.
 pub const DEFAULT_TIME_SLACK: f64 = 0.15;
 
 impl Planner {

@@ -79,26 +79,36 @@ pub(crate) fn plaintext_block(g: &ConvGeometry, k: usize, bl: usize) -> usize {
 }
 
 pub(crate) fn compute<B: Backend>(c: &ConvCtx<'_, B>) -> Result<Vec<B::Ct>> {
+    crate::par::map(0..c.g.out_cts, |o| output(c, c.pts, o))
+}
+
+/// Output ciphertext o from the plaintexts `pts`, indexed as `pt_index(o, ..)` (the
+/// whole filter bank, or output o's own plaintexts with o = 0 when encoded on the fly).
+pub(crate) fn output<B: Backend>(
+    c: &ConvCtx<'_, B>,
+    pts: &[B::PreparedPt],
+    o: usize,
+) -> Result<B::Ct> {
     let g = c.g;
     let b1 = baby(g);
     let taps = g.taps();
-    crate::par::map(0..g.out_cts, |o| {
+    {
         let mut blocks: Option<B::Ct> = None;
         for giant in (0..g.c_n / b1).rev() {
             let mut acc: Option<B::Ct> = None;
             for d in (0..taps).rev() {
                 let mut cts = Vec::new();
-                let mut pts = Vec::new();
+                let mut ps = Vec::new();
                 for b in 0..b1 {
                     let k = giant * b1 + b;
                     for i in 0..g.in_cts {
                         for v in 0..g.versions() {
                             cts.push(&c.rotated[i * g.versions() + v][b]);
-                            pts.push(&c.pts[g.pt_index(o, k, i, v, d)]);
+                            ps.push(&pts[g.pt_index(o, k, i, v, d)]);
                         }
                     }
                 }
-                let term = c.b.dot(&cts, &pts)?;
+                let term = c.b.dot(&cts, &ps)?;
                 acc = match acc {
                     None => Some(term),
                     Some(a) => {
@@ -118,7 +128,7 @@ pub(crate) fn compute<B: Backend>(c: &ConvCtx<'_, B>) -> Result<Vec<B::Ct>> {
             };
         }
         blocks.ok_or(KernelError::EmptyDimension { what: "blocks" })
-    })
+    }
 }
 
 pub(crate) fn noise(g: &ConvGeometry, m: &NoiseModel) -> f64 {

@@ -455,6 +455,65 @@ impl ConvPlan {
         )
     }
 
+    /// The slot plaintexts of output ciphertext o, in `pt_index` order (k, i, v, d):
+    /// filters `f` already checked.
+    fn slot_filters<B: Backend>(&self, b: &B, f: &[i64], o: usize) -> Result<Vec<B::PreparedPt>> {
+        let g = &self.geom;
+        let sh = g.shape;
+        let taps = g.taps();
+        let p = self.slots.p;
+        let per = g.per_ct();
+        let mut pts = Vec::with_capacity(g.plaintexts() / g.out_cts.max(1));
+        for k in 0..g.c_n {
+            for i in 0..g.in_cts {
+                for v in 0..g.versions() {
+                    for d in 0..taps {
+                        if !b.carries_data() {
+                            pts.push(b.prepare(&[])?);
+                            continue;
+                        }
+                        let mut vals = vec![0u64; g.n];
+                        // HELiKs multiplies first: its taps are pre-rotated by −Δ_d.
+                        let multiply_first =
+                            matches!(self.method, ConvMethod::Heliks | ConvMethod::Bsgs);
+                        let shift = if multiply_first {
+                            g.tap_step(d) as usize
+                        } else {
+                            0
+                        };
+                        for row in 0..g.rows {
+                            for bl in 0..g.c_n {
+                                let oc = o * per + row * g.c_n + (bl + g.c_n - k) % g.c_n;
+                                let ic = i * per + (row ^ v) * g.c_n + bl;
+                                // Input rotation pre-rotates the plaintexts by k·B':
+                                // the weight sits at its output block.
+                                // BSGS: by its baby shift.
+                                let at = match self.method {
+                                    ConvMethod::GazelleIn => (bl + g.c_n - k) % g.c_n,
+                                    ConvMethod::Bsgs => bsgs::plaintext_block(g, k, bl),
+                                    _ => bl,
+                                };
+                                if oc >= sh.c_o || ic >= sh.c_i {
+                                    continue;
+                                }
+                                let w = f[(oc * sh.c_i + ic) * taps + d];
+                                let wv = w.rem_euclid(p as i64) as u64;
+                                for y in (0..g.h1).step_by(sh.stride) {
+                                    for x in (0..g.w1).step_by(sh.stride) {
+                                        let u = y * g.wp + x + shift;
+                                        vals[g.slot(row, at, u)] = wv;
+                                    }
+                                }
+                            }
+                        }
+                        pts.push(b.prepare(&vals)?);
+                    }
+                }
+            }
+        }
+        Ok(pts)
+    }
+
     /// Offline: encodes filters given as c_o x c_i x k_h x k_w signed integers.
     pub fn encode<B: Backend>(&self, b: &B, f: &[i64]) -> Result<EncodedFilters<B>> {
         let g = &self.geom;
@@ -503,59 +562,8 @@ impl ConvPlan {
                 pts,
             });
         }
-        let per = g.per_ct();
         // In parallel over output ciphertexts, in order.
-        let groups = crate::par::map(0..g.out_cts, |o| {
-            let mut pts = Vec::with_capacity(g.plaintexts() / g.out_cts.max(1));
-            for k in 0..g.c_n {
-                for i in 0..g.in_cts {
-                    for v in 0..g.versions() {
-                        for d in 0..taps {
-                            if !b.carries_data() {
-                                pts.push(b.prepare(&[])?);
-                                continue;
-                            }
-                            let mut vals = vec![0u64; g.n];
-                            // HELiKs multiplies first: its taps are pre-rotated by −Δ_d.
-                            let multiply_first =
-                                matches!(self.method, ConvMethod::Heliks | ConvMethod::Bsgs);
-                            let shift = if multiply_first {
-                                g.tap_step(d) as usize
-                            } else {
-                                0
-                            };
-                            for row in 0..g.rows {
-                                for bl in 0..g.c_n {
-                                    let oc = o * per + row * g.c_n + (bl + g.c_n - k) % g.c_n;
-                                    let ic = i * per + (row ^ v) * g.c_n + bl;
-                                    // Input rotation pre-rotates the plaintexts by k·B':
-                                    // the weight sits at its output block.
-                                    // BSGS: by its baby shift.
-                                    let at = match self.method {
-                                        ConvMethod::GazelleIn => (bl + g.c_n - k) % g.c_n,
-                                        ConvMethod::Bsgs => bsgs::plaintext_block(g, k, bl),
-                                        _ => bl,
-                                    };
-                                    if oc >= sh.c_o || ic >= sh.c_i {
-                                        continue;
-                                    }
-                                    let w = f[(oc * sh.c_i + ic) * taps + d];
-                                    let wv = w.rem_euclid(p as i64) as u64;
-                                    for y in (0..g.h1).step_by(sh.stride) {
-                                        for x in (0..g.w1).step_by(sh.stride) {
-                                            let u = y * g.wp + x + shift;
-                                            vals[g.slot(row, at, u)] = wv;
-                                        }
-                                    }
-                                }
-                            }
-                            pts.push(b.prepare(&vals)?);
-                        }
-                    }
-                }
-            }
-            Ok(pts)
-        })?;
+        let groups = crate::par::map(0..g.out_cts, |o| self.slot_filters(b, f, o))?;
         let pts: Vec<B::PreparedPt> = groups.into_iter().flatten().collect();
         Ok(EncodedFilters {
             plan: self.id(),
@@ -661,11 +669,13 @@ impl crate::layer::LinearLayer for ConvPlan {
         self.encode(b, w)
     }
     fn compute_on_the_fly<B: Backend>(&self, b: &B, w: &[i64], q: &[B::Ct]) -> Result<Vec<B::Ct>> {
-        let Some(e) = &self.cheetah else {
+        let streams = self.cheetah.is_some() || self.method == ConvMethod::Bsgs;
+        if !streams {
             return self.compute(b, &self.encode(b, w)?, q);
-        };
-        let sh = self.geom.shape;
-        check_weights(w, sh.c_o * sh.c_i * self.geom.taps(), self.slots.p)?;
+        }
+        let g = &self.geom;
+        let sh = g.shape;
+        check_weights(w, sh.c_o * sh.c_i * g.taps(), self.slots.p)?;
         if q.len() != self.query_cts() {
             return Err(KernelError::CiphertextCount {
                 what: "query",
@@ -673,8 +683,48 @@ impl crate::layer::LinearLayer for ConvPlan {
                 actual: q.len(),
             });
         }
-        let level = self.query_level_on(b);
-        cheetah::compute_on_the_fly(b, &sh, e, w, self.slots.p, level, q)
+        if let Some(e) = &self.cheetah {
+            let level = self.query_level_on(b);
+            return cheetah::compute_on_the_fly(b, &sh, e, w, self.slots.p, level, q);
+        }
+        // bsgs: every strip's rotated inputs, then per output ciphertext its plaintexts
+        // encoded and used for every strip (the same prepares, rotations and products
+        // as `encode` + `compute`, one output's plaintexts held per thread).
+        let per_strip = q.len() / g.strips;
+        let rotated = q
+            .chunks(per_strip.max(1))
+            .map(|qs| self.rotated_inputs(b, qs))
+            .collect::<Result<Vec<_>>>()?;
+        let ctxs: Vec<ConvCtx<'_, B>> = rotated
+            .iter()
+            .map(|r| ConvCtx {
+                b,
+                g,
+                rot: &self.rot,
+                pts: &[],
+                rotated: r,
+            })
+            .collect();
+        let per_output = crate::par::map(0..g.out_cts, |o| {
+            let pts = self.slot_filters(b, w, o)?;
+            ctxs.iter()
+                .map(|c| bsgs::output(c, &pts, 0))
+                .collect::<Result<Vec<_>>>()
+        })?;
+        // Strip-major, as `compute` orders them.
+        let mut per_output: Vec<std::vec::IntoIter<B::Ct>> =
+            per_output.into_iter().map(|v| v.into_iter()).collect();
+        let mut out = Vec::with_capacity(self.output_cts());
+        for _ in 0..ctxs.len() {
+            for outputs in per_output.iter_mut() {
+                out.push(outputs.next().ok_or(KernelError::CiphertextCount {
+                    what: "response",
+                    expected: self.output_cts(),
+                    actual: out.len(),
+                })?);
+            }
+        }
+        Ok(out)
     }
     fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
         let g = &self.geom;
