@@ -92,43 +92,41 @@ pub(crate) fn output<B: Backend>(
     let g = c.g;
     let b1 = baby(g);
     let taps = g.taps();
-    {
-        let mut blocks: Option<B::Ct> = None;
-        for giant in (0..g.c_n / b1).rev() {
-            let mut acc: Option<B::Ct> = None;
-            for d in (0..taps).rev() {
-                let mut cts = Vec::new();
-                let mut ps = Vec::new();
-                for b in 0..b1 {
-                    let k = giant * b1 + b;
-                    for i in 0..g.in_cts {
-                        for v in 0..g.versions() {
-                            cts.push(&c.rotated[i * g.versions() + v][b]);
-                            ps.push(&pts[g.pt_index(o, k, i, v, d)]);
-                        }
+    let mut blocks: Option<B::Ct> = None;
+    for giant in (0..g.c_n / b1).rev() {
+        let mut acc: Option<B::Ct> = None;
+        for d in (0..taps).rev() {
+            let mut cts = Vec::new();
+            let mut ps = Vec::new();
+            for b in 0..b1 {
+                let k = giant * b1 + b;
+                for i in 0..g.in_cts {
+                    for v in 0..g.versions() {
+                        cts.push(&c.rotated[i * g.versions() + v][b]);
+                        ps.push(&pts[g.pt_index(o, k, i, v, d)]);
                     }
                 }
-                let term = c.b.dot(&cts, &ps)?;
-                acc = match acc {
-                    None => Some(term),
-                    Some(a) => {
-                        let step = g.tap_step(d + 1) - g.tap_step(d);
-                        let r = c.rot.rotate(c.b, &a, step)?;
-                        accumulate(c.b, Some(r), term)?
-                    }
-                };
             }
-            let acc = acc.ok_or(KernelError::EmptyDimension { what: "taps" })?;
-            blocks = match blocks {
-                None => Some(acc),
+            let term = c.b.dot(&cts, &ps)?;
+            acc = match acc {
+                None => Some(term),
                 Some(a) => {
-                    let r = c.rot.rotate(c.b, &a, (b1 * g.block) as i64)?;
-                    accumulate(c.b, Some(r), acc)?
+                    let step = g.tap_step(d + 1) - g.tap_step(d);
+                    let r = c.rot.rotate(c.b, &a, step)?;
+                    accumulate(c.b, Some(r), term)?
                 }
             };
         }
-        blocks.ok_or(KernelError::EmptyDimension { what: "blocks" })
+        let acc = acc.ok_or(KernelError::EmptyDimension { what: "taps" })?;
+        blocks = match blocks {
+            None => Some(acc),
+            Some(a) => {
+                let r = c.rot.rotate(c.b, &a, (b1 * g.block) as i64)?;
+                accumulate(c.b, Some(r), acc)?
+            }
+        };
     }
+    blocks.ok_or(KernelError::EmptyDimension { what: "blocks" })
 }
 
 pub(crate) fn noise(g: &ConvGeometry, m: &NoiseModel) -> f64 {

@@ -351,19 +351,7 @@ pub(crate) fn compute_on_the_fly<B: Backend>(
         })
     })?;
     // Response tile·out_groups + group, as `compute` orders them.
-    let mut by_group: Vec<std::vec::IntoIter<B::Ct>> =
-        per_group.into_iter().map(|v| v.into_iter()).collect();
-    let mut out = Vec::with_capacity(e.output_cts());
-    for _ in 0..e.tiles() {
-        for group in by_group.iter_mut() {
-            out.push(group.next().ok_or(KernelError::CiphertextCount {
-                what: "response",
-                expected: e.output_cts(),
-                actual: out.len(),
-            })?);
-        }
-    }
-    Ok(out)
+    super::interleave(per_group, e.tiles())
 }
 
 /// Both parties: read the strided outputs (c_o x h_out x w_out) from the response

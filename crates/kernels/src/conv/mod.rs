@@ -455,6 +455,18 @@ impl ConvPlan {
         )
     }
 
+    /// A query of the plan's ciphertext count.
+    fn check_query<C>(&self, q: &[C]) -> Result<()> {
+        if q.len() != self.query_cts() {
+            return Err(KernelError::CiphertextCount {
+                what: "query",
+                expected: self.query_cts(),
+                actual: q.len(),
+            });
+        }
+        Ok(())
+    }
+
     /// The slot plaintexts of output ciphertext o, in `pt_index` order (k, i, v, d):
     /// filters `f` already checked.
     fn slot_filters<B: Backend>(&self, b: &B, f: &[i64], o: usize) -> Result<Vec<B::PreparedPt>> {
@@ -676,13 +688,7 @@ impl crate::layer::LinearLayer for ConvPlan {
         let g = &self.geom;
         let sh = g.shape;
         check_weights(w, sh.c_o * sh.c_i * g.taps(), self.slots.p)?;
-        if q.len() != self.query_cts() {
-            return Err(KernelError::CiphertextCount {
-                what: "query",
-                expected: self.query_cts(),
-                actual: q.len(),
-            });
-        }
+        self.check_query(q)?;
         if let Some(e) = &self.cheetah {
             let level = self.query_level_on(b);
             return cheetah::compute_on_the_fly(b, &sh, e, w, self.slots.p, level, q);
@@ -712,19 +718,7 @@ impl crate::layer::LinearLayer for ConvPlan {
                 .collect::<Result<Vec<_>>>()
         })?;
         // Strip-major, as `compute` orders them.
-        let mut per_output: Vec<std::vec::IntoIter<B::Ct>> =
-            per_output.into_iter().map(|v| v.into_iter()).collect();
-        let mut out = Vec::with_capacity(self.output_cts());
-        for _ in 0..ctxs.len() {
-            for outputs in per_output.iter_mut() {
-                out.push(outputs.next().ok_or(KernelError::CiphertextCount {
-                    what: "response",
-                    expected: self.output_cts(),
-                    actual: out.len(),
-                })?);
-            }
-        }
-        Ok(out)
+        interleave(per_output, ctxs.len())
     }
     fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
         let g = &self.geom;
@@ -780,13 +774,7 @@ impl crate::layer::LinearLayer for ConvPlan {
                 actual: self.id(),
             });
         }
-        if q.len() != self.query_cts() {
-            return Err(KernelError::CiphertextCount {
-                what: "query",
-                expected: self.query_cts(),
-                actual: q.len(),
-            });
-        }
+        self.check_query(q)?;
         if let Some(e) = &self.cheetah {
             return cheetah::compute(b, e, &m.pts, q);
         }
@@ -921,6 +909,24 @@ impl<B: Backend> ConvCtx<'_, B> {
 }
 
 /// Checks signed weights against the centred range of Z_p.
+/// Responses computed per group (`groups[j][r]`: group j's response in round r, e.g. a
+/// strip or a tile) in the order `compute` returns them: round-major, j within a round.
+pub(super) fn interleave<T>(groups: Vec<Vec<T>>, rounds: usize) -> Result<Vec<T>> {
+    let expected = groups.len() * rounds;
+    let mut iters: Vec<std::vec::IntoIter<T>> = groups.into_iter().map(Vec::into_iter).collect();
+    let mut out = Vec::with_capacity(expected);
+    for _ in 0..rounds {
+        for group in iters.iter_mut() {
+            out.push(group.next().ok_or(KernelError::CiphertextCount {
+                what: "response",
+                expected,
+                actual: out.len(),
+            })?);
+        }
+    }
+    Ok(out)
+}
+
 pub(super) fn check_weights(w: &[i64], expected: usize, p: u64) -> Result<()> {
     if w.len() != expected {
         return Err(KernelError::Shape {
