@@ -27,6 +27,8 @@ pub struct Row {
     pub server_ms: f64,
     pub kernel_ms: f64,
     pub share_ms: f64,
+    /// The server's deserialisation of the query and serialisation of the response.
+    pub server_wire_ms: f64,
     pub predicted_server_ms: f64,
     pub perm: u64,
     pub hst_perm: u64,
@@ -55,6 +57,10 @@ struct Costs {
     add: f64,
     /// share_output per response ciphertext: encode r, add_plain, add, switch.
     share: f64,
+    /// Deserialising one query ciphertext (seeded, top level).
+    deserialize: f64,
+    /// Serialising one response ciphertext (last level).
+    serialize: f64,
 }
 
 fn measure_costs(b: &Bfv, plan_steps: &[i64]) -> Result<Costs, Box<dyn std::error::Error>> {
@@ -64,6 +70,9 @@ fn measure_costs(b: &Bfv, plan_steps: &[i64]) -> Result<Costs, Box<dyn std::erro
     let ct = b.encrypt_pk(&b.encode(&v)?)?;
     let ct2 = b.encrypt_pk(&b.encode(&v)?)?;
     let pt = b.prepare(&v)?;
+    let query = b.serialize(&b.encrypt_sym(&b.encode(&v)?)?)?;
+    let last = b.serialize(&b.switch_to_last(&ct)?)?;
+    let last = b.deserialize(&last)?;
     let terms: Vec<&he::BfvCt> = vec![&ct; 8];
     let pts: Vec<&he::BfvPrepared> = vec![&pt; 8];
     let step = plan_steps.first().copied();
@@ -88,11 +97,14 @@ fn measure_costs(b: &Bfv, plan_steps: &[i64]) -> Result<Costs, Box<dyn std::erro
             let m = b.add_plain(&ct, &b.encode(&v)?)?;
             b.switch_to_last(&b.add(&m, &ct2)?)
         }),
+        deserialize: median_us(5, || b.deserialize(&query)),
+        serialize: median_us(5, || b.serialize(&last)),
     })
 }
 
-fn predict(c: &OpCounts, outputs: usize, k: &Costs) -> f64 {
-    (outputs as f64 * k.share
+fn predict(c: &OpCounts, queries: usize, outputs: usize, k: &Costs) -> f64 {
+    (queries as f64 * k.deserialize
+        + outputs as f64 * (k.share + k.serialize)
         + c.perm as f64 * k.perm
         + c.dec_perm as f64 * k.dec_perm
         + c.hst_perm as f64 * k.hst_perm
@@ -154,10 +166,12 @@ pub fn measure_with<L: LinearLayer>(
         let mut pool = plan.flood_pool(params)?;
         pool.fill(&server, plan.output_cts())?;
         row.flood_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
         let q: Vec<_> = wire
-            .iter()
+            .par_iter()
             .map(|b| server.deserialize(b))
             .collect::<Result<_, _>>()?;
+        let server_deserialize = t.elapsed().as_secs_f64() * 1e3;
         server.take();
         let t = Instant::now();
         let out = match &m {
@@ -169,10 +183,12 @@ pub fn measure_with<L: LinearLayer>(
         let t = Instant::now();
         let (response, server_share) = plan.share_response(&server, out, &mut pool)?;
         row.share_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
         let resp: Vec<Vec<u8>> = response
-            .iter()
+            .par_iter()
             .map(|c| server.serialize(c))
             .collect::<Result<_, _>>()?;
+        row.server_wire_ms = server_deserialize + t.elapsed().as_secs_f64() * 1e3;
         row.bytes_down = resp.iter().map(|b| b.len() as u64).sum();
         let t = Instant::now();
         let resp: Vec<_> = resp
@@ -191,7 +207,7 @@ pub fn measure_with<L: LinearLayer>(
             .map(|(c, s)| (c + s) % p)
             .eq(want.iter().copied());
         row.client_ms = client_enc + client_dec;
-        row.server_ms = row.kernel_ms + row.share_ms;
+        row.server_ms = row.kernel_ms + row.share_ms + row.server_wire_ms;
         row.online_ms = row.client_ms + row.server_ms;
         row.query_ms = row.online_ms + row.flood_ms;
         row.perm = counts.perm;
@@ -217,7 +233,7 @@ pub fn measure_with<L: LinearLayer>(
         fused_add: row.fused_add,
         ..Default::default()
     };
-    row.predicted_server_ms = predict(&c, plan.output_cts(), &costs);
+    row.predicted_server_ms = predict(&c, plan.query_cts(), plan.output_cts(), &costs);
     row.method = plan.method_name();
     row.params = params.name().to_string();
     row.offline_ms = offline_ms;

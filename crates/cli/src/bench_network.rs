@@ -104,6 +104,14 @@ struct LayerRow {
     server_ms: f64,
     /// The planner's predicted server time (with threads and encoding on the fly).
     predicted_server_ms: f64,
+    /// Client online time: encrypting and serialising the query, deserialising and
+    /// decrypting the response (measured for bfv, predicted for count).
+    client_ms: f64,
+    /// The planner's predicted client time (with threads).
+    predicted_client_ms: f64,
+    /// The planner's predicted online time, comparable to `ms`: server + client +
+    /// transfer over the link.
+    predicted_ms: f64,
     /// bfv: the same op counts priced with per-op costs measured right after the layer
     /// (single-threaded ops, divided by the same thread factor): separates the model's
     /// error from the machine's drift since the cost cache was written.
@@ -168,6 +176,10 @@ struct Report {
     total_ms: f64,
     total_bytes: u64,
     linear_ms: f64,
+    /// The planner's prediction of `linear_ms` (server + client + transfer per layer).
+    predicted_linear_ms: f64,
+    /// bfv: (predicted − measured) / measured linear time of the whole network.
+    linear_prediction_error: Option<f64>,
     linear_bytes: u64,
     nonlinear_ms: f64,
     nonlinear_bytes: u64,
@@ -357,6 +369,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                 let parallel = plan.parallel();
                 row.predicted_server_ms =
                     planner.server_ms(est.server_ms, est.encode_ms, parallel, l.on_the_fly);
+                row.predicted_client_ms = planner.client_ms(est.client_ms, parallel);
                 row.galois_keys = est.galois_keys;
                 row.encoded_bytes = est.encoded_bytes;
                 if row.pick {
@@ -396,6 +409,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                     }
                     // On the fly, the measured kernel encoded the weights itself.
                     row.server_ms = m.server_ms;
+                    row.client_ms = m.client_ms;
                     row.offline_ms = if on_the_fly { 0.0 } else { m.offline_ms };
                     row.bytes_up = m.bytes_up;
                     row.bytes_down = m.bytes_down;
@@ -409,12 +423,16 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                 } else {
                     set_counts(&mut row, &est.counts);
                     row.server_ms = row.predicted_server_ms;
+                    row.client_ms = row.predicted_client_ms;
                     row.offline_ms = if l.on_the_fly { 0.0 } else { est.encode_ms };
                     row.bytes_up = est.bytes_up;
                     row.bytes_down = est.bytes_down;
                     row.bytes = est.bytes_up + est.bytes_down;
                     row.ms = cand.map_or(0.0, |c| c.predicted_ms);
                 }
+                row.predicted_ms = row.predicted_server_ms
+                    + row.predicted_client_ms
+                    + planner.wire_ms(est.bytes_up + est.bytes_down);
                 rows.push(row);
                 pb.inc(1);
             }
@@ -603,6 +621,11 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
         None
     };
 
+    let predicted_linear_ms: f64 = picks
+        .iter()
+        .filter(|r| is_linear(r))
+        .map(|r| r.predicted_ms)
+        .sum();
     let report = Report {
         net: name.clone(),
         params: params.name().into(),
@@ -614,6 +637,9 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
         total_ms: sum_ms(&|_| true),
         total_bytes: sum_bytes(&|_| true),
         linear_ms: sum_ms(&is_linear),
+        predicted_linear_ms,
+        linear_prediction_error: (bfv && sum_ms(&is_linear) > 0.0)
+            .then(|| predicted_linear_ms / sum_ms(&is_linear) - 1.0),
         linear_bytes: sum_bytes(&is_linear),
         nonlinear_ms: sum_ms(&|r| !is_linear(r)),
         nonlinear_bytes: sum_bytes(&|r| !is_linear(r)),
@@ -764,6 +790,7 @@ fn measure_chunked(
         };
         total.correct &= m.correct;
         total.server_ms += m.server_ms;
+        total.client_ms += m.client_ms;
         total.online_ms += m.online_ms;
         total.offline_ms += m.offline_ms;
         total.predicted_server_ms += m.predicted_server_ms;
@@ -1049,6 +1076,13 @@ fn print(r: &Report) {
         r.and_gates,
         r.cots
     );
+    if let Some(e) = r.linear_prediction_error {
+        println!(
+            "planner prediction of the linear layers (server + client + transfer): {:.1} ms, {:+.0}% of measured",
+            r.predicted_linear_ms,
+            e * 100.0
+        );
+    }
     if let (Some(w), Some(m)) = (r.worst_prediction_error, r.median_prediction_error) {
         println!(
             "planner prediction vs measured server time: median error {:.0}%, worst {:.0}%",

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use clap::Args;
-use he::{random_slots, Backend, Bfv, Dir, GaloisSpec, Params};
+use he::{random_slots, Backend, Bfv, Dir, Encoding, GaloisSpec, Params};
 
 use crate::timing::{median_us, progress};
 
@@ -52,7 +52,7 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
     let reps = a.reps;
 
     let mut m: BTreeMap<&'static str, f64> = BTreeMap::new();
-    let pb = progress(20, "bench ops");
+    let pb = progress(26, "bench ops");
     let mut put = |k: &'static str, v: f64| {
         m.insert(k, v);
         pb.inc(1);
@@ -112,6 +112,37 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
         "transfer_seeded_query",
         median_us(reps, || b.transfer(Dir::Up, &sym)),
     );
+    // The server's (de)serialisation and the client's work per query and per response
+    // ciphertext (the planner's model).
+    let last_bytes = b.serialize(&last)?;
+    let query_bytes = b.serialize(&sym)?;
+    put(
+        "deserialize_query",
+        median_us(reps, || b.deserialize(&query_bytes)),
+    );
+    put("serialize_response", median_us(reps, || b.serialize(&last)));
+    for (name, e) in [
+        ("client_encrypt", Encoding::Slots),
+        ("client_encrypt_coeffs", Encoding::Coeffs),
+    ] {
+        put(
+            name,
+            median_us(reps, || -> he::Result<_> {
+                b.serialize(&b.encrypt_sym(&b.encode_as(&x, e)?)?)
+            }),
+        );
+    }
+    for (name, e) in [
+        ("client_decrypt", Encoding::Slots),
+        ("client_decrypt_coeffs", Encoding::Coeffs),
+    ] {
+        put(
+            name,
+            median_us(reps, || -> he::Result<_> {
+                b.decrypt_as(&b.deserialize(&last_bytes)?, e)
+            }),
+        );
+    }
     pb.finish_and_clear();
 
     if a.save {
@@ -127,6 +158,12 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
             prepare_us: m["prepare"],
             prepare_coeffs_us: Some(m["prepare_coeffs"]),
             galois_key_bytes: (b.public_keys().galois_bytes() / GROUP) as u64,
+            encrypt_us: Some(m["client_encrypt"]),
+            encrypt_coeffs_us: Some(m["client_encrypt_coeffs"]),
+            decrypt_us: Some(m["client_decrypt"]),
+            decrypt_coeffs_us: Some(m["client_decrypt_coeffs"]),
+            deserialize_us: Some(m["deserialize_query"]),
+            serialize_us: Some(m["serialize_response"]),
         };
         let path = helina::costs::cache_path(&params)?;
         model

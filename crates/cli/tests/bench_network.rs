@@ -76,6 +76,17 @@ fn count_backend_rows_totals_and_table_ix() {
         .map(|x| x["ms"].as_f64().unwrap())
         .sum();
     assert!((r["total_ms"].as_f64().unwrap() - picked).abs() < 1e-6 * picked.max(1.0));
+    // Predicted rows: the row's time is its prediction, server + client (+ no link).
+    for x in rows
+        .iter()
+        .filter(|x| x["pick"] == true && x["kind"] == "matvec")
+    {
+        let f = |k: &str| x[k].as_f64().unwrap();
+        assert!(f("client_ms") > 0.0 && f("client_ms") == f("predicted_client_ms"));
+        assert!((f("predicted_ms") - f("server_ms") - f("client_ms")).abs() < 1e-9);
+        assert!((f("ms") - f("predicted_ms")).abs() < 1e-9 * f("ms"));
+    }
+    assert!(r["linear_prediction_error"].is_null());
     let bytes: u64 = rows
         .iter()
         .filter(|x| x["pick"] == true)
@@ -130,6 +141,9 @@ fn bfv_backend_measures_checks_and_plots() {
     assert_eq!(row["measured"], true);
     assert!(row["server_ms"].as_f64().unwrap() > 0.0);
     assert!(row["predicted_server_ms"].as_f64().unwrap() > 0.0);
+    // Measured client time next to the predicted one.
+    assert!(row["client_ms"].as_f64().unwrap() > 0.0);
+    assert!(row["predicted_client_ms"].as_f64().unwrap() > 0.0);
     assert_eq!(u(&row["perm"]) + u(&row["hst_perm"]), 0);
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("<svg") && text.contains("ensei"));
@@ -161,6 +175,26 @@ fn bfv_backend_measures_checks_and_plots() {
     assert!(chunks > 1);
     assert!(u(&row["sc_mult"]) >= one);
     assert_eq!(row["offline_ms"].as_f64().unwrap(), 0.0);
+
+    // The planner's own pick: the network's predicted linear time next to the measured.
+    let r = run(
+        &[
+            "bench",
+            "network",
+            "--net",
+            "mnist-d",
+            "--layers",
+            "1",
+            "--linear-only",
+            "--json",
+        ],
+        &cache,
+    );
+    let measured = r["linear_ms"].as_f64().unwrap();
+    let predicted = r["predicted_linear_ms"].as_f64().unwrap();
+    let error = r["linear_prediction_error"].as_f64().unwrap();
+    assert!(measured > 0.0 && predicted > 0.0);
+    assert!((error - (predicted / measured - 1.0)).abs() < 1e-9);
 }
 
 /// `bench ops --save` writes this machine's per-op costs; `plan` then reads them, and

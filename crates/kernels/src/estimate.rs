@@ -8,16 +8,31 @@
 //! The default model holds the single-thread figures measured for fhe.rs at n = 8192 on
 //! this project's machine kind (DEVELOPERS.md): plain rotation 2.7 ms, hoisted
 //! rotation 0.8 ms after a 1.5 ms decomposition, fused product 58 µs per term,
-//! addition 40 µs, switch to the last level 2.7 ms; other ring degrees scale linearly
-//! in n·L (the number of RNS coefficients).
+//! addition 40 µs, switch to the last level 2.7 ms; the server's deserialisation of a
+//! query ciphertext 0.73 ms and serialisation of a response 0.36 ms; the client's
+//! encoding, encryption and serialisation of a query ciphertext 2.3 ms and
+//! deserialisation and decryption of a response 0.86 ms; other ring degrees scale
+//! linearly in n·L (the number of RNS coefficients).
 
-use he::{random_slots, Backend, Bfv, Count, GaloisSpec, OpCounts, Params};
+use he::{random_slots, Backend, Bfv, Count, Encoding, GaloisSpec, OpCounts, Params};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 use crate::error::Result;
 use crate::layer::LinearLayer;
 use crate::share::FloodPool;
+
+/// Reference (n = 8192, 4 moduli) encoding of one slot weight plaintext, µs.
+const REFERENCE_PREPARE_US: f64 = 300.0;
+/// Reference client work per query ciphertext (encode, encrypt, serialise), µs.
+const ENCRYPT_US: f64 = 2300.0;
+const ENCRYPT_COEFFS_US: f64 = 2240.0;
+/// Reference client work per response ciphertext (deserialise, decrypt, decode), µs.
+const DECRYPT_US: f64 = 860.0;
+const DECRYPT_COEFFS_US: f64 = 800.0;
+/// Reference server (de)serialisation of a query (seeded) and a response (last level).
+const DESERIALIZE_US: f64 = 730.0;
+const SERIALIZE_US: f64 = 355.0;
 
 /// Per-operation costs in microseconds at one parameter set, and the size of a Galois
 /// key. [`CostModel::reference`] holds this machine kind's figures;
@@ -46,6 +61,27 @@ pub struct CostModel {
     pub prepare_coeffs_us: Option<f64>,
     /// Bytes of one Galois key on the wire (uploaded once per session).
     pub galois_key_bytes: u64,
+    /// The client's work per query ciphertext at the top level: encode, encrypt
+    /// (symmetric), serialise; slot encoding. Absent in caches saved before it
+    /// existed: then [`CostModel::reference`]'s figure scaled by `prepare_us` is assumed.
+    #[serde(default)]
+    pub encrypt_us: Option<f64>,
+    /// As `encrypt_us`, coefficient encoding.
+    #[serde(default)]
+    pub encrypt_coeffs_us: Option<f64>,
+    /// The client's work per response ciphertext (last level): deserialise, decrypt,
+    /// decode; slot encoding.
+    #[serde(default)]
+    pub decrypt_us: Option<f64>,
+    /// As `decrypt_us`, coefficient encoding.
+    #[serde(default)]
+    pub decrypt_coeffs_us: Option<f64>,
+    /// The server's deserialisation of one query ciphertext (seeded, top level).
+    #[serde(default)]
+    pub deserialize_us: Option<f64>,
+    /// The server's serialisation of one response ciphertext (last level).
+    #[serde(default)]
+    pub serialize_us: Option<f64>,
 }
 
 impl CostModel {
@@ -59,10 +95,16 @@ impl CostModel {
             sc_mult_us: 58.0 * s,
             add_us: 40.0 * s,
             share_us: 2800.0 * s,
-            prepare_us: 300.0 * s,
+            prepare_us: REFERENCE_PREPARE_US * s,
             prepare_coeffs_us: Some(190.0 * s),
             // 1.1 MB at n = 8192 with 4 moduli; keys grow with n·L² (L digits of L moduli).
             galois_key_bytes: (1.1e6 * s * params.levels() as f64 / 4.0) as u64,
+            encrypt_us: Some(ENCRYPT_US * s),
+            encrypt_coeffs_us: Some(ENCRYPT_COEFFS_US * s),
+            decrypt_us: Some(DECRYPT_US * s),
+            decrypt_coeffs_us: Some(DECRYPT_COEFFS_US * s),
+            deserialize_us: Some(DESERIALIZE_US * s),
+            serialize_us: Some(SERIALIZE_US * s),
         }
     }
 
@@ -89,6 +131,15 @@ impl CostModel {
         });
         // share_output's figure above includes refilling its flooding zero (offline).
         let flood_us = median_us(reps, || b.encrypt_zero_flood(40));
+        let encrypt = |v: &[u64], e: Encoding| -> Result<Vec<u8>> {
+            Ok(b.serialize(&b.encrypt_sym(&b.encode_as(v, e)?)?)?)
+        };
+        let last = b.switch_to_last(&ct)?;
+        let response = b.serialize(&last)?;
+        let query = b.serialize(&b.encrypt_sym(&b.encode(&v)?)?)?;
+        let decrypt = |bytes: &[u8], e: Encoding| -> Result<Vec<u64>> {
+            Ok(b.decrypt_as(&b.deserialize(bytes)?, e)?)
+        };
         Ok(Self {
             perm_us: median_us(reps, || b.rotate_rows(&ct, 1)),
             dec_perm_us: median_us(reps, || b.hoist(&ct)),
@@ -99,7 +150,41 @@ impl CostModel {
             prepare_us: median_us(reps, || b.prepare(&v)),
             prepare_coeffs_us: Some(median_us(reps, || b.prepare_coeffs(&v))),
             galois_key_bytes: keys,
+            encrypt_us: Some(median_us(reps, || encrypt(&v, Encoding::Slots))),
+            encrypt_coeffs_us: Some(median_us(reps, || encrypt(&v, Encoding::Coeffs))),
+            decrypt_us: Some(median_us(reps, || decrypt(&response, Encoding::Slots))),
+            decrypt_coeffs_us: Some(median_us(reps, || decrypt(&response, Encoding::Coeffs))),
+            deserialize_us: Some(median_us(reps, || b.deserialize(&query))),
+            serialize_us: Some(median_us(reps, || b.serialize(&last))),
         })
+    }
+
+    /// The server's (de)serialisation (µs) of one query (`Dir::Up`) or response
+    /// ciphertext.
+    pub fn wire_us_for(&self, dir: he::Dir) -> f64 {
+        let (v, reference) = match dir {
+            he::Dir::Up => (self.deserialize_us, DESERIALIZE_US),
+            he::Dir::Down => (self.serialize_us, SERIALIZE_US),
+        };
+        v.unwrap_or(self.prepare_us * reference / REFERENCE_PREPARE_US)
+    }
+
+    /// The client's work (µs) for one query ciphertext in `encoding` at the top level.
+    pub fn encrypt_us_for(&self, encoding: Encoding) -> f64 {
+        let (v, reference) = match encoding {
+            Encoding::Slots => (self.encrypt_us, ENCRYPT_US),
+            Encoding::Coeffs => (self.encrypt_coeffs_us, ENCRYPT_COEFFS_US),
+        };
+        v.unwrap_or(self.prepare_us * reference / REFERENCE_PREPARE_US)
+    }
+
+    /// The client's work (µs) for one response ciphertext in `encoding`.
+    pub fn decrypt_us_for(&self, encoding: Encoding) -> f64 {
+        let (v, reference) = match encoding {
+            Encoding::Slots => (self.decrypt_us, DECRYPT_US),
+            Encoding::Coeffs => (self.decrypt_coeffs_us, DECRYPT_COEFFS_US),
+        };
+        v.unwrap_or(self.prepare_us * reference / REFERENCE_PREPARE_US)
     }
 
     /// Encoding one weight plaintext in `encoding`, µs.
@@ -161,18 +246,22 @@ pub struct Estimate {
     pub encoded_bytes: u64,
     /// Predicted time (ms) to encode them, online when encoded on the fly.
     pub encode_ms: f64,
+    /// Predicted client time (ms, one thread): encrypting and serialising the query,
+    /// deserialising and decrypting the response.
+    pub client_ms: f64,
 }
 
 impl Estimate {
-    /// Predicted time (ms) with the transfer over a link of `bytes_per_s` and `rtt_ms`
-    /// (one round trip per query; infinite bandwidth when `bytes_per_s` is 0).
+    /// Predicted time (ms, one thread) with the transfer over a link of `bytes_per_s` and
+    /// `rtt_ms` (one round trip per query; infinite bandwidth when `bytes_per_s` is 0):
+    /// server, client and wire.
     pub fn total_ms(&self, bytes_per_s: f64, rtt_ms: f64) -> f64 {
         let wire = if bytes_per_s > 0.0 {
             (self.bytes_up + self.bytes_down) as f64 / bytes_per_s * 1e3
         } else {
             0.0
         };
-        self.server_ms + wire + rtt_ms
+        self.server_ms + self.client_ms + wire + rtt_ms
     }
 }
 
@@ -200,7 +289,10 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
     let bytes_down = resp.iter().map(|c| b.wire_size(c) as u64).sum();
     Ok(Estimate {
         server_ms: model.server_ms(&counts, 0) * limbs
-            + model.server_ms(&OpCounts::default(), plan.output_cts()),
+            + model.server_ms(&OpCounts::default(), plan.output_cts())
+            + (q.len() as f64 * model.wire_us_for(he::Dir::Up) * limbs
+                + resp.len() as f64 * model.wire_us_for(he::Dir::Down))
+                / 1e3,
         counts,
         bytes_up,
         bytes_down,
@@ -208,6 +300,9 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
         plaintexts,
         encoded_bytes: plaintexts * prepared_bytes(params, level),
         encode_ms: plaintexts as f64 * model.prepare_us_for(plan.encoding()) * limbs / 1e3,
+        client_ms: (q.len() as f64 * model.encrypt_us_for(plan.encoding()) * limbs
+            + resp.len() as f64 * model.decrypt_us_for(plan.encoding()))
+            / 1e3,
     })
 }
 

@@ -708,11 +708,18 @@ fn estimates_have_no_rotation_and_exact_bytes() {
     assert_eq!(e.bytes_up, 4 * query_bytes(p, &plan) as u64);
     // 64 rows per response, one coefficient each (stride d1 = 128).
     assert_eq!(e.bytes_down, 8 * response_bytes(p, 64, 64) as u64);
+    // 4 queries deserialised, 8 responses serialised; the client encrypts the 4 and
+    // decrypts the 8 (coefficient encoding).
     let want = (32.0 * model.sc_mult_us
         + 8.0 * model.share_us
-        + (e.counts.add - e.counts.fused_add) as f64 * model.add_us)
+        + (e.counts.add - e.counts.fused_add) as f64 * model.add_us
+        + 4.0 * model.wire_us_for(he::Dir::Up)
+        + 8.0 * model.wire_us_for(he::Dir::Down))
         / 1e3;
     assert!((e.server_ms - want).abs() < 1e-9);
+    let client = 4.0 * model.encrypt_us_for(he::Encoding::Coeffs)
+        + 8.0 * model.decrypt_us_for(he::Encoding::Coeffs);
+    assert!((e.client_ms - client / 1e3).abs() < 1e-9);
 }
 
 #[test]

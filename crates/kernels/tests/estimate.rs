@@ -39,12 +39,19 @@ fn estimates_price_counts_and_bytes() {
     assert_eq!((g.counts.rotations(), g.galois_keys), (0, 0));
     assert_eq!(h.counts.rotations(), 7);
     assert!(h.server_ms > g.server_ms + 5.0 * model.hst_perm_us / 1e3);
-    // One fused product and the share step: 58 µs + 2.8 ms at the reference costs.
-    assert!((g.server_ms - (model.sc_mult_us + model.share_us) / 1e3).abs() < 0.2);
+    // One fused product and the share step (58 µs + 2.8 ms at the reference costs), the
+    // query's deserialisation and the response's serialisation.
+    let wire = model.wire_us_for(he::Dir::Up) + model.wire_us_for(he::Dir::Down);
+    assert!(wire > 0.0);
+    assert!((g.server_ms - (model.sc_mult_us + model.share_us + wire) / 1e3).abs() < 0.2);
+    // The client encrypts one query and decrypts one response.
+    let client =
+        model.encrypt_us_for(he::Encoding::Slots) + model.decrypt_us_for(he::Encoding::Slots);
+    assert!(g.client_ms > 0.0 && (g.client_ms - client / 1e3).abs() < 1e-9);
     // A link adds the transfer and one round trip.
     let wan = g.total_ms(200e6 / 8.0, 13.0);
     let bytes = (g.bytes_up + g.bytes_down) as f64;
-    assert!((wan - g.server_ms - 13.0 - bytes / 25e6 * 1e3).abs() < 1e-9);
+    assert!((wan - g.server_ms - g.client_ms - 13.0 - bytes / 25e6 * 1e3).abs() < 1e-9);
 }
 
 /// The weights a method encodes: the diagonal method holds one plaintext per diagonal of

@@ -278,7 +278,7 @@ pub struct Candidate {
 /// What the planner minimises.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Objective {
-    /// Predicted time: server compute (+ encoding on the fly) + transfer + round trip +
+    /// Predicted time: server compute (+ encoding on the fly) + client + transfer + round trip +
     /// the layer's Galois-key upload; over a network, up to [`Planner::time_slack`] of
     /// the fastest plan's time is then traded for fewer bytes
     /// ([`NetworkPlan::new`]).
@@ -307,7 +307,8 @@ impl std::str::FromStr for Objective {
 /// Predicted time = server compute (op counts × per-op costs of `model`, divided by the
 /// threads the layer can use: its response ciphertexts are independent, so up to
 /// `max(output_cts, query_cts)` threads) + encoding the weights when they are encoded on
-/// the fly + bytes / bandwidth + one round trip + the layer's Galois keys over the link.
+/// the fly + the client's encryption and decryption (per ciphertext, same threads) +
+/// bytes / bandwidth + one round trip + the layer's Galois keys over the link.
 #[derive(Clone, Debug)]
 pub struct Planner {
     /// Per-op costs (reference or measured here).
@@ -369,13 +370,22 @@ impl Planner {
         transfer + self.link.rtt.as_secs_f64() * 1e3
     }
 
-    /// Predicted time (ms) of one candidate: server compute + query and response over
-    /// the link + one round trip + the layer's Galois keys over the link; `on_the_fly`
-    /// adds encoding the weights.
+    /// Part 3: the client's time (ms) of `client_ms` of single-threaded work (encrypting
+    /// the query, decrypting the response), divided by the threads it can use: the
+    /// client runs on as many threads as the server ([`Planner::threads`]), one
+    /// ciphertext each.
+    pub fn client_ms(&self, client_ms: f64, parallel: usize) -> f64 {
+        client_ms / self.threads.clamp(1, parallel.max(1)) as f64
+    }
+
+    /// Predicted time (ms) of one candidate: server compute + the client's encryption
+    /// and decryption + query and response over the link + one round trip + the layer's
+    /// Galois keys over the link; `on_the_fly` adds encoding the weights.
     pub fn predicted_ms(&self, e: &Estimate, parallel: usize, on_the_fly: bool) -> f64 {
         let keys = e.galois_keys as u64 * self.model.galois_key_bytes;
         let keys_ms = self.wire_ms(keys) - self.wire_ms(0);
         self.server_ms(e.server_ms, e.encode_ms, parallel, on_the_fly)
+            + self.client_ms(e.client_ms, parallel)
             + self.wire_ms(e.bytes_up + e.bytes_down)
             + keys_ms
     }

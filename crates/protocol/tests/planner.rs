@@ -93,7 +93,9 @@ fn prediction_adds_keys_encoding_and_divides_by_usable_threads() {
     let bw = link.bandwidth_bps.unwrap() / 8.0;
     let rtt = link.rtt.as_secs_f64() * 1e3;
     let keys = (e.galois_keys as u64 * planner.model.galois_key_bytes) as f64 / bw * 1e3;
-    let want = e.server_ms + (e.bytes_up + e.bytes_down) as f64 / bw * 1e3 + rtt + keys;
+    let want =
+        e.server_ms + e.client_ms + (e.bytes_up + e.bytes_down) as f64 / bw * 1e3 + rtt + keys;
+    assert!(e.client_ms > 0.0);
     assert!((c.predicted_ms - want).abs() < 1e-6 * want);
     let fly = planner.predicted_ms(e, 1, true);
     assert!((fly - want - e.encode_ms).abs() < 1e-6 * want);
@@ -101,7 +103,8 @@ fn prediction_adds_keys_encoding_and_divides_by_usable_threads() {
 
     let mut two = planner.clone();
     two.threads = 2;
-    assert!((two.predicted_ms(e, 4, false) - (want - e.server_ms / 2.0)).abs() < 1e-6 * want);
+    let halved = want - (e.server_ms + e.client_ms) / 2.0;
+    assert!((two.predicted_ms(e, 4, false) - halved).abs() < 1e-6 * want);
     // One independent unit: a second thread does not help.
     assert!((two.predicted_ms(e, 1, false) - want).abs() < 1e-6 * want);
 }

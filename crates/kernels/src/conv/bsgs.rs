@@ -17,7 +17,6 @@ use he::Backend;
 
 use super::{ConvCtx, ConvGeometry};
 use crate::error::{KernelError, Result};
-use crate::layer::accumulate;
 use crate::noise::NoiseModel;
 
 /// Reference costs (µs at n = 8192, 218 bits): a rotation, a hoisting decomposition,
@@ -79,54 +78,90 @@ pub(crate) fn plaintext_block(g: &ConvGeometry, k: usize, bl: usize) -> usize {
 }
 
 pub(crate) fn compute<B: Backend>(c: &ConvCtx<'_, B>) -> Result<Vec<B::Ct>> {
-    crate::par::map(0..c.g.out_cts, |o| output(c, c.pts, o))
+    crate::par::map(0..c.g.out_cts, |o| {
+        let mut one = output(std::slice::from_ref(c), Plaintexts::Encoded(c.pts), o)?;
+        one.pop()
+            .ok_or(KernelError::EmptyDimension { what: "strips" })
+    })
 }
 
-/// Output ciphertext o from the plaintexts `pts`, indexed as `pt_index(o, ..)` (the
-/// whole filter bank, or output o's own plaintexts with o = 0 when encoded on the fly).
+/// Where an output's plaintexts come from.
+pub(crate) enum Plaintexts<'a, B: Backend> {
+    /// The whole filter bank, indexed by `pt_index`.
+    Encoded(&'a [B::PreparedPt]),
+    /// Encoded when a fused product needs them: (k, i, v, d) → plaintext.
+    OnTheFly(&'a (dyn Fn(usize, usize, usize, usize) -> Result<B::PreparedPt> + Sync)),
+}
+
+/// Output ciphertext o of every strip in `cs` (same geometry and plaintexts, one
+/// context per strip): each fused product's plaintexts are fetched (or encoded) once
+/// and used for every strip.
 pub(crate) fn output<B: Backend>(
-    c: &ConvCtx<'_, B>,
-    pts: &[B::PreparedPt],
+    cs: &[ConvCtx<'_, B>],
+    pts: Plaintexts<'_, B>,
     o: usize,
-) -> Result<B::Ct> {
-    let g = c.g;
+) -> Result<Vec<B::Ct>> {
+    let Some(c0) = cs.first() else {
+        return Ok(Vec::new());
+    };
+    let g = c0.g;
     let b1 = baby(g);
     let taps = g.taps();
-    let mut blocks: Option<B::Ct> = None;
+    let mut blocks: Vec<Option<B::Ct>> = vec![None; cs.len()];
     for giant in (0..g.c_n / b1).rev() {
-        let mut acc: Option<B::Ct> = None;
+        let mut acc: Vec<Option<B::Ct>> = vec![None; cs.len()];
         for d in (0..taps).rev() {
-            let mut cts = Vec::new();
-            let mut ps = Vec::new();
+            let mut index = Vec::new();
             for b in 0..b1 {
                 let k = giant * b1 + b;
                 for i in 0..g.in_cts {
                     for v in 0..g.versions() {
-                        cts.push(&c.rotated[i * g.versions() + v][b]);
-                        ps.push(&pts[g.pt_index(o, k, i, v, d)]);
+                        index.push((b, i * g.versions() + v, [k, i, v, d]));
                     }
                 }
             }
-            let term = c.b.dot(&cts, &ps)?;
-            acc = match acc {
-                None => Some(term),
-                Some(a) => {
-                    let step = g.tap_step(d + 1) - g.tap_step(d);
-                    let r = c.rot.rotate(c.b, &a, step)?;
-                    accumulate(c.b, Some(r), term)?
-                }
+            let encoded: Vec<B::PreparedPt> = match pts {
+                Plaintexts::Encoded(_) => Vec::new(),
+                Plaintexts::OnTheFly(encode) => index
+                    .iter()
+                    .map(|&(_, _, [k, i, v, d])| encode(k, i, v, d))
+                    .collect::<Result<_>>()?,
             };
-        }
-        let acc = acc.ok_or(KernelError::EmptyDimension { what: "taps" })?;
-        blocks = match blocks {
-            None => Some(acc),
-            Some(a) => {
-                let r = c.rot.rotate(c.b, &a, (b1 * g.block) as i64)?;
-                accumulate(c.b, Some(r), acc)?
+            let ps: Vec<&B::PreparedPt> = match pts {
+                Plaintexts::Encoded(all) => index
+                    .iter()
+                    .map(|&(_, _, [k, i, v, d])| &all[g.pt_index(o, k, i, v, d)])
+                    .collect(),
+                Plaintexts::OnTheFly(_) => encoded.iter().collect(),
+            };
+            for (c, a) in cs.iter().zip(acc.iter_mut()) {
+                let cts: Vec<&B::Ct> = index.iter().map(|&(b, iv, _)| &c.rotated[iv][b]).collect();
+                let term = c.b.dot(&cts, &ps)?;
+                *a = Some(match a.take() {
+                    None => term,
+                    Some(prev) => {
+                        let step = g.tap_step(d + 1) - g.tap_step(d);
+                        let r = c.rot.rotate(c.b, &prev, step)?;
+                        c.b.add(&r, &term)?
+                    }
+                });
             }
-        };
+        }
+        for ((c, bl), a) in cs.iter().zip(blocks.iter_mut()).zip(acc) {
+            let a = a.ok_or(KernelError::EmptyDimension { what: "taps" })?;
+            *bl = Some(match bl.take() {
+                None => a,
+                Some(prev) => {
+                    let r = c.rot.rotate(c.b, &prev, (b1 * g.block) as i64)?;
+                    c.b.add(&r, &a)?
+                }
+            });
+        }
     }
-    blocks.ok_or(KernelError::EmptyDimension { what: "blocks" })
+    blocks
+        .into_iter()
+        .map(|b| b.ok_or(KernelError::EmptyDimension { what: "blocks" }))
+        .collect()
 }
 
 pub(crate) fn noise(g: &ConvGeometry, m: &NoiseModel) -> f64 {

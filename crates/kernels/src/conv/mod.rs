@@ -471,59 +471,67 @@ impl ConvPlan {
     /// filters `f` already checked.
     fn slot_filters<B: Backend>(&self, b: &B, f: &[i64], o: usize) -> Result<Vec<B::PreparedPt>> {
         let g = &self.geom;
-        let sh = g.shape;
-        let taps = g.taps();
-        let p = self.slots.p;
-        let per = g.per_ct();
         let mut pts = Vec::with_capacity(g.plaintexts() / g.out_cts.max(1));
         for k in 0..g.c_n {
             for i in 0..g.in_cts {
                 for v in 0..g.versions() {
-                    for d in 0..taps {
-                        if !b.carries_data() {
-                            pts.push(b.prepare(&[])?);
-                            continue;
-                        }
-                        let mut vals = vec![0u64; g.n];
-                        // HELiKs multiplies first: its taps are pre-rotated by −Δ_d.
-                        let multiply_first =
-                            matches!(self.method, ConvMethod::Heliks | ConvMethod::Bsgs);
-                        let shift = if multiply_first {
-                            g.tap_step(d) as usize
-                        } else {
-                            0
-                        };
-                        for row in 0..g.rows {
-                            for bl in 0..g.c_n {
-                                let oc = o * per + row * g.c_n + (bl + g.c_n - k) % g.c_n;
-                                let ic = i * per + (row ^ v) * g.c_n + bl;
-                                // Input rotation pre-rotates the plaintexts by k·B':
-                                // the weight sits at its output block.
-                                // BSGS: by its baby shift.
-                                let at = match self.method {
-                                    ConvMethod::GazelleIn => (bl + g.c_n - k) % g.c_n,
-                                    ConvMethod::Bsgs => bsgs::plaintext_block(g, k, bl),
-                                    _ => bl,
-                                };
-                                if oc >= sh.c_o || ic >= sh.c_i {
-                                    continue;
-                                }
-                                let w = f[(oc * sh.c_i + ic) * taps + d];
-                                let wv = w.rem_euclid(p as i64) as u64;
-                                for y in (0..g.h1).step_by(sh.stride) {
-                                    for x in (0..g.w1).step_by(sh.stride) {
-                                        let u = y * g.wp + x + shift;
-                                        vals[g.slot(row, at, u)] = wv;
-                                    }
-                                }
-                            }
-                        }
-                        pts.push(b.prepare(&vals)?);
+                    for d in 0..g.taps() {
+                        pts.push(self.slot_filter(b, f, [o, k, i, v, d])?);
                     }
                 }
             }
         }
         Ok(pts)
+    }
+
+    /// The slot plaintext `pt_index(o, k, i, v, d)`: filters `f` already checked.
+    fn slot_filter<B: Backend>(
+        &self,
+        b: &B,
+        f: &[i64],
+        [o, k, i, v, d]: [usize; 5],
+    ) -> Result<B::PreparedPt> {
+        if !b.carries_data() {
+            return Ok(b.prepare(&[])?);
+        }
+        let g = &self.geom;
+        let sh = g.shape;
+        let taps = g.taps();
+        let p = self.slots.p;
+        let per = g.per_ct();
+        let mut vals = vec![0u64; g.n];
+        // HELiKs multiplies first: its taps are pre-rotated by −Δ_d.
+        let multiply_first = matches!(self.method, ConvMethod::Heliks | ConvMethod::Bsgs);
+        let shift = if multiply_first {
+            g.tap_step(d) as usize
+        } else {
+            0
+        };
+        for row in 0..g.rows {
+            for bl in 0..g.c_n {
+                let oc = o * per + row * g.c_n + (bl + g.c_n - k) % g.c_n;
+                let ic = i * per + (row ^ v) * g.c_n + bl;
+                // Input rotation pre-rotates the plaintexts by k·B': the weight sits at
+                // its output block. BSGS: by its baby shift.
+                let at = match self.method {
+                    ConvMethod::GazelleIn => (bl + g.c_n - k) % g.c_n,
+                    ConvMethod::Bsgs => bsgs::plaintext_block(g, k, bl),
+                    _ => bl,
+                };
+                if oc >= sh.c_o || ic >= sh.c_i {
+                    continue;
+                }
+                let w = f[(oc * sh.c_i + ic) * taps + d];
+                let wv = w.rem_euclid(p as i64) as u64;
+                for y in (0..g.h1).step_by(sh.stride) {
+                    for x in (0..g.w1).step_by(sh.stride) {
+                        let u = y * g.wp + x + shift;
+                        vals[g.slot(row, at, u)] = wv;
+                    }
+                }
+            }
+        }
+        Ok(b.prepare(&vals)?)
     }
 
     /// Offline: encodes filters given as c_o x c_i x k_h x k_w signed integers.
@@ -693,9 +701,10 @@ impl crate::layer::LinearLayer for ConvPlan {
             let level = self.query_level_on(b);
             return cheetah::compute_on_the_fly(b, &sh, e, w, self.slots.p, level, q);
         }
-        // bsgs: every strip's rotated inputs, then per output ciphertext its plaintexts
-        // encoded and used for every strip (the same prepares, rotations and products
-        // as `encode` + `compute`, one output's plaintexts held per thread).
+        // bsgs: every strip's rotated inputs, then per output ciphertext and per fused
+        // product its plaintexts encoded, used for every strip and dropped (the same
+        // prepares, rotations and products as `encode` + `compute`; one product's
+        // plaintexts held per thread, still in cache when multiplied).
         let per_strip = q.len() / g.strips;
         let rotated = q
             .chunks(per_strip.max(1))
@@ -712,10 +721,8 @@ impl crate::layer::LinearLayer for ConvPlan {
             })
             .collect();
         let per_output = crate::par::map(0..g.out_cts, |o| {
-            let pts = self.slot_filters(b, w, o)?;
-            ctxs.iter()
-                .map(|c| bsgs::output(c, &pts, 0))
-                .collect::<Result<Vec<_>>>()
+            let encode = |k, i, v, d| self.slot_filter(b, w, [o, k, i, v, d]);
+            bsgs::output(&ctxs, bsgs::Plaintexts::OnTheFly(&encode), o)
         })?;
         // Strip-major, as `compute` orders them.
         interleave(per_output, ctxs.len())
