@@ -8,7 +8,7 @@
 //! The default model holds the single-thread figures measured for fhe.rs at n = 8192 on
 //! this project's machine kind (DEVELOPERS.md): plain rotation 2.7 ms, hoisted
 //! rotation 0.8 ms after a 1.5 ms decomposition, fused product 58 µs per term,
-//! addition 40 µs, switch to the last level 2.7 ms; the server's deserialisation of a
+//! addition 40 µs, the share step (mask, flood, switch to the last level) 1.9 ms; the server's deserialisation of a
 //! query ciphertext 0.73 ms and serialisation of a response 0.36 ms; the client's
 //! encoding, encryption and serialisation of a query ciphertext 2.3 ms and
 //! deserialisation and decryption of a response 0.86 ms; other ring degrees scale
@@ -94,7 +94,7 @@ impl CostModel {
             hst_perm_us: 800.0 * s,
             sc_mult_us: 58.0 * s,
             add_us: 40.0 * s,
-            share_us: 2800.0 * s,
+            share_us: 1900.0 * s,
             prepare_us: REFERENCE_PREPARE_US * s,
             prepare_coeffs_us: Some(190.0 * s),
             // 1.1 MB at n = 8192 with 4 moduli; keys grow with n·L² (L digits of L moduli).

@@ -39,7 +39,7 @@ fn estimates_price_counts_and_bytes() {
     assert_eq!((g.counts.rotations(), g.galois_keys), (0, 0));
     assert_eq!(h.counts.rotations(), 7);
     assert!(h.server_ms > g.server_ms + 5.0 * model.hst_perm_us / 1e3);
-    // One fused product and the share step (58 µs + 2.8 ms at the reference costs), the
+    // One fused product and the share step (58 µs + 1.9 ms at the reference costs), the
     // query's deserialisation and the response's serialisation.
     let wire = model.wire_us_for(he::Dir::Up) + model.wire_us_for(he::Dir::Down);
     assert!(wire > 0.0);
