@@ -294,7 +294,7 @@ pub fn report(
             r.bytes_up_pk_query as f64 / r.bytes_up.max(1) as f64
         );
     }
-    println!("server = kernel + share_output (HE work, serialization excluded); pred = Σ(op count × per-op cost measured in this run), share_output included.");
+    println!("server = kernel + share_output + (de)serialising the query and the response; pred = Σ(op count × per-op cost measured in this run), share_output and (de)serialisation included.");
     if rows.iter().any(|r| !r.correct) {
         return Err("a method's shares did not reconstruct the plaintext result".into());
     }
