@@ -621,6 +621,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
         None
     };
 
+    let linear_ms = sum_ms(&is_linear);
     let predicted_linear_ms: f64 = picks
         .iter()
         .filter(|r| is_linear(r))
@@ -636,10 +637,10 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
         link: format!("{link:?}"),
         total_ms: sum_ms(&|_| true),
         total_bytes: sum_bytes(&|_| true),
-        linear_ms: sum_ms(&is_linear),
+        linear_ms,
         predicted_linear_ms,
-        linear_prediction_error: (bfv && sum_ms(&is_linear) > 0.0)
-            .then(|| predicted_linear_ms / sum_ms(&is_linear) - 1.0),
+        linear_prediction_error: (bfv && linear_ms > 0.0)
+            .then(|| predicted_linear_ms / linear_ms - 1.0),
         linear_bytes: sum_bytes(&is_linear),
         nonlinear_ms: sum_ms(&|r| !is_linear(r)),
         nonlinear_bytes: sum_bytes(&|r| !is_linear(r)),

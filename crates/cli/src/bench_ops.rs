@@ -121,23 +121,22 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
         median_us(reps, || b.deserialize(&query_bytes)),
     );
     put("serialize_response", median_us(reps, || b.serialize(&last)));
-    for (name, e) in [
-        ("client_encrypt", Encoding::Slots),
-        ("client_encrypt_coeffs", Encoding::Coeffs),
+    for (e, encrypt, decrypt) in [
+        (Encoding::Slots, "client_encrypt", "client_decrypt"),
+        (
+            Encoding::Coeffs,
+            "client_encrypt_coeffs",
+            "client_decrypt_coeffs",
+        ),
     ] {
         put(
-            name,
+            encrypt,
             median_us(reps, || -> he::Result<_> {
                 b.serialize(&b.encrypt_sym(&b.encode_as(&x, e)?)?)
             }),
         );
-    }
-    for (name, e) in [
-        ("client_decrypt", Encoding::Slots),
-        ("client_decrypt_coeffs", Encoding::Coeffs),
-    ] {
         put(
-            name,
+            decrypt,
             median_us(reps, || -> he::Result<_> {
                 b.decrypt_as(&b.deserialize(&last_bytes)?, e)
             }),

@@ -1313,19 +1313,20 @@ impl Backend for Bfv {
         // divide-and-round steps in the power basis need 4 inverse NTTs and 1 forward.
         // Same result, bit for bit.
         let drop = self.params.last_level().saturating_sub(a.ct.level_index());
-        let polys = (0..a.ct.len())
-            .map(|i| -> Result<Poly> {
-                let mut p = a.ct[i].clone();
-                if drop > 0 {
-                    p.change_representation(Representation::PowerBasis);
-                    for _ in 0..drop {
-                        p.switch_down()?;
+        let polys =
+            a.ct.iter()
+                .map(|c| -> Result<Poly> {
+                    let mut p = c.clone();
+                    if drop > 0 {
+                        p.change_representation(Representation::PowerBasis);
+                        for _ in 0..drop {
+                            p.switch_down()?;
+                        }
+                        p.change_representation(Representation::Ntt);
                     }
-                    p.change_representation(Representation::Ntt);
-                }
-                Ok(p)
-            })
-            .collect::<Result<Vec<_>>>()?;
+                    Ok(p)
+                })
+                .collect::<Result<Vec<_>>>()?;
         let ct = Ciphertext::new(polys, self.par())?;
         Ok(BfvCt {
             keep: None,

@@ -8,11 +8,11 @@
 //! The default model holds the single-thread figures measured for fhe.rs at n = 8192 on
 //! this project's machine kind (DEVELOPERS.md): plain rotation 2.7 ms, hoisted
 //! rotation 0.8 ms after a 1.5 ms decomposition, fused product 58 µs per term,
-//! addition 40 µs, the share step (mask, flood, switch to the last level) 1.9 ms; the server's deserialisation of a
-//! query ciphertext 0.73 ms and serialisation of a response 0.36 ms; the client's
-//! encoding, encryption and serialisation of a query ciphertext 2.3 ms and
-//! deserialisation and decryption of a response 0.86 ms; other ring degrees scale
-//! linearly in n·L (the number of RNS coefficients).
+//! addition 40 µs, the share step (mask, flood, switch to the last level) 1.9 ms; the
+//! server's deserialisation of a query ciphertext 0.73 ms and serialisation of a
+//! response 0.36 ms; the client's encoding, encryption and serialisation of a query
+//! ciphertext 2.3 ms and deserialisation and decryption of a response 0.86 ms; other
+//! ring degrees scale linearly in n·L (the number of RNS coefficients).
 
 use he::{random_slots, Backend, Bfv, Count, Encoding, GaloisSpec, OpCounts, Params};
 use serde::{Deserialize, Serialize};
@@ -24,6 +24,8 @@ use crate::share::FloodPool;
 
 /// Reference (n = 8192, 4 moduli) encoding of one slot weight plaintext, µs.
 const REFERENCE_PREPARE_US: f64 = 300.0;
+/// Reference encoding of one coefficient weight plaintext, µs.
+const REFERENCE_PREPARE_COEFFS_US: f64 = 190.0;
 /// Reference client work per query ciphertext (encode, encrypt, serialise), µs.
 const ENCRYPT_US: f64 = 2300.0;
 const ENCRYPT_COEFFS_US: f64 = 2240.0;
@@ -96,7 +98,7 @@ impl CostModel {
             add_us: 40.0 * s,
             share_us: 1900.0 * s,
             prepare_us: REFERENCE_PREPARE_US * s,
-            prepare_coeffs_us: Some(190.0 * s),
+            prepare_coeffs_us: Some(REFERENCE_PREPARE_COEFFS_US * s),
             // 1.1 MB at n = 8192 with 4 moduli; keys grow with n·L² (L digits of L moduli).
             galois_key_bytes: (1.1e6 * s * params.levels() as f64 / 4.0) as u64,
             encrypt_us: Some(ENCRYPT_US * s),
@@ -159,41 +161,44 @@ impl CostModel {
         })
     }
 
+    /// A cost absent from an older cache: the reference figure, scaled by this
+    /// machine's `prepare_us` against the reference's.
+    fn or_reference(&self, v: Option<f64>, reference_us: f64) -> f64 {
+        v.unwrap_or(self.prepare_us * reference_us / REFERENCE_PREPARE_US)
+    }
+
     /// The server's (de)serialisation (µs) of one query (`Dir::Up`) or response
     /// ciphertext.
     pub fn wire_us_for(&self, dir: he::Dir) -> f64 {
-        let (v, reference) = match dir {
-            he::Dir::Up => (self.deserialize_us, DESERIALIZE_US),
-            he::Dir::Down => (self.serialize_us, SERIALIZE_US),
-        };
-        v.unwrap_or(self.prepare_us * reference / REFERENCE_PREPARE_US)
+        match dir {
+            he::Dir::Up => self.or_reference(self.deserialize_us, DESERIALIZE_US),
+            he::Dir::Down => self.or_reference(self.serialize_us, SERIALIZE_US),
+        }
     }
 
     /// The client's work (µs) for one query ciphertext in `encoding` at the top level.
     pub fn encrypt_us_for(&self, encoding: Encoding) -> f64 {
-        let (v, reference) = match encoding {
-            Encoding::Slots => (self.encrypt_us, ENCRYPT_US),
-            Encoding::Coeffs => (self.encrypt_coeffs_us, ENCRYPT_COEFFS_US),
-        };
-        v.unwrap_or(self.prepare_us * reference / REFERENCE_PREPARE_US)
+        match encoding {
+            Encoding::Slots => self.or_reference(self.encrypt_us, ENCRYPT_US),
+            Encoding::Coeffs => self.or_reference(self.encrypt_coeffs_us, ENCRYPT_COEFFS_US),
+        }
     }
 
     /// The client's work (µs) for one response ciphertext in `encoding`.
     pub fn decrypt_us_for(&self, encoding: Encoding) -> f64 {
-        let (v, reference) = match encoding {
-            Encoding::Slots => (self.decrypt_us, DECRYPT_US),
-            Encoding::Coeffs => (self.decrypt_coeffs_us, DECRYPT_COEFFS_US),
-        };
-        v.unwrap_or(self.prepare_us * reference / REFERENCE_PREPARE_US)
+        match encoding {
+            Encoding::Slots => self.or_reference(self.decrypt_us, DECRYPT_US),
+            Encoding::Coeffs => self.or_reference(self.decrypt_coeffs_us, DECRYPT_COEFFS_US),
+        }
     }
 
     /// Encoding one weight plaintext in `encoding`, µs.
-    pub fn prepare_us_for(&self, encoding: he::Encoding) -> f64 {
+    pub fn prepare_us_for(&self, encoding: Encoding) -> f64 {
         match encoding {
-            he::Encoding::Slots => self.prepare_us,
-            he::Encoding::Coeffs => self
-                .prepare_coeffs_us
-                .unwrap_or(self.prepare_us * 190.0 / 300.0),
+            Encoding::Slots => self.prepare_us,
+            Encoding::Coeffs => {
+                self.or_reference(self.prepare_coeffs_us, REFERENCE_PREPARE_COEFFS_US)
+            }
         }
     }
 

@@ -278,8 +278,8 @@ pub struct Candidate {
 /// What the planner minimises.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Objective {
-    /// Predicted time: server compute (+ encoding on the fly) + client + transfer + round trip +
-    /// the layer's Galois-key upload; over a network, up to [`Planner::time_slack`] of
+    /// Predicted time: server compute (+ encoding on the fly) + client + transfer + round
+    /// trip + the layer's Galois-key upload; over a network, up to [`Planner::time_slack`] of
     /// the fastest plan's time is then traded for fewer bytes
     /// ([`NetworkPlan::new`]).
     #[default]
@@ -327,9 +327,9 @@ pub struct Planner {
 }
 
 /// The default [`Planner::time_slack`]: up to 15% more predicted linear time for fewer
-/// bytes. On ResNet-50 (n = 8192) this moves the three 512x7x7 → 2048 1x1
-/// convolutions from coefficient encoding to a slot method (`bsgs`): more predicted
-/// time for 5% fewer bytes per inference (their Galois keys go once per session). On
+/// bytes. On ResNet-50 (n = 8192) this moves three or four 1x1 convolutions
+/// (512x7x7 → 2048, 256x14x14 → 1024) from coefficient encoding to a slot method
+/// (`bsgs`): more predicted time for ~5% fewer bytes per inference (their Galois keys go once per session). On
 /// a real link bytes are time.
 pub const DEFAULT_TIME_SLACK: f64 = 0.15;
 
@@ -355,8 +355,12 @@ impl Planner {
         parallel: usize,
         on_the_fly: bool,
     ) -> f64 {
-        let speedup = self.threads.clamp(1, parallel.max(1)) as f64;
-        (server_ms + if on_the_fly { encode_ms } else { 0.0 }) / speedup
+        (server_ms + if on_the_fly { encode_ms } else { 0.0 }) / self.speedup(parallel)
+    }
+
+    /// The threads a layer of `parallel` independent units can use.
+    fn speedup(&self, parallel: usize) -> f64 {
+        self.threads.clamp(1, parallel.max(1)) as f64
     }
 
     /// Part 2: `bytes` over the link (bandwidth) plus one round trip, ms.
@@ -375,7 +379,7 @@ impl Planner {
     /// client runs on as many threads as the server ([`Planner::threads`]), one
     /// ciphertext each.
     pub fn client_ms(&self, client_ms: f64, parallel: usize) -> f64 {
-        client_ms / self.threads.clamp(1, parallel.max(1)) as f64
+        client_ms / self.speedup(parallel)
     }
 
     /// Predicted time (ms) of one candidate: server compute + the client's encryption

@@ -915,7 +915,6 @@ impl<B: Backend> ConvCtx<'_, B> {
     }
 }
 
-/// Checks signed weights against the centred range of Z_p.
 /// Responses computed per group (`groups[j][r]`: group j's response in round r, e.g. a
 /// strip or a tile) in the order `compute` returns them: round-major, j within a round.
 pub(super) fn interleave<T>(groups: Vec<Vec<T>>, rounds: usize) -> Result<Vec<T>> {
@@ -934,6 +933,7 @@ pub(super) fn interleave<T>(groups: Vec<Vec<T>>, rounds: usize) -> Result<Vec<T>
     Ok(out)
 }
 
+/// Checks signed weights against the centred range of Z_p.
 pub(super) fn check_weights(w: &[i64], expected: usize, p: u64) -> Result<()> {
     if w.len() != expected {
         return Err(KernelError::Shape {
