@@ -3,7 +3,8 @@
 
 use clap::Args;
 use he::Params;
-use kernels::{ConvMethod, ConvPlan, ConvShape, Padding};
+use kernels::rotate::DEFAULT_KEY_BUDGET;
+use kernels::{ConvMethod, ConvPlan, ConvShape, Packing, Padding};
 use rand::Rng;
 
 use crate::bench_linear::{measure, report};
@@ -33,6 +34,11 @@ pub struct ConvArgs {
     /// Methods: `all` or a comma-separated list (gazelle-out,gala,ensei).
     #[arg(long, default_value = "all")]
     method: String,
+    /// Channel packing of the slot methods: `auto` (the plan's choice), `padded`,
+    /// `compact`, or `both` (each slot method once per packing that applies; `ensei` and
+    /// `cheetah` lay out their own and run once).
+    #[arg(long, default_value = "auto")]
+    packing: String,
     /// Parameter preset or `auto`.
     #[arg(long, default_value = "n8192")]
     params: String,
@@ -211,22 +217,58 @@ pub fn run(a: &ConvArgs) -> Result<(), Box<dyn std::error::Error>> {
     let f: Vec<i64> = (0..sh.c_o * sh.c_i * sh.k_h * sh.k_w)
         .map(|_| rng.random_range(-32..=32))
         .collect();
-    let pb = progress(list.len() as u64, "bench conv");
+    let packings: Vec<Option<Packing>> = match a.packing.as_str() {
+        "auto" => vec![None],
+        "padded" => vec![Some(Packing::Padded)],
+        "compact" => vec![Some(Packing::Compact)],
+        "both" => vec![Some(Packing::Padded), Some(Packing::Compact)],
+        other => {
+            return Err(format!("unknown packing `{other}` (auto, padded, compact, both)").into())
+        }
+    };
+    let slot_method = |m: ConvMethod| !matches!(m, ConvMethod::Ensei | ConvMethod::Cheetah);
+    let runs: Vec<(ConvMethod, Option<Packing>)> = list
+        .iter()
+        .flat_map(|&m| {
+            let own = if slot_method(m) {
+                packings.clone()
+            } else {
+                vec![None]
+            };
+            own.into_iter().map(move |p| (m, p))
+        })
+        .collect();
+    let plan_for = |m: ConvMethod, packing: Option<Packing>, params: &Params| match packing {
+        None => ConvPlan::new(m, sh, slots(params)),
+        Some(k) => ConvPlan::with_packing(m, sh, slots(params), Some(DEFAULT_KEY_BUDGET), k),
+    };
+    let pb = progress(runs.len() as u64, "bench conv");
     let mut rows = Vec::new();
-    for m in list {
+    for (m, packing) in runs {
         pb.set_message(format!("bench conv: {m}"));
         let params = if a.params == "auto" {
-            auto_candidates()
-                .into_iter()
-                .find(|p| {
-                    ConvPlan::new(m, sh, slots(p))
-                        .is_ok_and(|plan| leaves_ten_bits(p, |nm| plan.kernel_noise(nm)))
-                })
-                .ok_or(format!("no preset affords {m}"))?
+            match auto_candidates().into_iter().find(|p| {
+                plan_for(m, packing, p)
+                    .is_ok_and(|plan| leaves_ten_bits(p, |nm| plan.kernel_noise(nm)))
+            }) {
+                Some(p) => p,
+                // `both`: compact packing that does not apply to this shape is skipped.
+                None if packing == Some(Packing::Compact) && a.packing == "both" => {
+                    pb.inc(1);
+                    continue;
+                }
+                None => return Err(format!("no preset affords {m}").into()),
+            }
         } else {
             Params::preset(&a.params)?
         };
-        let plan = ConvPlan::new(m, sh, slots(&params))?;
+        let plan = match plan_for(m, packing, &params) {
+            Err(kernels::KernelError::Packing { .. }) if a.packing == "both" => {
+                pb.inc(1);
+                continue;
+            }
+            plan => plan?,
+        };
         let pts = plan.encoded_plaintexts();
         let gib = pts as f64 * (params.n() * params.levels() * 16) as f64 / (1u64 << 30) as f64;
         if gib > 12.0 {
@@ -240,6 +282,9 @@ pub fn run(a: &ConvArgs) -> Result<(), Box<dyn std::error::Error>> {
         let want = reference(&plan, &x, &f, params.p());
         let mut row = measure(&plan, &params, &f, &xr, &want, a.reps)?;
         row.extra_hops = plan.rotations().composed();
+        if slot_method(m) {
+            row.method = format!("{m} ({})", plan.packing().name());
+        }
         rows.push(row);
         pb.inc(1);
     }

@@ -242,7 +242,9 @@ pub fn measure_with<L: LinearLayer>(
     Ok(row)
 }
 
-/// Fills the speed-up column against `baseline` and prints the table (or JSON).
+/// Fills the speed-up column against `baseline` (the first row of that method, with
+/// or without a packing suffix such as `gazelle-out (padded)`) and prints the table
+/// (or JSON).
 pub fn report(
     title: &str,
     baseline: &str,
@@ -251,7 +253,12 @@ pub fn report(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let base = rows
         .iter()
-        .find(|r| r.method == baseline)
+        .find(|r| {
+            r.method == baseline
+                || r.method
+                    .strip_prefix(baseline)
+                    .is_some_and(|rest| rest.starts_with(" ("))
+        })
         .map(|r| r.server_ms);
     for r in &mut rows {
         r.speedup_vs_baseline = base.map(|h| h / r.server_ms);
@@ -261,15 +268,21 @@ pub fn report(
         return Ok(());
     }
     println!("{title}");
+    let mw = rows
+        .iter()
+        .map(|r| r.method.len())
+        .max()
+        .unwrap_or(0)
+        .max(9);
     println!(
-        "{:<9} {:>10} {:>5} {:>5} {:>5} {:>6} {:>5} {:>5} {:>5} {:>4} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>5} {:>7} {:>3}",
+        "{:<mw$} {:>10} {:>5} {:>5} {:>5} {:>6} {:>5} {:>5} {:>5} {:>4} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>5} {:>7} {:>3}",
         "method", "params", "Perm", "Hst", "Dec", "ScMul", "Add", "NTT", "iNTT", "keys", "offl ms",
         "query ms", "online", "server", "kernel", "share", "pred", "client", "up B", "down B",
         "noise", "x base", "ok"
     );
     for r in &rows {
         println!(
-            "{:<9} {:>10} {:>5} {:>5} {:>5} {:>6} {:>5} {:>5} {:>5} {:>4} {:>9.1} {:>9.1} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9} {:>9} {:>5} {:>7} {:>3}",
+            "{:<mw$} {:>10} {:>5} {:>5} {:>5} {:>6} {:>5} {:>5} {:>5} {:>4} {:>9.1} {:>9.1} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9} {:>9} {:>5} {:>7} {:>3}",
             r.method, r.params, r.perm, r.hst_perm, r.dec_perm, r.sc_mult, r.add, r.ntt, r.intt,
             r.galois_keys, r.offline_ms, r.query_ms, r.online_ms, r.server_ms, r.kernel_ms,
             r.share_ms, r.predicted_server_ms, r.client_ms, r.bytes_up, r.bytes_down,

@@ -98,6 +98,10 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
     put("encode", median_us(reps, || b.encode(&x)));
     put("prepare", median_us(reps, || b.prepare(&x)));
     put("prepare_coeffs", median_us(reps, || b.prepare_coeffs(&x)));
+    put(
+        "prepare_row_constants",
+        median_us(reps, || b.prepare_row_constants([x[0], x[1]])),
+    );
     put("encrypt_pk", median_us(reps, || b.encrypt_pk(&pt)));
     put("encrypt_sym", median_us(reps, || b.encrypt_sym(&pt)));
     put("decrypt", median_us(reps, || b.decrypt(&last)));
@@ -156,6 +160,7 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
             share_us: m["encode"] + m["add_plain"] + m["add"] + m["switch_to_last"],
             prepare_us: m["prepare"],
             prepare_coeffs_us: Some(m["prepare_coeffs"]),
+            prepare_rows_us: Some(m["prepare_row_constants"]),
             galois_key_bytes: (b.public_keys().galois_bytes() / GROUP) as u64,
             encrypt_us: Some(m["client_encrypt"]),
             encrypt_coeffs_us: Some(m["client_encrypt_coeffs"]),

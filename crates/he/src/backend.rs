@@ -187,6 +187,10 @@ pub struct OpCounts {
     pub ntt: u64,
     /// Inverse NTTs (see the type doc).
     pub intt: u64,
+    /// Plaintexts prepared from one constant per row
+    /// ([`Backend::prepare_row_constants`]): no NTT.
+    #[serde(default)]
+    pub row_constants: u64,
     /// Encryptions (public-key, symmetric, and flooding encryptions of zero).
     pub encrypt: u64,
     /// Decryptions.
@@ -218,6 +222,7 @@ impl std::ops::Add for OpCounts {
             hst_perm: self.hst_perm + o.hst_perm,
             ntt: self.ntt + o.ntt,
             intt: self.intt + o.intt,
+            row_constants: self.row_constants + o.row_constants,
             encrypt: self.encrypt + o.encrypt,
             decrypt: self.decrypt + o.decrypt,
             mod_switch: self.mod_switch + o.mod_switch,
@@ -278,6 +283,17 @@ pub trait Backend: Sync {
     fn encode_at(&self, values: &[u64], level: usize) -> Result<Self::Pt>;
     /// Encodes and prepares n values of Z_p for multiplication (offline work).
     fn prepare(&self, values: &[u64]) -> Result<Self::PreparedPt>;
+    /// A prepared plaintext whose slots are `rows[0]` on row 0 and `rows[1]` on row 1
+    /// (the cyclic layout's one row takes `rows[0]`): the scalar path for weights that
+    /// are constant over a row. In coefficients it has three non-zero terms
+    /// (1, X^{n/4}, X^{3n/4}), so the real backend builds its NTT form from a handful of
+    /// values per modulus: no NTT, counted as `row_constants`, not `ntt`.
+    fn prepare_row_constants(&self, rows: [u64; 2]) -> Result<Self::PreparedPt> {
+        let info = self.slots();
+        let span = info.span();
+        let values: Vec<u64> = (0..info.n).map(|i| rows[(i / span).min(1)]).collect();
+        self.prepare(&values)
+    }
     /// Serialises a prepared plaintext (offline storage of encoded weights).
     fn prepared_to_bytes(&self, pt: &Self::PreparedPt) -> Result<Vec<u8>>;
     /// Deserialises and validates a prepared plaintext.

@@ -170,6 +170,83 @@ pub struct Bfv {
     /// fhe.rs's batching order), for encoding slots without fhe.rs's `Plaintext`.
     slot_ntt: NttOperator,
     slot_index: Vec<usize>,
+    /// The scalar path's basis ([`Backend::prepare_row_constants`]); `None` where the
+    /// row indicator is not three-term (then the slot path is used).
+    row_basis: Option<RowBasis>,
+}
+
+/// Plaintexts constant on each row. The polynomial E whose slots are 1 on row 0 and 0
+/// on row 1 has non-zero coefficients only at 0, n/4 and 3n/4 (row 0 holds the
+/// evaluations at ζ^(3^j), exponents ≡ 1, 3 mod 8; row 1 those ≡ 5, 7 mod 8, told
+/// apart by X^{n/4} + X^{3n/4}), so rows (a, b) is m = b + (a − b)·E: three
+/// coefficients, and per modulus its NTT form takes one value per class of evaluation
+/// point (four classes: the values of X^{n/4} and X^{3n/4} there).
+#[derive(Clone, Debug)]
+struct RowBasis {
+    /// E's coefficients at 0, n/4, 3n/4 (mod p).
+    e: [u64; 3],
+    /// Per modulus of the top level: each NTT position's class, and per class the NTT
+    /// values of X^{n/4} and X^{3n/4}.
+    limbs: Vec<(Vec<u8>, Vec<[u64; 2]>)>,
+}
+
+impl RowBasis {
+    /// Derives the basis (checking the three-term form), or `None`.
+    fn new(
+        n: usize,
+        slot_ntt: &NttOperator,
+        slot_index: &[usize],
+        ntt_ops: &[NttOperator],
+    ) -> Option<Self> {
+        if n < 8 {
+            return None;
+        }
+        let at = [0, n / 4, 3 * n / 4];
+        let mut e = vec![0u64; n];
+        for &i in slot_index.get(..n / 2)? {
+            *e.get_mut(i)? = 1;
+        }
+        slot_ntt.backward(&mut e);
+        if e.iter()
+            .enumerate()
+            .any(|(i, &v)| v != 0 && !at.contains(&i))
+        {
+            return None;
+        }
+        let mut limbs = Vec::with_capacity(ntt_ops.len());
+        for op in ntt_ops {
+            let monomial = |k: usize| {
+                let mut v = vec![0u64; n];
+                v[k] = 1;
+                op.forward(&mut v);
+                v
+            };
+            let (t1, t3) = (monomial(at[1]), monomial(at[2]));
+            let mut classes: Vec<[u64; 2]> = Vec::with_capacity(4);
+            let mut class = Vec::with_capacity(n);
+            for (&a, &b) in t1.iter().zip(&t3) {
+                let c = match classes.iter().position(|x| *x == [a, b]) {
+                    Some(c) => c,
+                    None if classes.len() < 4 => {
+                        classes.push([a, b]);
+                        classes.len() - 1
+                    }
+                    None => return None,
+                };
+                class.push(c as u8);
+            }
+            limbs.push((class, classes));
+        }
+        Some(Self {
+            e: [e[at[0]], e[at[1]], e[at[2]]],
+            limbs,
+        })
+    }
+}
+
+/// a·b mod m.
+fn mul_mod(a: u64, b: u64, m: u64) -> u64 {
+    ((a as u128 * b as u128) % m as u128) as u64
 }
 
 /// Where slot i of the two-row batching layout sits in the bit-reversed evaluation order
@@ -454,6 +531,19 @@ impl Bfv {
                 format!("{} keys that were not declared", by_exp.len()),
             ));
         }
+        let ntt_ops: Vec<NttOperator> = ctx
+            .moduli_operators()
+            .iter()
+            .map(|q| {
+                NttOperator::new(q, n).ok_or_else(|| HeError::Engine("no NTT for a modulus".into()))
+            })
+            .collect::<Result<_>>()?;
+        let slot_ntt = Modulus::new(params.p())
+            .ok()
+            .and_then(|p| NttOperator::new(&p, n))
+            .ok_or_else(|| HeError::Engine("no NTT for the plaintext modulus".into()))?;
+        let slot_index = slot_index(n);
+        let row_basis = RowBasis::new(n, &slot_ntt, &slot_index, &ntt_ops);
         Ok(Self {
             info: SlotInfo {
                 n,
@@ -469,19 +559,10 @@ impl Bfv {
             column_key,
             fhe_ek: None,
             public,
-            ntt_ops: ctx
-                .moduli_operators()
-                .iter()
-                .map(|q| {
-                    NttOperator::new(q, n)
-                        .ok_or_else(|| HeError::Engine("no NTT for a modulus".into()))
-                })
-                .collect::<Result<_>>()?,
-            slot_ntt: Modulus::new(params.p())
-                .ok()
-                .and_then(|p| NttOperator::new(&p, n))
-                .ok_or_else(|| HeError::Engine("no NTT for the plaintext modulus".into()))?,
-            slot_index: slot_index(n),
+            ntt_ops,
+            slot_ntt,
+            slot_index,
+            row_basis,
         })
     }
 
@@ -997,6 +1078,46 @@ impl Backend for Bfv {
         self.prepare_centred(&coeffs, 0)
     }
 
+    fn prepare_row_constants(&self, rows: [u64; 2]) -> Result<BfvPrepared> {
+        self.check_values(&rows)?;
+        let Some(basis) = &self.row_basis else {
+            let span = self.info.span();
+            let values: Vec<u64> = (0..self.info.n).map(|i| rows[(i / span).min(1)]).collect();
+            return self.prepare(&values);
+        };
+        let (p, n) = (self.info.p, self.info.n);
+        // m = b + (a − b)·E, three coefficients mod p.
+        let d = (rows[0] + p - rows[1]) % p;
+        let m = [
+            (rows[1] + mul_mod(d, basis.e[0], p)) % p,
+            mul_mod(d, basis.e[1], p),
+            mul_mod(d, basis.e[2], p),
+        ];
+        let ctx = self.par().context_at_level(0)?;
+        let ops = ctx.moduli();
+        let mut arr = ndarray::Array2::<u64>::zeros((ops.len(), n));
+        let out = arr
+            .as_slice_mut()
+            .ok_or_else(|| HeError::Engine("polynomial rows not contiguous".into()))?;
+        for ((row, &q), (class, values)) in out.chunks_exact_mut(n).zip(ops).zip(&basis.limbs) {
+            // Centred lift as `prepare_centred` (p < q).
+            let [m0, m1, m3] = m.map(|c| if c > p / 2 { q - (p - c) } else { c });
+            let per_class: Vec<u64> = values
+                .iter()
+                .map(|&[t1, t3]| (m0 + mul_mod(m1, t1, q) + mul_mod(m3, t3, q)) % q)
+                .collect();
+            for (r, &c) in row.iter_mut().zip(class) {
+                *r = per_class[c as usize];
+            }
+        }
+        Ok(BfvPrepared(Poly::try_convert_from(
+            arr,
+            ctx,
+            false,
+            Representation::Ntt,
+        )?))
+    }
+
     fn prepared_to_bytes(&self, pt: &BfvPrepared) -> Result<Vec<u8>> {
         Ok(pt.0.to_bytes())
     }
@@ -1458,5 +1579,43 @@ mod tests {
             }
             assert_eq!(b.decrypt(&ours).unwrap(), v);
         }
+    }
+
+    /// The scalar path's plaintext equals the slot path's, word for word, on every
+    /// preset (so products and noise are the same), and multiplies like it.
+    #[test]
+    fn row_constants_equal_the_slot_encoding() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for name in crate::params::PRESETS {
+            let params = Params::preset(name).unwrap();
+            let b = Bfv::keygen(&params, GaloisSpec::new(vec![])).unwrap();
+            assert!(b.row_basis.is_some(), "{name}: no three-term row basis");
+            let (n, p) = (params.n(), params.p());
+            let span = b.slots().span();
+            let mut cases = vec![[0, 0], [1, 0], [0, 1], [p - 1, 1], [p / 2, p / 2 + 1]];
+            cases.extend((0..4).map(|_| [rng.random_range(0..p), rng.random_range(0..p)]));
+            for rows in cases {
+                let slots: Vec<u64> = (0..n).map(|i| rows[i / span]).collect();
+                let ours = b.prepare_row_constants(rows).unwrap();
+                assert_eq!(ours.0, b.prepare(&slots).unwrap().0, "{name} {rows:?}");
+            }
+            let x = crate::random_slots(n, p, &mut rng);
+            let ct = b.encrypt_sym(&b.encode(&x).unwrap()).unwrap();
+            let rows = [5, p - 7];
+            let got = b
+                .decrypt(
+                    &b.mul_plain(&ct, &b.prepare_row_constants(rows).unwrap())
+                        .unwrap(),
+                )
+                .unwrap();
+            let want: Vec<u64> = (0..n).map(|i| mul_mod(x[i], rows[i / span], p)).collect();
+            assert_eq!(got, want, "{name}");
+        }
+        assert!(matches!(
+            Bfv::keygen(&Params::preset("n8192").unwrap(), GaloisSpec::new(vec![]))
+                .unwrap()
+                .prepare_row_constants([0, 1 << 62]),
+            Err(HeError::NotReduced { .. })
+        ));
     }
 }

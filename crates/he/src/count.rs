@@ -86,6 +86,11 @@ impl<B: Backend> Backend for Counting<B> {
         self.bump(|c| c.ntt += 1);
         Ok(r)
     }
+    fn prepare_row_constants(&self, rows: [u64; 2]) -> Result<Self::PreparedPt> {
+        let r = self.inner.prepare_row_constants(rows)?;
+        self.bump(|c| c.row_constants += 1);
+        Ok(r)
+    }
     fn prepared_to_bytes(&self, pt: &Self::PreparedPt) -> Result<Vec<u8>> {
         self.inner.prepared_to_bytes(pt)
     }
@@ -428,6 +433,10 @@ impl Backend for Shape {
     }
     fn prepare(&self, values: &[u64]) -> Result<usize> {
         self.check_values(values)?;
+        Ok(0)
+    }
+    fn prepare_row_constants(&self, rows: [u64; 2]) -> Result<usize> {
+        self.check_values(&rows)?;
         Ok(0)
     }
     fn prepared_to_bytes(&self, _pt: &usize) -> Result<Vec<u8>> {

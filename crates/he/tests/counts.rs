@@ -14,6 +14,7 @@ fn workload<B: Backend>(b: &B) -> he::Result<()> {
     let x = b.transfer(Dir::Up, &x)?;
     let w1 = b.prepare(&[4, 5])?;
     let w2 = b.prepare(&[6])?;
+    let _rows = b.prepare_row_constants([7, 8])?;
     let rots = b.rotate_group(&x, &[0, 1, 2, -1])?;
     let prods: Vec<B::Ct> = rots
         .iter()
@@ -49,6 +50,7 @@ fn counts_are_identical_on_all_backends_and_as_expected() {
         hst_perm: 3,                  // steps 1, 2, -1 (0 is free)
         ntt: 4 + 3 * l + 2 * (l - 1), // 2 prepared + 2 encoded, 3 key switches, switch
         intt: 3 + 2 * (l - 1) + 1,    // 3 key switches, switch, decrypt
+        row_constants: 1,             // no NTT
         encrypt: 2,
         decrypt: 1,
         mod_switch: l - 1,

@@ -18,6 +18,18 @@ pub enum KernelError {
         /// Actual count.
         actual: usize,
     },
+    /// A convolution that the requested channel packing cannot lay out.
+    #[error("{why} (image {h}x{w}, {span} slots per row)")]
+    Packing {
+        /// Why not.
+        why: &'static str,
+        /// Image height.
+        h: usize,
+        /// Image width.
+        w: usize,
+        /// Slots per row.
+        span: usize,
+    },
     /// A zero dimension.
     #[error("{what} must be at least 1")]
     EmptyDimension {

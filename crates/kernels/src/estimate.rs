@@ -26,6 +26,8 @@ use crate::share::FloodPool;
 const REFERENCE_PREPARE_US: f64 = 300.0;
 /// Reference encoding of one coefficient weight plaintext, µs.
 const REFERENCE_PREPARE_COEFFS_US: f64 = 190.0;
+/// Reference encoding of one row-constant weight plaintext (the scalar path), µs.
+const REFERENCE_PREPARE_ROWS_US: f64 = 17.0;
 /// Reference client work per query ciphertext (encode, encrypt, serialise), µs.
 const ENCRYPT_US: f64 = 2300.0;
 const ENCRYPT_COEFFS_US: f64 = 2240.0;
@@ -61,6 +63,11 @@ pub struct CostModel {
     /// [`CostModel::reference`]'s ratio to `prepare_us` is assumed.
     #[serde(default)]
     pub prepare_coeffs_us: Option<f64>,
+    /// Encoding one row-constant weight plaintext (the scalar path,
+    /// [`he::Backend::prepare_row_constants`]). Absent in older caches: the reference's
+    /// ratio to `prepare_us`.
+    #[serde(default)]
+    pub prepare_rows_us: Option<f64>,
     /// Bytes of one Galois key on the wire (uploaded once per session).
     pub galois_key_bytes: u64,
     /// The client's work per query ciphertext at the top level: encode, encrypt
@@ -99,6 +106,7 @@ impl CostModel {
             share_us: 1900.0 * s,
             prepare_us: REFERENCE_PREPARE_US * s,
             prepare_coeffs_us: Some(REFERENCE_PREPARE_COEFFS_US * s),
+            prepare_rows_us: Some(REFERENCE_PREPARE_ROWS_US * s),
             // 1.1 MB at n = 8192 with 4 moduli; keys grow with n·L² (L digits of L moduli).
             galois_key_bytes: (1.1e6 * s * params.levels() as f64 / 4.0) as u64,
             encrypt_us: Some(ENCRYPT_US * s),
@@ -151,6 +159,7 @@ impl CostModel {
             share_us: (share_us - flood_us).max(0.0),
             prepare_us: median_us(reps, || b.prepare(&v)),
             prepare_coeffs_us: Some(median_us(reps, || b.prepare_coeffs(&v))),
+            prepare_rows_us: Some(median_us(reps, || b.prepare_row_constants([v[0], v[1]]))),
             galois_key_bytes: keys,
             encrypt_us: Some(median_us(reps, || encrypt(&v, Encoding::Slots))),
             encrypt_coeffs_us: Some(median_us(reps, || encrypt(&v, Encoding::Coeffs))),
@@ -200,6 +209,11 @@ impl CostModel {
                 self.or_reference(self.prepare_coeffs_us, REFERENCE_PREPARE_COEFFS_US)
             }
         }
+    }
+
+    /// Encoding one row-constant weight plaintext (the scalar path), µs.
+    pub fn prepare_rows_us(&self) -> f64 {
+        self.or_reference(self.prepare_rows_us, REFERENCE_PREPARE_ROWS_US)
     }
 
     /// Reads a model saved by [`CostModel::save`].
@@ -278,8 +292,10 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
     let b = Count::real(params, galois);
     b.take();
     let m = plan.encode_weights(&b, &vec![0; plan.weight_len()])?;
-    // Every encode or prepare counts one NTT on the counting backend.
-    let plaintexts = b.take().ntt;
+    // Every encode or prepare counts one NTT on the counting backend, a row-constant
+    // plaintext (the scalar path) a `row_constants`.
+    let prepared = b.take();
+    let plaintexts = prepared.ntt + prepared.row_constants;
     let x = vec![0; plan.input_len()];
     let q = plan.query(&b, &x)?;
     let bytes_up = q.iter().map(|c| b.wire_size(c) as u64).sum();
@@ -304,7 +320,10 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
         galois_keys,
         plaintexts,
         encoded_bytes: plaintexts * prepared_bytes(params, level),
-        encode_ms: plaintexts as f64 * model.prepare_us_for(plan.encoding()) * limbs / 1e3,
+        encode_ms: (prepared.ntt as f64 * model.prepare_us_for(plan.encoding())
+            + prepared.row_constants as f64 * model.prepare_rows_us())
+            * limbs
+            / 1e3,
         client_ms: (q.len() as f64 * model.encrypt_us_for(plan.encoding()) * limbs
             + resp.len() as f64 * model.decrypt_us_for(plan.encoding()))
             / 1e3,

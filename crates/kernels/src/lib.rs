@@ -17,7 +17,7 @@ mod share;
 pub mod square;
 
 pub use conv::grouped::{DepthwisePlan, EncodedGroups, GroupedConvShape, GroupedPlan};
-pub use conv::{ConvMethod, ConvPlan, ConvShape, EncodedFilters, Padding};
+pub use conv::{ConvMethod, ConvPlan, ConvShape, EncodedFilters, Packing, Padding};
 pub use error::{KernelError, Result};
 pub use estimate::{estimate, CostModel, Estimate};
 pub use layer::LinearLayer;

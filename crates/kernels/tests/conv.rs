@@ -3,7 +3,9 @@
 #![allow(clippy::unwrap_used)]
 
 use he::{Backend, Bfv, Count, Counting, Layout, OpCounts, Params, Sim, SlotInfo};
-use kernels::{ConvMethod, ConvPlan, ConvShape, FloodPool, KernelError, LinearLayer, Padding};
+use kernels::{
+    ConvMethod, ConvPlan, ConvShape, FloodPool, KernelError, LinearLayer, Packing, Padding,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
@@ -94,6 +96,166 @@ fn every_method_reconstructs_on_sim() {
     }
 }
 
+/// The slot methods (the ones with a choice of packing).
+const SLOT_METHODS: [ConvMethod; 5] = [
+    ConvMethod::GazelleOut,
+    ConvMethod::GazelleIn,
+    ConvMethod::Gala,
+    ConvMethod::Heliks,
+    ConvMethod::Bsgs,
+];
+
+#[test]
+fn compact_packing_reconstructs_on_sim() {
+    // 'same' convolutions on odd sizes, even and odd filters, strides 1 and 2, where
+    // the shifted channels run into the next block and the last block wraps to the
+    // first; every tap that crosses a border must be zeroed.
+    let params = Params::preset("n8192").unwrap();
+    let shapes = [
+        shape(1, 5, 5, 2, 3, 1, Padding::Same),
+        shape(5, 7, 9, 3, 3, 1, Padding::Same),
+        shape(3, 9, 7, 5, 3, 2, Padding::Same),
+        shape(6, 11, 6, 7, 5, 1, Padding::Same),
+        shape(4, 10, 10, 4, 4, 2, Padding::Same),
+        shape(3, 13, 13, 9, 2, 1, Padding::Same),
+        shape(20, 16, 16, 12, 3, 1, Padding::Same),
+        shape(2, 60, 60, 3, 3, 1, Padding::Same),
+        shape(3, 8, 8, 4, 1, 1, Padding::Same),
+    ];
+    for (i, sh) in shapes.iter().enumerate() {
+        let (x, f) = problem(sh, 100 + i as u64);
+        let want = reference(sh, &x, &f, params.p());
+        for method in SLOT_METHODS {
+            let plan =
+                ConvPlan::with_packing(method, *sh, real(&params), None, Packing::Compact).unwrap();
+            let g = plan.geometry();
+            assert!(
+                g.c_n * sh.h * sh.w <= 4096 && 2 * g.c_n * sh.h * sh.w > 4096,
+                "{g:?}"
+            );
+            let sim = Sim::new(&params, plan.galois());
+            assert_eq!(run(&sim, &plan, &x, &f, 0), want, "{method} compact {sh:?}");
+        }
+    }
+}
+
+#[test]
+fn compact_packing_on_bfv() {
+    // 45x45 'same': two channels per row compact, one padded (47x47 > 2048 + halo).
+    let params = Params::preset("n8192").unwrap();
+    let sh = shape(5, 45, 45, 3, 3, 1, Padding::Same);
+    let (x, f) = problem(&sh, 7);
+    let want = reference(&sh, &x, &f, params.p());
+    for method in [ConvMethod::Gala, ConvMethod::Heliks, ConvMethod::Bsgs] {
+        let plan =
+            ConvPlan::with_packing(method, sh, real(&params), Some(16), Packing::Compact).unwrap();
+        assert_eq!(plan.geometry().c_n, 2);
+        let bits = plan.flood_bits(&params).unwrap();
+        let b = Bfv::keygen(&params, plan.galois()).unwrap();
+        assert_eq!(
+            run(&b, &plan, &x, &f, bits),
+            want,
+            "{method} compact on Bfv"
+        );
+    }
+}
+
+#[test]
+fn scalar_path_on_bfv() {
+    // One channel per row: every weight plaintext is one constant per row (no NTT).
+    let params = Params::preset("n8192").unwrap();
+    for (i, (sh, methods)) in [
+        (
+            shape(3, 50, 50, 4, 3, 1, Padding::Same),
+            &[ConvMethod::Gala, ConvMethod::Heliks][..],
+        ),
+        (
+            shape(2, 61, 61, 3, 5, 2, Padding::Valid),
+            &[ConvMethod::GazelleOut, ConvMethod::Bsgs][..],
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (x, f) = problem(&sh, 40 + i as u64);
+        let want = reference(&sh, &x, &f, params.p());
+        for &method in methods {
+            let plan = ConvPlan::new(method, sh, real(&params)).unwrap();
+            assert!(plan.geometry().scalar_path(), "{method} {sh:?}");
+            let bits = plan.flood_bits(&params).unwrap();
+            let b = Counting::new(Bfv::keygen(&params, plan.galois()).unwrap());
+            b.take();
+            let m = plan.encode(&b, &f).unwrap();
+            let c = b.take();
+            assert_eq!(
+                (c.ntt, c.row_constants as usize),
+                (0, plan.encoded_plaintexts())
+            );
+            drop(m);
+            assert_eq!(run(&b, &plan, &x, &f, bits), want, "{method} {sh:?} on Bfv");
+        }
+    }
+}
+
+#[test]
+fn compact_packing_only_where_it_applies() {
+    let params = Params::preset("n8192").unwrap();
+    let compact = |m, sh| ConvPlan::with_packing(m, sh, real(&params), None, Packing::Compact);
+    for (m, sh) in [
+        (ConvMethod::Gala, shape(3, 8, 8, 4, 3, 1, Padding::Valid)),
+        (ConvMethod::Ensei, shape(3, 8, 8, 4, 3, 1, Padding::Same)),
+        (ConvMethod::Cheetah, shape(3, 8, 8, 4, 3, 1, Padding::Same)),
+        (ConvMethod::Gala, shape(3, 2, 8, 4, 3, 1, Padding::Same)),
+        (
+            ConvMethod::Heliks,
+            shape(2, 100, 90, 3, 3, 1, Padding::Same),
+        ),
+    ] {
+        assert!(
+            matches!(compact(m, sh), Err(KernelError::Packing { .. })),
+            "{m} {sh:?}"
+        );
+    }
+    // The automatic choice: compact where it packs more channels and costs less.
+    let auto = |m, sh| ConvPlan::new(m, sh, real(&params)).unwrap().packing();
+    let sh16 = shape(128, 16, 16, 128, 3, 1, Padding::Same);
+    assert_eq!(
+        ConvPlan::with_packing(
+            ConvMethod::Gala,
+            sh16,
+            real(&params),
+            None,
+            Packing::Compact
+        )
+        .unwrap()
+        .geometry()
+        .c_n,
+        16
+    );
+    assert_eq!(
+        ConvPlan::new(ConvMethod::Gala, sh16, real(&params))
+            .unwrap()
+            .geometry()
+            .c_n,
+        16
+    );
+    for m in SLOT_METHODS {
+        assert_eq!(auto(m, sh16), Packing::Compact, "{m}");
+        // 56x56: both layouts hold one channel per row; padded kept.
+        assert_eq!(
+            auto(m, shape(64, 56, 56, 64, 3, 1, Padding::Same)),
+            Packing::Padded
+        );
+        assert_eq!(
+            auto(m, shape(64, 16, 16, 64, 3, 1, Padding::Valid)),
+            Packing::Padded
+        );
+    }
+    for m in [ConvMethod::Ensei, ConvMethod::Cheetah] {
+        assert_eq!(auto(m, sh16), Packing::Padded, "{m}");
+    }
+}
+
 #[test]
 fn bfv_small_convolutions() {
     let params = Params::preset("n8192").unwrap();
@@ -126,13 +288,19 @@ fn bfv_small_convolutions() {
     }
 }
 
+/// Counts in the papers' model (one cyclic row of n slots): 'valid' shapes padded (no
+/// padding), 'same' shapes compactly packed (c_n = n/(h·w) as the papers count).
 fn ideal_counts(method: ConvMethod, sh: ConvShape, n: usize) -> OpCounts {
     let slots = SlotInfo {
         n,
         p: 12289,
         layout: Layout::Cyclic,
     };
-    let plan = ConvPlan::with_key_budget(method, sh, slots, None).unwrap();
+    let packing = match sh.padding {
+        Padding::Same => Packing::Compact,
+        Padding::Valid => Packing::Padded,
+    };
+    let plan = ConvPlan::with_packing(method, sh, slots, None, packing).unwrap();
     let c = Count::ideal(n, 12289, plan.galois());
     let m = plan
         .encode(&c, &vec![0; sh.c_o * sh.c_i * sh.k_h * sh.k_w])
@@ -145,12 +313,16 @@ fn ideal_counts(method: ConvMethod, sh: ConvShape, n: usize) -> OpCounts {
 
 #[test]
 fn gala_table_iii_formulas() {
-    // 16x16 inputs with valid padding fill blocks of 256 slots exactly (the papers'
-    // model, c_n = n / 256); formulas of GALA Table III.
-    for n in [2048usize, 4096] {
+    // 16x16 inputs fill blocks of 256 slots exactly (the papers' model, c_n = n / 256):
+    // with valid padding, and on the papers' own 'same' shapes compactly packed; formulas
+    // of GALA Table III.
+    for (n, pad) in [2048usize, 4096]
+        .into_iter()
+        .flat_map(|n| [(n, Padding::Valid), (n, Padding::Same)])
+    {
         let c_n = (n / 256) as u64;
         for (c_i, c_o, k) in [(64usize, 32usize, 3usize), (128, 128, 1), (32, 64, 5)] {
-            let sh = shape(c_i, 16, 16, c_o, k, 1, Padding::Valid);
+            let sh = shape(c_i, 16, 16, c_o, k, 1, pad);
             let (ci, co, f) = (c_i as u64, c_o as u64, (k * k) as u64);
             let gz = ideal_counts(ConvMethod::GazelleOut, sh, n);
             let ga = ideal_counts(ConvMethod::Gala, sh, n);
@@ -175,11 +347,18 @@ fn gala_table_iii_formulas() {
 
 #[test]
 fn gala_table_vii_consistent_cells() {
-    // GALA Table VII (n = 2048, 16x16 inputs, c_n = 8). Cells DecPerm / HstPerm include
-    // the output Perms. Consistent cells (../shared/papers.md §5.2): rows 1, 3, 4 all;
-    // row 2 GAZELLE HstPerm and ScMult, GALA ScMult.
+    for pad in [Padding::Same, Padding::Valid] {
+        gala_table_vii(pad);
+    }
+}
+
+fn gala_table_vii(pad: Padding) {
+    // GALA Table VII (n = 2048, 16x16 inputs, c_n = 8), on its own 'same' shapes (compact)
+    // and 'valid'. Cells DecPerm / HstPerm include the output Perms. Consistent cells
+    // (those that agree with GALA Table III's formulas): rows 1, 3, 4 all; row 2 GAZELLE HstPerm and
+    // ScMult, GALA ScMult.
     let table = |c: OpCounts| (c.perm + c.dec_perm, c.perm + c.hst_perm, c.sc_mult, c.add);
-    let row1 = shape(128, 16, 16, 128, 1, 1, Padding::Valid);
+    let row1 = shape(128, 16, 16, 128, 1, 1, pad);
     assert_eq!(
         table(ideal_counts(ConvMethod::GazelleOut, row1, 2048)),
         (1792, 1792, 2048, 2032)
@@ -188,7 +367,7 @@ fn gala_table_vii_consistent_cells() {
         table(ideal_counts(ConvMethod::Gala, row1, 2048)),
         (112, 112, 2048, 2032)
     );
-    let row3 = shape(128, 16, 16, 128, 3, 1, Padding::Valid);
+    let row3 = shape(128, 16, 16, 128, 3, 1, pad);
     assert_eq!(
         table(ideal_counts(ConvMethod::GazelleOut, row3, 2048)),
         (1808, 1920, 18432, 18416)
@@ -197,11 +376,11 @@ fn gala_table_vii_consistent_cells() {
         table(ideal_counts(ConvMethod::Gala, row3, 2048)),
         (128, 240, 18432, 18416)
     );
-    let row2 = shape(2048, 16, 16, 512, 1, 1, Padding::Valid);
+    let row2 = shape(2048, 16, 16, 512, 1, 1, pad);
     let g = table(ideal_counts(ConvMethod::GazelleOut, row2, 2048));
     assert_eq!((g.1, g.2), (114688, 131072));
     assert_eq!(table(ideal_counts(ConvMethod::Gala, row2, 2048)).2, 131072);
-    let row4 = shape(2048, 16, 16, 64, 5, 1, Padding::Valid);
+    let row4 = shape(2048, 16, 16, 64, 5, 1, pad);
     assert_eq!(
         table(ideal_counts(ConvMethod::GazelleOut, row4, 2048)),
         (14592, 20480, 409600, 409592)
@@ -214,13 +393,16 @@ fn gala_table_vii_consistent_cells() {
 
 #[test]
 fn heliks_matches_table_1_with_at_most_four_keys() {
-    // Ideal model, valid 16x16 (c_n = n/256): Perm = c_o (f − 1) + c_o (c_n − 1)/c_n.
-    for (n, c_i, c_o, k) in [
-        (2048usize, 64usize, 32usize, 3usize),
-        (4096, 32, 64, 5),
-        (2048, 16, 16, 1),
+    // Ideal model, 16x16 valid or 'same' compact (c_n = n/256):
+    // Perm = c_o (f − 1) + c_o (c_n − 1)/c_n.
+    for (n, c_i, c_o, k, pad) in [
+        (2048usize, 64usize, 32usize, 3usize, Padding::Valid),
+        (4096, 32, 64, 5, Padding::Valid),
+        (2048, 16, 16, 1, Padding::Valid),
+        (2048, 64, 32, 3, Padding::Same),
+        (4096, 32, 64, 5, Padding::Same),
     ] {
-        let sh = shape(c_i, 16, 16, c_o, k, 1, Padding::Valid);
+        let sh = shape(c_i, 16, 16, c_o, k, 1, pad);
         let c_n = (n / 256) as u64;
         let (co, ci, f) = (c_o as u64, c_i as u64, (k * k) as u64);
         let c = ideal_counts(ConvMethod::Heliks, sh, n);
@@ -240,12 +422,14 @@ fn heliks_matches_table_1_with_at_most_four_keys() {
 #[test]
 fn gazelle_in_matches_its_derived_formula() {
     // HstPerm = c_i f − c_i/c_n, DecPerm = c_i/c_n, no Perm (gazelle_in module doc).
-    for (n, c_i, c_o, k) in [
-        (2048usize, 64usize, 32usize, 3usize),
-        (2048, 128, 128, 1),
-        (4096, 32, 16, 5),
+    for (n, c_i, c_o, k, pad) in [
+        (2048usize, 64usize, 32usize, 3usize, Padding::Valid),
+        (2048, 128, 128, 1, Padding::Valid),
+        (4096, 32, 16, 5, Padding::Valid),
+        (2048, 64, 32, 3, Padding::Same),
+        (4096, 32, 16, 5, Padding::Same),
     ] {
-        let sh = shape(c_i, 16, 16, c_o, k, 1, Padding::Valid);
+        let sh = shape(c_i, 16, 16, c_o, k, 1, pad);
         let c_n = (n / 256) as u64;
         let (ci, co, f) = (c_i as u64, c_o as u64, (k * k) as u64);
         let c = ideal_counts(ConvMethod::GazelleIn, sh, n);

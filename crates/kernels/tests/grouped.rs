@@ -388,13 +388,10 @@ fn depthwise_is_much_cheaper_than_grouped_and_dense() {
             if dense.rotations() > 0 {
                 // The slot methods: GALA's dense kernel needs 3x the rotations.
                 assert!(4 * d.rotations() <= g.rotations(), "{method} {sh:?}");
-                // BSGS folds a dense layer's blocks with √c_n giant steps: fewer
-                // rotations than the others (88 on 32x32x32 3x3), still above depthwise.
-                if method == ConvMethod::Bsgs {
-                    assert!(d.rotations() < dense.rotations(), "{method} {sh:?}");
-                } else {
-                    assert!(2 * d.rotations() <= dense.rotations(), "{method} {sh:?}");
-                }
+                // The dense layer packs its channels densely ('same' padding) and BSGS
+                // folds its blocks with √c_n giant steps: fewer rotations than before
+                // (80 for GALA, 88 for BSGS on 32x32x32 3x3), still above depthwise.
+                assert!(d.rotations() < dense.rotations(), "{method} {sh:?}");
                 assert!(4 * d.sc_mult <= g.sc_mult, "{method} {sh:?}");
                 assert!(10 * d.sc_mult <= dense.sc_mult, "{method} {sh:?}");
             } else {

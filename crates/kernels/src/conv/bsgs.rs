@@ -10,37 +10,34 @@
 //! The plaintext of shift k is HELiKs's, rotated by b·B' (slot block bl holds the
 //! weight HELiKs puts at block bl + b), so rot(pt'⊙rot(x, bB'), g·b₁·B') = rot(pt⊙x, kB').
 //! Same products (c_i c_o f / c_n ScMult) and output ciphertexts as HELiKs; b₁ = 1 is
-//! HELiKs. b₁ is the power of two that minimises the reference costs of
-//! [`crate::estimate::CostModel::reference`].
+//! HELiKs. b₁ is the power of two that minimises the reference rotation cost.
 
 use he::Backend;
 
-use super::{ConvCtx, ConvGeometry};
+use super::{ConvCtx, ConvGeometry, REF_DEC_US, REF_HST_US, REF_PERM_US};
 use crate::error::{KernelError, Result};
 use crate::noise::NoiseModel;
 
-/// Reference costs (µs at n = 8192, 218 bits): a rotation, a hoisting decomposition,
-/// a hoisted rotation ([`crate::estimate::CostModel::reference`]).
-const PERM: f64 = 2700.0;
-const DEC: f64 = 1500.0;
-const HST: f64 = 800.0;
-
-/// The baby-step count b₁ (a power of two dividing c_n; 1 = HELiKs's fold).
-pub fn baby(g: &ConvGeometry) -> usize {
-    let cost = |b1: usize| {
-        let inputs = (g.in_cts * g.versions()) as f64;
-        let baby = if b1 > 1 {
-            inputs * (DEC + (b1 - 1) as f64 * HST)
-        } else {
-            0.0
-        };
-        let giant = (g.out_cts * (g.c_n / b1) * g.taps()) as f64 * PERM;
-        baby + giant
+/// The rotation cost in reference µs with baby step b₁: the hoisted baby shifts of
+/// every input and version, and the giant folds and tap rotations of every output.
+pub(crate) fn rotation_us(g: &ConvGeometry, b1: usize) -> f64 {
+    let inputs = (g.in_cts * g.versions()) as f64;
+    let baby = if b1 > 1 {
+        inputs * (REF_DEC_US + (b1 - 1) as f64 * REF_HST_US)
+    } else {
+        0.0
     };
+    let giant = (g.out_cts * (g.c_n / b1) * g.taps()) as f64 * REF_PERM_US;
+    baby + giant
+}
+
+/// The baby-step count b₁ (a power of two dividing c_n; 1 = HELiKs's fold): the one
+/// of least [`rotation_us`].
+pub fn baby(g: &ConvGeometry) -> usize {
     let mut best = 1;
     let mut b1 = 2;
     while b1 <= g.c_n {
-        if cost(b1) < cost(best) {
+        if rotation_us(g, b1) < rotation_us(g, best) {
             best = b1;
         }
         b1 *= 2;

@@ -12,7 +12,7 @@
 //! [`cheetah`] (coefficient encoding, no rotation, no Galois key; its own tiling, see
 //! its module doc: the layout below is the slot methods').
 //!
-//! ## Layout (the same for every method)
+//! ## Layout (the same for every slot method)
 //! Each input channel is zero padded to an hp x wp grid (padding `same` or `valid`) and
 //! stored row-major in a block of B' slots, B' = S / c_n, where c_n (channels per row,
 //! a power of two) is the most blocks of hp·wp slots one row of S = n/2 slots holds; so
@@ -29,6 +29,23 @@
 //! The two rows of a ciphertext are paired with the column rotation (row swap): every
 //! input ciphertext is used as is and swapped, so output row ρ receives input row ρ and
 //! 1 − ρ. Output shares are returned as c_o x h_out x w_out, row-major.
+//!
+//! **Scalar path** ([`ConvGeometry::scalar_path`]): where a row holds one padded channel
+//! (c_n = 1), a weight plaintext is one constant per row, built without an NTT
+//! ([`he::Backend::prepare_row_constants`]).
+//!
+//! **Compact packing** ([`Packing::Compact`], 'same' convolutions whose channel fits a
+//! row; GAZELLE's layout, "dense packing" in the papers' sense; "dense" elsewhere in
+//! helina means ungrouped): a channel keeps only its h x w pixels, so c_n = S/(h·w) (rounded
+//! down to a power of two) as the papers count, wp = w. Pixel (r, c) sits at block
+//! offset pt·w + pl + r·w + c (pt, pl: the top and left padding), cyclically within the
+//! row, so a channel runs into the next block and the last one wraps to the first; tap
+//! (dy, dx) is still a rotation by dy·w + dx and output (y, x) still sits at y·w + x,
+//! but a tap that reads across the channel's border (another row's pixel, or another
+//! channel's) has its weight zeroed at that output in the plaintexts. Everything else
+//! (methods, counts, rows) is as above. [`ConvPlan::new`] takes it where it packs more
+//! channels per row and the reference cost ([`ConvGeometry::reference_us`]) is lower;
+//! both parties derive the same plan from the layer's shape and method.
 //!
 //! Block shift k pairs input block b with output block (b − k) mod c_n: the products'
 //! plaintexts hold, at input block b, the filter tap of the output channel in block
@@ -115,6 +132,28 @@ pub enum Padding {
     Valid,
 }
 
+/// How the slot methods lay a channel out in its block (module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Packing {
+    /// Each channel zero padded to its hp x wp grid: taps read the padding.
+    Padded,
+    /// 'same' convolutions at the papers' density: a channel's h x w pixels only
+    /// (c_n = S / (h·w) rounded down to a power of two), rows at stride w, the channel
+    /// shifted by pad_top·w + pad_left within its row (cyclically into the next block);
+    /// a tap that would read across the channel's border is zeroed in the plaintexts.
+    Compact,
+}
+
+impl Packing {
+    /// Name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Packing::Padded => "padded",
+            Packing::Compact => "compact",
+        }
+    }
+}
+
 /// A convolution layer's shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ConvShape {
@@ -173,6 +212,8 @@ pub struct ConvGeometry {
     /// each strip is an independent convolution over its rows and halo, with the same
     /// encoded filters.
     pub strips: usize,
+    /// The channel layout (compact: `wp` = w, one strip, `hp` the padded height).
+    pub packing: Packing,
 }
 
 impl ConvGeometry {
@@ -181,15 +222,18 @@ impl ConvGeometry {
         strip * self.h1
     }
     fn new(shape: ConvShape, slots: SlotInfo, frequency_domain: bool) -> Result<Self> {
-        Self::new_packed(shape, slots, frequency_domain, false)
+        Self::new_packed(shape, slots, frequency_domain, false, Packing::Padded)
     }
     /// As [`ConvGeometry::new`]; `coefficients`: Cheetah tiles the image itself, so the
-    /// slot layout's strips are not needed (one strip, whatever the row width).
+    /// slot layout's strips are not needed (one strip, whatever the row width);
+    /// `packing`: [`Packing::Compact`] needs 'same' padding, a filter no larger than the
+    /// image and a channel that fits one row (else [`KernelError::Packing`]).
     fn new_packed(
         shape: ConvShape,
         slots: SlotInfo,
         frequency_domain: bool,
         coefficients: bool,
+        packing: Packing,
     ) -> Result<Self> {
         for (what, v) in [
             ("input channels", shape.c_i),
@@ -230,6 +274,54 @@ impl ConvGeometry {
         let (hp_full, wp) = (shape.h + pt + pb, shape.w + pl + pr);
         let (h1_full, w1) = (hp_full - shape.k_h + 1, wp - shape.k_w + 1);
         let span = slots.span();
+        let rows = match slots.layout {
+            Layout::TwoRows => 2,
+            Layout::Cyclic => 1,
+        };
+        let pow2_floor = |v: usize| 1usize << (usize::BITS - 1 - v.max(1).leading_zeros());
+        if packing == Packing::Compact {
+            let channel = shape.h * shape.w;
+            let why = if shape.padding != Padding::Same {
+                Some("compact packing is for 'same' padding")
+            } else if frequency_domain || coefficients {
+                Some("compact packing is for the slot methods")
+            } else if shape.k_h > shape.h || shape.k_w > shape.w {
+                Some("compact packing needs a filter no larger than the image")
+            } else if channel > span {
+                Some("compact packing needs a channel within one row of slots")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(KernelError::Packing {
+                    why,
+                    h: shape.h,
+                    w: shape.w,
+                    span,
+                });
+            }
+            let c_n = pow2_floor(span / channel);
+            let per_ct = c_n * rows;
+            return Ok(Self {
+                shape,
+                pad: [pt, pb, pl, pr],
+                hp: hp_full,
+                wp: shape.w,
+                h1: h1_full,
+                w1,
+                h_out: (h1_full - 1) / s + 1,
+                w_out: (w1 - 1) / s + 1,
+                n: slots.n,
+                span,
+                c_n,
+                block: span / c_n,
+                rows,
+                in_cts: shape.c_i.div_ceil(per_ct),
+                out_cts: shape.c_o.div_ceil(per_ct),
+                strips: 1,
+                packing,
+            });
+        }
         // A strip of r stride-1 output rows needs r + k_h − 1 input rows (its halo).
         let fits = |r: usize| -> bool {
             let rows_in = r + shape.k_h - 1;
@@ -263,13 +355,7 @@ impl ConvGeometry {
             (strips, h1_full.div_ceil(strips).div_ceil(s) * s)
         };
         let (hp, h1) = (strip_rows + shape.k_h - 1, strip_rows);
-        let grid = hp * wp;
-        let fit = (span / grid).max(1);
-        let c_n = 1usize << (usize::BITS - 1 - fit.leading_zeros());
-        let rows = match slots.layout {
-            Layout::TwoRows => 2,
-            Layout::Cyclic => 1,
-        };
+        let c_n = pow2_floor(span / (hp * wp));
         let per_ct = c_n * rows;
         Ok(Self {
             shape,
@@ -288,7 +374,47 @@ impl ConvGeometry {
             in_cts: shape.c_i.div_ceil(per_ct),
             out_cts: shape.c_o.div_ceil(per_ct),
             strips,
+            packing,
         })
+    }
+    /// A slot method's reference cost in µs (n = 8192, 218 bits, one thread), from its
+    /// operation counts in this geometry: fused products, rotations (plain, hoisting
+    /// decompositions, hoisted; the row swap per input), and per query and response
+    /// ciphertext the client's and the share step's fixed work. Only used to choose the
+    /// packing (and `bsgs`'s baby step), not a prediction: [`crate::estimate`] prices
+    /// the counted kernel.
+    pub fn reference_us(&self, method: ConvMethod) -> f64 {
+        let (i, o, c, v, f) = (
+            self.in_cts as f64,
+            self.out_cts as f64,
+            self.c_n as f64,
+            self.versions() as f64,
+            self.taps() as f64,
+        );
+        let inputs = i * v;
+        let hoisted = |rotations: f64| {
+            if rotations > 0.0 {
+                inputs * (REF_DEC_US + rotations * REF_HST_US)
+            } else {
+                0.0
+            }
+        };
+        let rotations = match method {
+            ConvMethod::GazelleOut => o * i * (c - 1.0) * REF_PERM_US + hoisted(f - 1.0),
+            ConvMethod::Gala => o * (c - 1.0) * REF_PERM_US + hoisted(f - 1.0),
+            ConvMethod::GazelleIn => hoisted(c * f - 1.0),
+            ConvMethod::Heliks => o * (c * (f - 1.0) + c - 1.0) * REF_PERM_US,
+            ConvMethod::Bsgs => bsgs::rotation_us(self, bsgs::baby(self)),
+            ConvMethod::Ensei | ConvMethod::Cheetah => 0.0,
+        };
+        let swaps = if self.versions() == 2 {
+            i * REF_PERM_US
+        } else {
+            0.0
+        };
+        let products = o * c * inputs * f * REF_TERM_US;
+        let per_ct = (i + o) * REF_CT_US;
+        self.strips as f64 * (rotations + swaps + products + per_ct)
     }
     /// Channels per ciphertext.
     pub fn per_ct(&self) -> usize {
@@ -312,11 +438,43 @@ impl ConvGeometry {
     fn plaintexts(&self) -> usize {
         self.out_cts * self.c_n * self.in_cts * self.versions() * self.taps()
     }
-    /// Slot of (channel slot-group, pixel offset) in a ciphertext.
+    /// Slot of (channel slot-group, pixel offset) in a ciphertext: cyclic within the
+    /// row (a compact channel's shifted pixels run into the next block, the last block's
+    /// into the first; a padded grid never leaves its block).
     fn slot(&self, row: usize, block: usize, offset: usize) -> usize {
-        row * self.span + block * self.block + offset
+        row * self.span + (block * self.block + offset) % self.span
+    }
+    /// The scalar path: one padded channel per row (c_n = 1), so every weight plaintext
+    /// is one constant per row ([`he::Backend::prepare_row_constants`]: no NTT, a few
+    /// values per modulus). Every slot method's output at (y, x) only takes slot
+    /// y·wp + x + Δ_d < hp·wp of tap d's product (rotated down, or read through the
+    /// rotated input), which holds the right pixel or padding; what the constant puts
+    /// in the other slots is never read. Not for the compact layout, whose border taps
+    /// must be zeroed per position.
+    pub fn scalar_path(&self) -> bool {
+        self.c_n == 1 && self.packing == Packing::Padded
+    }
+    /// Whether tap d at stride-1 output (y, x) reads an image pixel (not the padding),
+    /// in a one-strip geometry: in the padded layout the others read zeros, in the compact
+    /// one another pixel, so its plaintexts zero them.
+    fn tap_reads_image(&self, y: usize, x: usize, d: usize) -> bool {
+        let sh = &self.shape;
+        let (r, c) = (y + d / sh.k_w, x + d % sh.k_w);
+        (self.pad[0]..self.pad[0] + sh.h).contains(&r)
+            && (self.pad[2]..self.pad[2] + sh.w).contains(&c)
     }
 }
+
+/// Reference costs (µs at n = 8192, 218 bits, one thread;
+/// [`crate::estimate::CostModel::reference`]) for choices made at planning time: a
+/// rotation, a hoisting decomposition, a hoisted rotation, one term of a fused product,
+/// and a query or response ciphertext's fixed work (client encryption or decryption,
+/// wire handling, the share step).
+pub(crate) const REF_PERM_US: f64 = 2700.0;
+pub(crate) const REF_DEC_US: f64 = 1500.0;
+pub(crate) const REF_HST_US: f64 = 800.0;
+pub(crate) const REF_TERM_US: f64 = 150.0;
+pub(crate) const REF_CT_US: f64 = 3000.0;
 
 /// An encoded filter bank (offline).
 pub struct EncodedFilters<B: Backend> {
@@ -341,18 +499,45 @@ impl ConvPlan {
         Self::with_key_budget(method, shape, slots, Some(DEFAULT_KEY_BUDGET))
     }
 
-    /// Plans with a key budget (`None`: one key per step).
+    /// Plans with a key budget (`None`: one key per step). A slot method on a 'same'
+    /// convolution takes [`Packing::Compact`] where it packs more channels per row and its
+    /// reference cost ([`ConvGeometry::reference_us`]) is lower; else the padded layout.
     pub fn with_key_budget(
         method: ConvMethod,
         shape: ConvShape,
         slots: SlotInfo,
         budget: Option<usize>,
     ) -> Result<Self> {
+        let padded = Self::with_packing(method, shape, slots, budget, Packing::Padded)?;
+        let Ok(compact) = Self::with_packing(method, shape, slots, budget, Packing::Compact) else {
+            return Ok(padded);
+        };
+        let (d, p) = (&compact.geom, &padded.geom);
+        let denser = d.c_n > p.c_n || d.strips < p.strips;
+        Ok(
+            if denser && d.reference_us(method) < p.reference_us(method) {
+                compact
+            } else {
+                padded
+            },
+        )
+    }
+
+    /// Plans with a key budget and a channel packing (an error where the packing does
+    /// not apply: compact needs a slot method, 'same' padding and a channel within a row).
+    pub fn with_packing(
+        method: ConvMethod,
+        shape: ConvShape,
+        slots: SlotInfo,
+        budget: Option<usize>,
+        packing: Packing,
+    ) -> Result<Self> {
         let geom = ConvGeometry::new_packed(
             shape,
             slots,
             method == ConvMethod::Ensei,
             method == ConvMethod::Cheetah,
+            packing,
         )?;
         let mut steps: Vec<i64> = Vec::new();
         let mut ens = None;
@@ -450,9 +635,18 @@ impl ConvPlan {
     }
     fn id(&self) -> String {
         format!(
-            "{} {:?} n={} {:?}",
-            self.method, self.geom.shape, self.slots.n, self.slots.layout
+            "{} {:?} n={} {:?} {}",
+            self.method,
+            self.geom.shape,
+            self.slots.n,
+            self.slots.layout,
+            self.geom.packing.name()
         )
+    }
+    /// The channel packing (always padded for `ensei` and `cheetah`, which lay out
+    /// their own).
+    pub fn packing(&self) -> Packing {
+        self.geom.packing
     }
 
     /// A query of the plan's ciphertext count.
@@ -491,14 +685,32 @@ impl ConvPlan {
         f: &[i64],
         [o, k, i, v, d]: [usize; 5],
     ) -> Result<B::PreparedPt> {
-        if !b.carries_data() {
-            return Ok(b.prepare(&[])?);
-        }
         let g = &self.geom;
         let sh = g.shape;
         let taps = g.taps();
         let p = self.slots.p;
         let per = g.per_ct();
+        if g.scalar_path() {
+            // One channel per row: the weight is constant over the row (the positions
+            // that are not outputs only feed slots `finish` never reads, and the share
+            // step masks every slot).
+            let mut rows = [0u64; 2];
+            if b.carries_data() {
+                for (row, r) in rows.iter_mut().enumerate().take(g.rows) {
+                    let (oc, ic) = (o * per + row, i * per + (row ^ v));
+                    if oc < sh.c_o && ic < sh.c_i {
+                        *r = f[(oc * sh.c_i + ic) * taps + d].rem_euclid(p as i64) as u64;
+                    }
+                }
+                if g.rows == 1 {
+                    rows[1] = rows[0];
+                }
+            }
+            return Ok(b.prepare_row_constants(rows)?);
+        }
+        if !b.carries_data() {
+            return Ok(b.prepare(&[])?);
+        }
         let mut vals = vec![0u64; g.n];
         // HELiKs multiplies first: its taps are pre-rotated by −Δ_d.
         let multiply_first = matches!(self.method, ConvMethod::Heliks | ConvMethod::Bsgs);
@@ -525,8 +737,10 @@ impl ConvPlan {
                 let wv = w.rem_euclid(p as i64) as u64;
                 for y in (0..g.h1).step_by(sh.stride) {
                     for x in (0..g.w1).step_by(sh.stride) {
-                        let u = y * g.wp + x + shift;
-                        vals[g.slot(row, at, u)] = wv;
+                        if g.packing == Packing::Padded || g.tap_reads_image(y, x, d) {
+                            let u = y * g.wp + x + shift;
+                            vals[g.slot(row, at, u)] = wv;
+                        }
                     }
                 }
             }
