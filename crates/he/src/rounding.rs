@@ -21,6 +21,7 @@
 //! bit-packed at the digit's width (`bitlen((q_f − 1) >> j)` for v_f, `bitlen(q_i − 1)`
 //! above), each digit's run padded to a byte.
 
+use fhe_math::zq::Modulus;
 use ndarray::{Array2, ArrayView2};
 use serde::{Deserialize, Serialize};
 
@@ -68,10 +69,6 @@ impl Rounding {
 
 fn bitlen(x: u64) -> u32 {
     64 - x.leading_zeros()
-}
-
-fn mulmod(a: u64, b: u64, q: u64) -> u64 {
-    ((a as u128 * b as u128) % q as u128) as u64
 }
 
 /// The error a rounding must stay within: `what` names the part.
@@ -184,39 +181,49 @@ pub fn packed_len(moduli: &[u64], d: Dropped, count: usize) -> usize {
 /// Mixed-radix conversion tables for one level.
 struct Radix<'a> {
     q: &'a [u64],
-    /// inv[i][k] = q_i^{-1} mod q_k (i < k).
-    inv: Vec<Vec<u64>>,
-    /// pow[i][k] = q_0···q_{i−1} mod q_k.
-    pow: Vec<Vec<u64>>,
+    /// Constant-time Barrett/Shoup arithmetic mod each q_k.
+    m: Vec<Modulus>,
+    /// inv[i][k] = q_i^{-1} mod q_k (i < k), with its Shoup companion.
+    inv: Vec<Vec<(u64, u64)>>,
+    /// pow[i][k] = q_0···q_{i−1} mod q_k, with its Shoup companion.
+    pow: Vec<Vec<(u64, u64)>>,
 }
 
 impl<'a> Radix<'a> {
     fn new(q: &'a [u64]) -> Result<Self> {
         let l = q.len();
-        let mut inv = vec![vec![0u64; l]; l];
-        let mut pow = vec![vec![1u64; l]; l];
+        let m = q
+            .iter()
+            .map(|&qk| Modulus::new(qk).map_err(|e| HeError::Engine(e.to_string())))
+            .collect::<Result<Vec<_>>>()?;
+        let mut inv = vec![vec![(0u64, 0u64); l]; l];
+        let mut pow = vec![vec![(1u64, m[0].shoup(1)); l]; l];
         for k in 0..l {
+            pow[0][k] = (1, m[k].shoup(1));
             for i in 0..l {
                 if i < k {
-                    inv[i][k] = fhe_util::inverse(q[i] % q[k], q[k]).ok_or_else(|| {
+                    let x = fhe_util::inverse(q[i] % q[k], q[k]).ok_or_else(|| {
                         HeError::Engine(format!("moduli {} and {} not coprime", q[i], q[k]))
                     })?;
+                    inv[i][k] = (x, m[k].shoup(x));
                 }
                 if i > 0 {
-                    pow[i][k] = mulmod(pow[i - 1][k], q[i - 1] % q[k], q[k]);
+                    let x = m[k].mul(pow[i - 1][k].0, q[i - 1] % q[k]);
+                    pow[i][k] = (x, m[k].shoup(x));
                 }
             }
         }
-        Ok(Self { q, inv, pow })
+        Ok(Self { q, m, inv, pow })
     }
 
     /// Digits v_0..v_{L−1} of the coefficient with residues `x`.
     fn digits(&self, x: &[u64], v: &mut [u64]) {
         for k in 0..self.q.len() {
-            let qk = self.q[k];
-            let mut t = x[k] % qk;
+            let mk = &self.m[k];
+            let mut t = mk.reduce(x[k]);
             for (vi, inv) in v[..k].iter().zip(&self.inv) {
-                t = mulmod(t + qk - vi % qk, inv[k], qk);
+                let (c, c_shoup) = inv[k];
+                t = mk.mul_shoup(mk.sub(t, mk.reduce(*vi)), c, c_shoup);
             }
             v[k] = t;
         }
@@ -225,12 +232,13 @@ impl<'a> Radix<'a> {
     /// Residues of the coefficient with digits `v` (any values below 2^64).
     fn residues(&self, v: &[u64], x: &mut [u64]) {
         for (k, xk) in x.iter_mut().enumerate() {
-            let qk = self.q[k];
-            let mut acc = 0u128;
+            let mk = &self.m[k];
+            let mut acc = 0u64;
             for (vi, pow) in v[..=k].iter().zip(&self.pow) {
-                acc += (vi % qk) as u128 * pow[k] as u128;
+                let (c, c_shoup) = pow[k];
+                acc = mk.add(acc, mk.mul_shoup(mk.reduce(*vi), c, c_shoup));
             }
-            *xk = (acc % qk as u128) as u64;
+            *xk = acc;
         }
     }
 

@@ -79,7 +79,10 @@ pub fn model(params: &Params, source: CostSource) -> Result<(CostModel, String)>
                 Ok(m) => Ok((m, format!("measured ({})", path.display()))),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((
                     CostModel::reference(params),
-                    "reference (no cache: run `helina bench ops --save`)".into(),
+                    // Not a recommendation to measure: single ops timed hot price
+                    // rotations below what they cost inside a layer (1.7 vs 2.7 ms),
+                    // and ResNet-50's picks then run slower (README, planner).
+                    "reference (no cache of `helina bench ops --save`)".into(),
                 )),
                 Err(source) => Err(Error::Io {
                     path: format!(

@@ -28,14 +28,16 @@ const REFERENCE_PREPARE_US: f64 = 300.0;
 const REFERENCE_PREPARE_COEFFS_US: f64 = 190.0;
 /// Reference encoding of one row-constant weight plaintext (the scalar path), µs.
 const REFERENCE_PREPARE_ROWS_US: f64 = 17.0;
-/// Reference client work per query ciphertext (encode, encrypt, serialise), µs.
-const ENCRYPT_US: f64 = 2300.0;
-const ENCRYPT_COEFFS_US: f64 = 2240.0;
+/// Reference client work per query ciphertext (encode, encrypt, round for the wire,
+/// serialise), µs.
+const ENCRYPT_US: f64 = 3200.0;
+const ENCRYPT_COEFFS_US: f64 = 3100.0;
 /// Reference client work per response ciphertext (deserialise, decrypt, decode), µs.
 const DECRYPT_US: f64 = 860.0;
 const DECRYPT_COEFFS_US: f64 = 800.0;
-/// Reference server (de)serialisation of a query (seeded) and a response (last level).
-const DESERIALIZE_US: f64 = 730.0;
+/// Reference server (de)serialisation of a query (seeded, rounded) and a response (last
+/// level).
+const DESERIALIZE_US: f64 = 1060.0;
 const SERIALIZE_US: f64 = 355.0;
 
 /// Per-operation costs in microseconds at one parameter set, and the size of a Galois
@@ -71,7 +73,8 @@ pub struct CostModel {
     /// Bytes of one Galois key on the wire (uploaded once per session).
     pub galois_key_bytes: u64,
     /// The client's work per query ciphertext at the top level: encode, encrypt
-    /// (symmetric), serialise; slot encoding. Absent in caches saved before it
+    /// (symmetric), round for the wire ([`typical_query_rounding`]), serialise; slot
+    /// encoding. Absent in caches saved before it
     /// existed: then [`CostModel::reference`]'s figure scaled by `prepare_us` is assumed.
     #[serde(default)]
     pub encrypt_us: Option<f64>,
@@ -141,12 +144,13 @@ impl CostModel {
         });
         // share_output's figure above includes refilling its flooding zero (offline).
         let flood_us = median_us(reps, || b.encrypt_zero_flood(40));
+        let rounding = typical_query_rounding(params);
         let encrypt = |v: &[u64], e: Encoding| -> Result<Vec<u8>> {
-            Ok(b.serialize(&b.encrypt_sym(&b.encode_as(v, e)?)?)?)
+            Ok(b.serialize(&b.round(&b.encrypt_sym(&b.encode_as(v, e)?)?, rounding)?)?)
         };
         let last = b.switch_to_last(&ct)?;
         let response = b.serialize(&last)?;
-        let query = b.serialize(&b.encrypt_sym(&b.encode(&v)?)?)?;
+        let query = b.serialize(&b.round(&b.encrypt_sym(&b.encode(&v)?)?, rounding)?)?;
         let decrypt = |bytes: &[u8], e: Encoding| -> Result<Vec<u64>> {
             Ok(b.decrypt_as(&b.deserialize(bytes)?, e)?)
         };
@@ -328,6 +332,22 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
             + resp.len() as f64 * model.decrypt_us_for(plan.encoding()))
             / 1e3,
     })
+}
+
+/// The query rounding the client's costs are measured with: one modulus's digit dropped
+/// from c0 (eight bits where the chain has one modulus). The layers round their queries
+/// as far as their noise affords ([`LinearLayer::query_rounding`]); the cost hardly
+/// depends on how far (one mixed-radix conversion per coefficient either way).
+pub fn typical_query_rounding(params: &Params) -> he::Rounding {
+    let c0 = if params.moduli_at(0).len() > 1 {
+        he::Dropped { limbs: 1, bits: 0 }
+    } else {
+        he::Dropped { limbs: 0, bits: 8 }
+    };
+    he::Rounding {
+        c0,
+        c1: he::Dropped::NONE,
+    }
 }
 
 /// Runs `f` `reps` times (after one warm-up) and returns the median in microseconds.
