@@ -6,12 +6,14 @@
 //! predicted times.
 //!
 //! The default model holds the single-thread figures measured for fhe.rs at n = 8192 on
-//! this project's machine kind (DEVELOPERS.md): plain rotation 2.7 ms, hoisted
-//! rotation 0.8 ms after a 1.5 ms decomposition, fused product 58 µs per term,
-//! addition 40 µs, the share step (mask, flood, switch to the last level) 1.9 ms; the
-//! server's deserialisation of a query ciphertext 0.73 ms and serialisation of a
-//! response 0.36 ms; the client's encoding, encryption and serialisation of a query
-//! ciphertext 2.3 ms and deserialisation and decryption of a response 0.86 ms; other
+//! this project's machine kind: plain rotation 2.7 ms (as inside a layer; 1.7 ms timed
+//! hot), hoisted rotation 0.8 ms after a 1.5 ms decomposition, fused product 63 µs per
+//! term, addition 40 µs, the share step (mask, flood, switch to the last level) 1.9 ms;
+//! the server's deserialisation of a (rounded) query ciphertext 1.06 ms and
+//! serialisation of a response 0.36 ms; the client's encoding, encryption, rounding and
+//! serialisation of a query ciphertext 3.2 ms and deserialisation and decryption of a
+//! response 0.86 ms; encoding a weight plaintext 300 µs (slots), 230 µs (coefficients),
+//! 17 µs (one constant per row); other
 //! ring degrees scale linearly in n·L (the number of RNS coefficients).
 
 use he::{random_slots, Backend, Bfv, Count, Encoding, GaloisSpec, OpCounts, Params};
@@ -25,7 +27,7 @@ use crate::share::FloodPool;
 /// Reference (n = 8192, 4 moduli) encoding of one slot weight plaintext, µs.
 const REFERENCE_PREPARE_US: f64 = 300.0;
 /// Reference encoding of one coefficient weight plaintext, µs.
-const REFERENCE_PREPARE_COEFFS_US: f64 = 190.0;
+const REFERENCE_PREPARE_COEFFS_US: f64 = 230.0;
 /// Reference encoding of one row-constant weight plaintext (the scalar path), µs.
 const REFERENCE_PREPARE_ROWS_US: f64 = 17.0;
 /// Reference client work per query ciphertext (encode, encrypt, round for the wire,
@@ -104,7 +106,7 @@ impl CostModel {
             perm_us: 2700.0 * s,
             dec_perm_us: 1500.0 * s,
             hst_perm_us: 800.0 * s,
-            sc_mult_us: 58.0 * s,
+            sc_mult_us: 63.0 * s,
             add_us: 40.0 * s,
             share_us: 1900.0 * s,
             prepare_us: REFERENCE_PREPARE_US * s,

@@ -8,8 +8,9 @@ use net::{Channel, NetError};
 use serde::{Deserialize, Serialize};
 
 /// Protocol version (4: the plan names the nonlinear protocol; grouped convolutions;
-/// output heads in the program).
-pub const PROTOCOL_VERSION: u32 = 4;
+/// output heads in the program. 5: a slot convolution's layout, derived by both parties
+/// from its shape and method, may be the compact packing or the scalar path).
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The public architecture of one linear layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
