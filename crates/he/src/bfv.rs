@@ -50,9 +50,9 @@ use crate::rounding::{self, Rounding};
 #[derive(Clone, Debug)]
 pub struct BfvCt {
     ct: Ciphertext,
-    seeded: bool,
-    /// A fresh symmetric encryption's seed of c1, kept from encryption so that the
-    /// rounded wire form need not serialise the ciphertext through fhe.rs to read it.
+    /// The seed of c1 for a fresh symmetric encryption (its c1 travels as the seed),
+    /// kept from encryption so that the rounded wire form need not serialise the
+    /// ciphertext through fhe.rs to read it.
     seed: Option<[u8; 32]>,
     /// For a selected ciphertext ([`Backend::select_coeffs`]): the kept coefficient
     /// runs (c0 is zero elsewhere).
@@ -264,6 +264,16 @@ fn seed_of(ct: &mut Ciphertext, stand_in: &Poly) -> Result<[u8; 32]> {
         .as_slice()
         .try_into()
         .map_err(|_| HeError::Engine("a seeded ciphertext without a 32-byte seed".into()))
+}
+
+/// c ∈ Z_p lifted centred into Z_q. p < q (Params keeps p 8 bits below every modulus):
+/// c and q − (p − c) are already reduced.
+fn lift_centred(c: u64, p: u64, q: u64) -> u64 {
+    if c > p / 2 {
+        q - (p - c)
+    } else {
+        c
+    }
 }
 
 /// a·b mod m.
@@ -624,7 +634,6 @@ impl Bfv {
             keep: None,
             rounding: Rounding::NONE,
             ct: Ciphertext::new(c, self.par())?,
-            seeded: false,
             seed: None,
         })
     }
@@ -704,20 +713,31 @@ impl Bfv {
     /// row is lifted and transformed directly with the context's own NTT operators.
     fn prepare_centred(&self, coeffs: &[u64], level: usize) -> Result<BfvPrepared> {
         self.check_level(level)?;
+        let p = self.info.p;
+        self.prepared_from_rows(level, |row, q, limb| {
+            for (r, &c) in row.iter_mut().zip(coeffs) {
+                *r = lift_centred(c, p, q);
+            }
+            self.ntt_ops[limb].forward(row);
+        })
+    }
+
+    /// A prepared plaintext at `level` whose NTT-form row of each modulus q (limb i)
+    /// `fill(row, q, i)` writes.
+    fn prepared_from_rows(
+        &self,
+        level: usize,
+        mut fill: impl FnMut(&mut [u64], u64, usize),
+    ) -> Result<BfvPrepared> {
         let ctx = self.par().context_at_level(level)?;
-        let (p, n) = (self.info.p, self.info.n);
+        let n = self.info.n;
         let ops = ctx.moduli();
         let mut arr = ndarray::Array2::<u64>::zeros((ops.len(), n));
         let rows = arr
             .as_slice_mut()
             .ok_or_else(|| HeError::Engine("polynomial rows not contiguous".into()))?;
-        for ((row, &q), op) in rows.chunks_exact_mut(n).zip(ops).zip(&self.ntt_ops) {
-            // p < q (Params keeps p 8 bits below every modulus): c and q − (p − c)
-            // are already reduced.
-            for (r, &c) in row.iter_mut().zip(coeffs) {
-                *r = if c > p / 2 { q - (p - c) } else { c };
-            }
-            op.forward(row);
+        for (limb, (row, &q)) in rows.chunks_exact_mut(n).zip(ops).enumerate() {
+            fill(row, q, limb);
         }
         Ok(BfvPrepared(Poly::try_convert_from(
             arr,
@@ -743,11 +763,8 @@ impl Bfv {
             p.coefficients().to_owned()
         };
         let mut c = vec![rounding::pack(q, rows(0).view(), a.rounding.c0, &at)?];
-        let seed = if a.seeded {
-            match a.seed {
-                Some(seed) => seed.to_vec(),
-                None => seed_of(&mut a.ct.clone(), &self.seed_stand_in)?.to_vec(),
-            }
+        let seed = if let Some(seed) = a.seed {
+            seed.to_vec()
         } else {
             let all: Vec<usize> = (0..n).collect();
             c.push(rounding::pack(q, rows(1).view(), a.rounding.c1, &all)?);
@@ -1031,7 +1048,6 @@ impl Bfv {
                 keep: None,
                 rounding: Rounding::NONE,
                 ct: ek.rotates_columns_by(&a.ct, s)?,
-                seeded: false,
                 seed: None,
             }),
         }
@@ -1055,7 +1071,6 @@ impl Bfv {
             keep: None,
             rounding: Rounding::NONE,
             ct: &a.ct * &b.0,
-            seeded: false,
             seed: None,
         })
     }
@@ -1116,7 +1131,7 @@ impl Backend for Bfv {
             let values: Vec<u64> = (0..self.info.n).map(|i| rows[(i / span).min(1)]).collect();
             return self.prepare(&values);
         };
-        let (p, n) = (self.info.p, self.info.n);
+        let p = self.info.p;
         // m = b + (a − b)·E, three coefficients mod p.
         let d = (rows[0] + p - rows[1]) % p;
         let m = [
@@ -1124,15 +1139,9 @@ impl Backend for Bfv {
             mul_mod(d, basis.e[1], p),
             mul_mod(d, basis.e[2], p),
         ];
-        let ctx = self.par().context_at_level(0)?;
-        let ops = ctx.moduli();
-        let mut arr = ndarray::Array2::<u64>::zeros((ops.len(), n));
-        let out = arr
-            .as_slice_mut()
-            .ok_or_else(|| HeError::Engine("polynomial rows not contiguous".into()))?;
-        for ((row, &q), (class, values)) in out.chunks_exact_mut(n).zip(ops).zip(&basis.limbs) {
-            // Centred lift as `prepare_centred` (p < q).
-            let [m0, m1, m3] = m.map(|c| if c > p / 2 { q - (p - c) } else { c });
+        self.prepared_from_rows(0, |row, q, limb| {
+            let (class, values) = &basis.limbs[limb];
+            let [m0, m1, m3] = m.map(|c| lift_centred(c, p, q));
             let per_class: Vec<u64> = values
                 .iter()
                 .map(|&[t1, t3]| (m0 + mul_mod(m1, t1, q) + mul_mod(m3, t3, q)) % q)
@@ -1140,13 +1149,7 @@ impl Backend for Bfv {
             for (r, &c) in row.iter_mut().zip(class) {
                 *r = per_class[c as usize];
             }
-        }
-        Ok(BfvPrepared(Poly::try_convert_from(
-            arr,
-            ctx,
-            false,
-            Representation::Ntt,
-        )?))
+        })
     }
 
     fn prepared_to_bytes(&self, pt: &BfvPrepared) -> Result<Vec<u8>> {
@@ -1192,7 +1195,6 @@ impl Backend for Bfv {
             keep: None,
             rounding: Rounding::NONE,
             ct,
-            seeded: true,
             seed,
         })
     }
@@ -1203,7 +1205,6 @@ impl Backend for Bfv {
             keep: None,
             rounding: Rounding::NONE,
             ct,
-            seeded: false,
             seed: None,
         })
     }
@@ -1283,7 +1284,6 @@ impl Backend for Bfv {
             keep: None,
             rounding: Rounding::NONE,
             ct: &a.ct + &b.0,
-            seeded: false,
             seed: None,
         })
     }
@@ -1294,7 +1294,6 @@ impl Backend for Bfv {
             keep: None,
             rounding: Rounding::NONE,
             ct: &a.ct - &b.0,
-            seeded: false,
             seed: None,
         })
     }
@@ -1451,7 +1450,6 @@ impl Backend for Bfv {
                 keep: None,
                 rounding: Rounding::NONE,
                 ct: h.ct.clone(),
-                seeded: false,
                 seed: None,
             }),
             Some(s) => {
@@ -1490,7 +1488,6 @@ impl Backend for Bfv {
             keep: None,
             rounding: Rounding::NONE,
             ct,
-            seeded: false,
             seed: None,
         })
     }
@@ -1500,7 +1497,7 @@ impl Backend for Bfv {
     }
 
     fn is_seeded(&self, a: &BfvCt) -> bool {
-        a.seeded
+        a.seed.is_some()
     }
 
     fn serialize(&self, a: &BfvCt) -> Result<Vec<u8>> {
@@ -1516,7 +1513,7 @@ impl Backend for Bfv {
     fn wire_size(&self, a: &BfvCt) -> usize {
         self.params.rounded_ct_wire_size(
             a.ct.level_index(),
-            a.seeded,
+            a.seed.is_some(),
             a.keep
                 .as_ref()
                 .map(|k| (k.len(), k.iter().map(|r| r.len()).sum())),
@@ -1525,7 +1522,13 @@ impl Backend for Bfv {
     }
 
     fn round(&self, a: &BfvCt, r: Rounding) -> Result<BfvCt> {
-        rounding::check_ct(&self.params, a.ct.level_index(), a.seeded, a.rounding, r)?;
+        rounding::check_ct(
+            &self.params,
+            a.ct.level_index(),
+            a.seed.is_some(),
+            a.rounding,
+            r,
+        )?;
         let q = self.params.moduli_at(a.ct.level_index()).to_vec();
         let kept: Option<Vec<usize>> = a
             .keep
@@ -1536,16 +1539,17 @@ impl Backend for Bfv {
             if d.is_none() {
                 continue;
             }
-            let mut poly = out.ct[i].clone();
+            // in place (`out` is already a copy): a seeded ciphertext keeps its seed
+            // (fhe.rs's DerefMut)
+            let poly = &mut out.ct[i];
             poly.change_representation(Representation::PowerBasis);
             let mut rows = poly.coefficients().to_owned();
             let at = if i == 0 { kept.as_deref() } else { None };
             rounding::round_rows(&q, &mut rows, d, at)?;
-            let mut poly =
+            let mut rounded =
                 Poly::try_convert_from(rows, poly.ctx(), false, Representation::PowerBasis)?;
-            poly.change_representation(Representation::Ntt);
-            // in place: a seeded ciphertext keeps its seed (fhe.rs's DerefMut)
-            out.ct[i] = poly;
+            rounded.change_representation(Representation::Ntt);
+            *poly = rounded;
         }
         out.rounding = r;
         Ok(out)

@@ -197,7 +197,7 @@ impl<'a> Radix<'a> {
             .map(|&qk| Modulus::new(qk).map_err(|e| HeError::Engine(e.to_string())))
             .collect::<Result<Vec<_>>>()?;
         let mut inv = vec![vec![(0u64, 0u64); l]; l];
-        let mut pow = vec![vec![(1u64, m[0].shoup(1)); l]; l];
+        let mut pow = vec![vec![(0u64, 0u64); l]; l];
         for k in 0..l {
             pow[0][k] = (1, m[k].shoup(1));
             for i in 0..l {

@@ -327,7 +327,7 @@ pub struct Planner {
 }
 
 /// The default [`Planner::time_slack`]: up to 15% more predicted linear time for fewer
-/// bytes. On ResNet-50 (n = 8192) this moves three or four 1x1 convolutions
+/// bytes. On ResNet-50 (n = 8192) this moves four or five 1x1 convolutions
 /// (512x7x7 → 2048, 256x14x14 → 1024) from coefficient encoding to a slot method
 /// (`bsgs`): more predicted time for ~5% fewer bytes per inference (their Galois keys go once per session). On
 /// a real link bytes are time.

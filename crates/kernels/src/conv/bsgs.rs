@@ -14,19 +14,14 @@
 
 use he::Backend;
 
-use super::{ConvCtx, ConvGeometry, REF_DEC_US, REF_HST_US, REF_PERM_US};
+use super::{ConvCtx, ConvGeometry, REF_PERM_US};
 use crate::error::{KernelError, Result};
 use crate::noise::NoiseModel;
 
 /// The rotation cost in reference µs with baby step b₁: the hoisted baby shifts of
 /// every input and version, and the giant folds and tap rotations of every output.
 pub(crate) fn rotation_us(g: &ConvGeometry, b1: usize) -> f64 {
-    let inputs = (g.in_cts * g.versions()) as f64;
-    let baby = if b1 > 1 {
-        inputs * (REF_DEC_US + (b1 - 1) as f64 * REF_HST_US)
-    } else {
-        0.0
-    };
+    let baby = g.hoisted_us((b1 - 1) as f64);
     let giant = (g.out_cts * (g.c_n / b1) * g.taps()) as f64 * REF_PERM_US;
     baby + giant
 }

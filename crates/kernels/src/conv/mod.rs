@@ -278,8 +278,9 @@ impl ConvGeometry {
             Layout::TwoRows => 2,
             Layout::Cyclic => 1,
         };
-        let pow2_floor = |v: usize| 1usize << (usize::BITS - 1 - v.max(1).leading_zeros());
-        if packing == Packing::Compact {
+        // (strips, grid rows hp, row stride wp, stride-1 output rows h1 per strip, the
+        // slots of one channel's block)
+        let (strips, hp, wp, h1, grid) = if packing == Packing::Compact {
             let channel = shape.h * shape.w;
             let why = if shape.padding != Padding::Same {
                 Some("compact packing is for 'same' padding")
@@ -300,62 +301,46 @@ impl ConvGeometry {
                     span,
                 });
             }
-            let c_n = pow2_floor(span / channel);
-            let per_ct = c_n * rows;
-            return Ok(Self {
-                shape,
-                pad: [pt, pb, pl, pr],
-                hp: hp_full,
-                wp: shape.w,
-                h1: h1_full,
-                w1,
-                h_out: (h1_full - 1) / s + 1,
-                w_out: (w1 - 1) / s + 1,
-                n: slots.n,
-                span,
-                c_n,
-                block: span / c_n,
-                rows,
-                in_cts: shape.c_i.div_ceil(per_ct),
-                out_cts: shape.c_o.div_ceil(per_ct),
-                strips: 1,
-                packing,
-            });
-        }
-        // A strip of r stride-1 output rows needs r + k_h − 1 input rows (its halo).
-        let fits = |r: usize| -> bool {
-            let rows_in = r + shape.k_h - 1;
-            if coefficients {
-                true
-            } else if frequency_domain {
-                (rows_in + shape.k_h - 1).next_power_of_two().max(8)
-                    * (wp + shape.k_w - 1).next_power_of_two().max(8)
-                    <= slots.n
-            } else {
-                rows_in * wp <= span
-            }
-        };
-        let (strips, strip_rows) = if fits(h1_full) {
-            (1, h1_full)
+            (1, hp_full, shape.w, h1_full, channel)
         } else {
-            let mut best = 0;
-            let mut r = s;
-            while r <= h1_full && fits(r) {
-                best = r;
-                r += s;
-            }
-            if best == 0 {
-                return Err(KernelError::Shape {
-                    what: "padded image row with its filter halo: slots per row",
-                    expected: span,
-                    actual: shape.k_h.max(s) * wp,
-                });
-            }
-            let strips = h1_full.div_ceil(best);
-            (strips, h1_full.div_ceil(strips).div_ceil(s) * s)
+            // A strip of r stride-1 output rows needs r + k_h − 1 input rows (its halo).
+            let fits = |r: usize| -> bool {
+                let rows_in = r + shape.k_h - 1;
+                if coefficients {
+                    true
+                } else if frequency_domain {
+                    (rows_in + shape.k_h - 1).next_power_of_two().max(8)
+                        * (wp + shape.k_w - 1).next_power_of_two().max(8)
+                        <= slots.n
+                } else {
+                    rows_in * wp <= span
+                }
+            };
+            let (strips, strip_rows) = if fits(h1_full) {
+                (1, h1_full)
+            } else {
+                let mut best = 0;
+                let mut r = s;
+                while r <= h1_full && fits(r) {
+                    best = r;
+                    r += s;
+                }
+                if best == 0 {
+                    return Err(KernelError::Shape {
+                        what: "padded image row with its filter halo: slots per row",
+                        expected: span,
+                        actual: shape.k_h.max(s) * wp,
+                    });
+                }
+                let strips = h1_full.div_ceil(best);
+                (strips, h1_full.div_ceil(strips).div_ceil(s) * s)
+            };
+            let hp = strip_rows + shape.k_h - 1;
+            (strips, hp, wp, strip_rows, hp * wp)
         };
-        let (hp, h1) = (strip_rows + shape.k_h - 1, strip_rows);
-        let c_n = pow2_floor(span / (hp * wp));
+        // The most channels per row, a power of two.
+        let fit = (span / grid).max(1);
+        let c_n = 1usize << (usize::BITS - 1 - fit.leading_zeros());
         let per_ct = c_n * rows;
         Ok(Self {
             shape,
@@ -392,17 +377,10 @@ impl ConvGeometry {
             self.taps() as f64,
         );
         let inputs = i * v;
-        let hoisted = |rotations: f64| {
-            if rotations > 0.0 {
-                inputs * (REF_DEC_US + rotations * REF_HST_US)
-            } else {
-                0.0
-            }
-        };
         let rotations = match method {
-            ConvMethod::GazelleOut => o * i * (c - 1.0) * REF_PERM_US + hoisted(f - 1.0),
-            ConvMethod::Gala => o * (c - 1.0) * REF_PERM_US + hoisted(f - 1.0),
-            ConvMethod::GazelleIn => hoisted(c * f - 1.0),
+            ConvMethod::GazelleOut => o * i * (c - 1.0) * REF_PERM_US + self.hoisted_us(f - 1.0),
+            ConvMethod::Gala => o * (c - 1.0) * REF_PERM_US + self.hoisted_us(f - 1.0),
+            ConvMethod::GazelleIn => self.hoisted_us(c * f - 1.0),
             ConvMethod::Heliks => o * (c * (f - 1.0) + c - 1.0) * REF_PERM_US,
             ConvMethod::Bsgs => bsgs::rotation_us(self, bsgs::baby(self)),
             ConvMethod::Ensei | ConvMethod::Cheetah => 0.0,
@@ -415,6 +393,15 @@ impl ConvGeometry {
         let products = o * c * inputs * f * REF_TERM_US;
         let per_ct = (i + o) * REF_CT_US;
         self.strips as f64 * (rotations + swaps + products + per_ct)
+    }
+    /// Reference cost (µs) of `rotations` hoisted rotations of every input ciphertext
+    /// and version, each group sharing one decomposition (none for no rotation).
+    pub(crate) fn hoisted_us(&self, rotations: f64) -> f64 {
+        if rotations > 0.0 {
+            (self.in_cts * self.versions()) as f64 * (REF_DEC_US + rotations * REF_HST_US)
+        } else {
+            0.0
+        }
     }
     /// Channels per ciphertext.
     pub fn per_ct(&self) -> usize {
