@@ -383,6 +383,22 @@ pub trait Backend: Sync {
 
     /// Switches to the last level (one modulus): smaller responses.
     fn switch_to_last(&self, a: &Self::Ct) -> Result<Self::Ct>;
+    /// `share_output`'s work on one response ciphertext: adds the mask (the n values
+    /// `mask` in `encoding`, at the ciphertext's level) and `zero` (a flooding encryption
+    /// of zero at that level), then switches to the last level. By default exactly
+    /// [`Backend::encode_as_at`], [`Backend::add_plain`], [`Backend::add`] and
+    /// [`Backend::switch_to_last`] (and counted as those); a backend may fuse them into
+    /// one pass with the same result.
+    fn mask_and_switch(
+        &self,
+        ct: &Self::Ct,
+        mask: &[u64],
+        encoding: Encoding,
+        zero: &Self::Ct,
+    ) -> Result<Self::Ct> {
+        let masked = self.add_plain(ct, &self.encode_as_at(mask, encoding, self.level(ct))?)?;
+        self.switch_to_last(&self.add(&masked, zero)?)
+    }
     /// Level of a ciphertext (0 = top).
     fn level(&self, a: &Self::Ct) -> usize;
     /// Whether a ciphertext is still in seeded form (fresh symmetric encryption).

@@ -16,13 +16,25 @@
 //!   inverse NTT mod p, then one forward NTT per modulus), no Shoup companions: every
 //!   kernel multiplies through fused products, which never read them.
 //! - **Fused sums of products** with lazy 128-bit accumulation and one reduction.
+//! - **The per-ciphertext path of queries and responses** without NTT round trips:
+//!   fhe.rs's symmetric encryption and decryption re-done with the secret key kept in
+//!   NTT form per level, plaintexts scaled by Δ in the power basis (fhe.rs's exact
+//!   ⌊q·m/p⌋, bit for bit), each polynomial kept in the form its operation made it
+//!   ([`Slot`]: a fresh query's c0 and a switched response stay in the power basis,
+//!   which rounding and the wire read; the NTT form is computed only if an operation
+//!   needs it), the share step's mask, flood and switch in one power-basis pass
+//!   ([`Backend::mask_and_switch`]), rounding that packs the wire digits as it rounds,
+//!   and no fhe.rs `Ciphertext` on these paths (its constructor clones the top context,
+//!   NTT tables included, for every ciphertext below the top level). The equality tests
+//!   against fhe.rs's encryption, decryption, `ct + pt` and switch guard them.
 //!
 //! Every rotation of this backend, single or grouped, goes through the hoisted path;
 //! [`Bfv::rotate_rows_fhe`] keeps fhe.rs's own rotation for comparison.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use fhe::bfv::{
     BfvParameters, Ciphertext, Encoding, EvaluationKey, EvaluationKeyBuilder, Plaintext, PublicKey,
@@ -40,16 +52,96 @@ use fhe_traits::{
 use prost::Message;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use zeroize::Zeroize;
 
 use crate::backend::{check_runs, check_step, Backend, GaloisSpec, Layout, SlotInfo};
 use crate::error::{HeError, Result};
 use crate::params::Params;
 use crate::rounding::{self, Rounding};
 
-/// A BFV ciphertext (two polynomials in NTT form).
+/// One polynomial of a ciphertext, in the form the operation that made it had at hand.
+#[derive(Clone, Debug)]
+enum Slot {
+    /// NTT form (what the arithmetic reads).
+    Ntt(Poly),
+    /// Power basis only (what rounding, the wire form and decryption read); the NTT
+    /// form is computed on first use. Fresh queries on the client and responses on the
+    /// server go to the wire without ever needing it.
+    Power(Arc<Poly>, OnceLock<Poly>),
+}
+
+impl Slot {
+    fn power_only(p: Poly) -> Self {
+        Slot::Power(Arc::new(p), OnceLock::new())
+    }
+
+    fn ntt(&self) -> &Poly {
+        match self {
+            Slot::Ntt(p) => p,
+            Slot::Power(p, ntt) => ntt.get_or_init(|| {
+                let mut q = Poly::clone(p);
+                q.change_representation(Representation::Ntt);
+                q
+            }),
+        }
+    }
+
+    fn power(&self) -> Cow<'_, Poly> {
+        match self {
+            Slot::Power(p, _) => Cow::Borrowed(p.as_ref()),
+            Slot::Ntt(p) => {
+                let mut q = p.clone();
+                q.change_representation(Representation::PowerBasis);
+                Cow::Owned(q)
+            }
+        }
+    }
+
+    fn ctx(&self) -> &Arc<Context> {
+        match self {
+            Slot::Ntt(p) => p.ctx(),
+            Slot::Power(p, _) => p.ctx(),
+        }
+    }
+}
+
+/// A ciphertext's two polynomials and its level: what fhe.rs's `Ciphertext` holds,
+/// without its constructor's cost (fhe.rs finds the level by cloning the top context,
+/// NTT tables included, for every ciphertext below the top level) and with each
+/// polynomial's form kept as made ([`Slot`]). Indexing gives the NTT form. fhe.rs's own
+/// operations get a `Ciphertext` from [`Bfv::fhe_ct`].
+#[derive(Clone, Debug)]
+struct Polys {
+    c: [Slot; 2],
+    level: usize,
+}
+
+impl std::ops::Index<usize> for Polys {
+    type Output = Poly;
+    fn index(&self, i: usize) -> &Poly {
+        self.c[i].ntt()
+    }
+}
+
+impl Polys {
+    fn ntt(a: Poly, b: Poly, level: usize) -> Self {
+        Self {
+            c: [Slot::Ntt(a), Slot::Ntt(b)],
+            level,
+        }
+    }
+    fn ctx(&self) -> &Arc<Context> {
+        self.c[0].ctx()
+    }
+    fn to_vec(&self) -> Vec<Poly> {
+        vec![self[0].clone(), self[1].clone()]
+    }
+}
+
+/// A BFV ciphertext: c0 and c1, each in NTT form or in the power basis ([`Slot`]).
 #[derive(Clone, Debug)]
 pub struct BfvCt {
-    ct: Ciphertext,
+    ct: Polys,
     /// The seed of c1 for a fresh symmetric encryption (its c1 travels as the seed),
     /// kept from encryption so that the rounded wire form need not serialise the
     /// ciphertext through fhe.rs to read it.
@@ -60,11 +152,42 @@ pub struct BfvCt {
     /// How its wire form is rounded ([`Backend::round`]); the polynomials already hold
     /// what the receiver rebuilds.
     rounding: Rounding,
+    /// The rounded wire bytes of c0 and c1 where [`Backend::round`] packed them (the
+    /// digits it computed once for both).
+    packed: [Option<Arc<Vec<u8>>>; 2],
+    /// fhe.rs's ciphertext of it, made on first use by fhe.rs's own operations.
+    fhe: OnceLock<Ciphertext>,
 }
 
-/// An encoded plaintext (scaled on use, for additions and encryption).
+impl BfvCt {
+    /// A ciphertext with nothing kept beside its polynomials.
+    fn new(ct: Polys) -> Self {
+        Self {
+            ct,
+            seed: None,
+            keep: None,
+            rounding: Rounding::NONE,
+            packed: [None, None],
+            fhe: OnceLock::new(),
+        }
+    }
+
+    /// Polynomial `i` in the power basis: the kept copy, or converted.
+    fn power_basis(&self, i: usize) -> Cow<'_, Poly> {
+        self.ct.c[i].power()
+    }
+}
+
+/// An encoded plaintext: the plaintext polynomial's n coefficients mod p at a level
+/// (slot values are placed at their evaluation points and transformed once mod p; the
+/// scaling by Δ = ⌊q/p⌋ happens where the plaintext is used, in the power basis).
 #[derive(Clone, Debug)]
-pub struct BfvPt(Plaintext);
+pub struct BfvPt {
+    coeffs: Arc<Vec<u64>>,
+    level: usize,
+    /// fhe.rs's plaintext of it, made on first use by fhe.rs's own operations.
+    fhe: OnceLock<Plaintext>,
+}
 
 /// A plaintext prepared for multiplication: centred coefficients, NTT form.
 #[derive(Clone, Debug)]
@@ -74,7 +197,7 @@ pub struct BfvPrepared(Poly);
 /// digits of c1 lifted to the whole modulus, in NTT form.
 #[derive(Debug)]
 pub struct BfvHoisted {
-    ct: Ciphertext,
+    ct: Polys,
     digits: Vec<Poly>,
 }
 
@@ -176,8 +299,39 @@ pub struct Bfv {
     /// The scalar path's basis ([`Backend::prepare_row_constants`]); `None` where the
     /// row indicator is not three-term (then the slot path is used).
     row_basis: Option<RowBasis>,
-    /// The stand-in c0 [`seed_of`] writes instead of a ciphertext's own.
-    seed_stand_in: Poly,
+    /// Per level, Δ·m in the power basis ([`Bfv::scaled`]).
+    plain_scale: Vec<PlainScale>,
+    /// The client's secret key in NTT form at every level (encryption, decryption).
+    secret_ntt: Option<SecretNtt>,
+}
+
+/// The error variance of fresh encryptions: fhe.rs's `BfvParameters` variance (its
+/// builder's default, which helina keeps; the secret key's too).
+const ERROR_VARIANCE: usize = 10;
+
+/// fhe.rs's plaintext scaling at one level, per coefficient and modulus:
+/// ⌊Q·m/p⌋ = m'·(−p)^{-1} mod Q with m' = (Q mod p)·m mod p (fhe.rs `to_poly` does the
+/// same product in the NTT domain: the same polynomial, bit for bit).
+#[derive(Debug)]
+struct PlainScale {
+    q_mod_p: u64,
+    /// (−p)^{-1} mod q_i and its Shoup companion, per modulus of the level.
+    delta: Vec<(u64, u64)>,
+}
+
+/// The secret key in NTT form, one polynomial per level; wiped on drop.
+struct SecretNtt(Vec<Poly>);
+
+impl Drop for SecretNtt {
+    fn drop(&mut self) {
+        self.0.iter_mut().for_each(|p| p.zeroize());
+    }
+}
+
+impl std::fmt::Debug for SecretNtt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretNtt(..)")
+    }
 }
 
 /// Plaintexts constant on each row. The polynomial E whose slots are 1 on row 0 and 0
@@ -249,21 +403,28 @@ impl RowBasis {
     }
 }
 
-/// The seed of a seeded ciphertext's c1 (fhe.rs keeps it private and only writes it in
-/// its wire form): c0 is set aside for a small stand-in (`Bfv::seed_stand_in`: eight
-/// coefficients mod one modulus) while fhe.rs writes
-/// the ciphertext (what it writes of a seeded ciphertext is c0 and the seed), then put
-/// back. The stand-in makes that write cost nothing (a 446 KB c0 took 0.84 ms).
-fn seed_of(ct: &mut Ciphertext, stand_in: &Poly) -> Result<[u8; 32]> {
-    let c0 = std::mem::replace(&mut ct[0], stand_in.clone());
-    let bytes = ct.to_bytes();
-    ct[0] = c0;
-    fhe::proto::bfv::Ciphertext::decode(bytes.as_slice())
-        .map_err(|e| HeError::Engine(e.to_string()))?
-        .seed
-        .as_slice()
-        .try_into()
-        .map_err(|_| HeError::Engine("a seeded ciphertext without a 32-byte seed".into()))
+/// The secret key in NTT form at every level (fhe.rs keeps its coefficients private
+/// and converts them per encryption and decryption; its wire form carries them).
+fn secret_ntt(sk: &SecretKey, params: &Params) -> Result<SecretNtt> {
+    let mut bytes = sk.to_bytes();
+    let mut proto = fhe::proto::bfv::SecretKey::decode(bytes.as_slice())
+        .map_err(|e| HeError::Engine(e.to_string()))?;
+    bytes.zeroize();
+    let polys = (0..params.levels())
+        .map(|level| -> Result<Poly> {
+            let ctx = params.fhe.context_at_level(level)?;
+            let mut s = Poly::try_convert_from(
+                proto.coeffs.as_slice(),
+                ctx,
+                false,
+                Representation::PowerBasis,
+            )?;
+            s.change_representation(Representation::Ntt);
+            Ok(s)
+        })
+        .collect::<Result<Vec<_>>>();
+    proto.coeffs.zeroize();
+    Ok(SecretNtt(polys?))
 }
 
 /// c ∈ Z_p lifted centred into Z_q. p < q (Params keeps p 8 bits below every modulus):
@@ -471,6 +632,7 @@ impl Bfv {
             galois_keys: ek.to_bytes(),
         };
         let mut me = Self::from_public(params, public, Some(pk))?;
+        me.secret_ntt = Some(secret_ntt(&sk, params)?);
         me.sk = Some(sk);
         me.fhe_ek = Some(ek);
         Ok(me)
@@ -576,10 +738,26 @@ impl Bfv {
             .ok_or_else(|| HeError::Engine("no NTT for the plaintext modulus".into()))?;
         let slot_index = slot_index(n);
         let row_basis = RowBasis::new(n, &slot_ntt, &slot_index, &ntt_ops);
-        let seed_stand_in = Poly::zero(
-            &Arc::new(fhe_math::rq::Context::new(&ctx.moduli()[..1], 8)?),
-            Representation::PowerBasis,
-        );
+        let plain_scale = (0..params.levels())
+            .map(|level| -> Result<PlainScale> {
+                let p = params.p();
+                let ctx = params.fhe.context_at_level(level)?;
+                let q_mod_p = ctx.moduli().iter().fold(1u64, |acc, &q| {
+                    ((acc as u128 * (q % p) as u128) % p as u128) as u64
+                });
+                let delta = ctx
+                    .moduli_operators()
+                    .iter()
+                    .map(|q| {
+                        let d = q
+                            .inv(q.neg(q.reduce(p)))
+                            .ok_or_else(|| HeError::Engine("p not invertible mod q".into()))?;
+                        Ok((d, q.shoup(d)))
+                    })
+                    .collect::<Result<_>>()?;
+                Ok(PlainScale { q_mod_p, delta })
+            })
+            .collect::<Result<_>>()?;
         Ok(Self {
             info: SlotInfo {
                 n,
@@ -599,7 +777,8 @@ impl Bfv {
             slot_ntt,
             slot_index,
             row_basis,
-            seed_stand_in,
+            plain_scale,
+            secret_ntt: None,
         })
     }
 
@@ -630,12 +809,30 @@ impl Bfv {
     }
 
     fn wrap(&self, c: Vec<Poly>) -> Result<BfvCt> {
-        Ok(BfvCt {
-            keep: None,
-            rounding: Rounding::NONE,
-            ct: Ciphertext::new(c, self.par())?,
-            seed: None,
-        })
+        let level = self.level_of(&c)?;
+        let mut it = c.into_iter();
+        match (it.next(), it.next()) {
+            (Some(c0), Some(c1)) => Ok(BfvCt::new(Polys::ntt(c0, c1, level))),
+            _ => Err(HeError::Empty { what: "ciphertext" }),
+        }
+    }
+
+    /// The level of a ciphertext's polynomials (two, in NTT form, at one level); an
+    /// error otherwise.
+    fn level_of(&self, c: &[Poly]) -> Result<usize> {
+        let moduli = c.first().map_or(0, |p| p.ctx().moduli().len());
+        if c.len() != 2
+            || c.iter().any(|p| {
+                p.representation() != &Representation::Ntt || p.ctx().moduli().len() != moduli
+            })
+            || moduli == 0
+            || moduli > self.params.levels()
+        {
+            return Err(HeError::Engine(
+                "a ciphertext is two NTT-form polynomials of one level".into(),
+            ));
+        }
+        Ok(self.params.levels() - moduli)
     }
 
     fn top(a: &BfvCt) -> Result<()> {
@@ -653,7 +850,7 @@ impl Bfv {
     /// A whole ciphertext and a plaintext at the same level (fhe.rs would panic).
     fn same_level_pt(a: &BfvCt, b: &BfvPt) -> Result<()> {
         Self::whole(a, "a plaintext addition")?;
-        let (l, r) = (a.ct.level_index(), b.0.level());
+        let (l, r) = (a.ct.level_index(), b.level);
         if l != r {
             return Err(HeError::LevelMismatch { left: l, right: r });
         }
@@ -667,7 +864,7 @@ impl Bfv {
             return Ok(());
         };
         let level = first.ct.level_index();
-        let moduli = first.ct[0].ctx().moduli().len();
+        let moduli = first.ct.ctx().moduli().len();
         for c in cts {
             Self::whole(c, "a fused product")?;
             let l = c.ct.level_index();
@@ -706,6 +903,150 @@ impl Bfv {
         let mut v = values.to_vec();
         v.resize(self.info.n, 0);
         Ok(v)
+    }
+
+    /// The plaintext polynomial of n slot values: each at its evaluation point, one
+    /// inverse NTT mod p (the polynomial fhe.rs's SIMD encoder makes).
+    fn slot_coeffs(&self, values: &[u64]) -> Result<Vec<u64>> {
+        self.check_values(values)?;
+        let mut coeffs = vec![0u64; self.info.n];
+        for (&v, &at) in values.iter().zip(&self.slot_index) {
+            coeffs[at] = v;
+        }
+        self.slot_ntt.backward(&mut coeffs);
+        Ok(coeffs)
+    }
+
+    /// The slot values of a plaintext polynomial (the inverse of [`Bfv::slot_coeffs`]).
+    fn coeffs_to_slots(&self, mut coeffs: Vec<u64>) -> Vec<u64> {
+        self.slot_ntt.forward(&mut coeffs);
+        self.slot_index.iter().map(|&at| coeffs[at]).collect()
+    }
+
+    /// A ciphertext from c0 and c1 in the power basis, switched down `drop` levels (the
+    /// divide-and-round steps of fhe.rs's switch, in the power basis), keeping the
+    /// power basis.
+    fn switched(&self, polys: [Poly; 2], drop: usize) -> Result<BfvCt> {
+        let mut power = polys;
+        for p in &mut power {
+            for _ in 0..drop {
+                p.switch_down()?;
+            }
+        }
+        let level = self.params.levels() - power[0].ctx().moduli().len();
+        Ok(BfvCt::new(Polys {
+            c: power.map(Slot::power_only),
+            level,
+        }))
+    }
+
+    /// Δ·m (⌊Q·m/p⌋ mod Q) of a plaintext in the power basis at its level.
+    fn scaled(&self, pt: &BfvPt) -> Result<Poly> {
+        let level = self.check_level(pt.level)?;
+        let ctx = self.par().context_at_level(level)?;
+        let scale = &self.plain_scale[level];
+        let p = self.info.p;
+        let m: Vec<u64> = pt
+            .coeffs
+            .iter()
+            .map(|&c| ((c as u128 * scale.q_mod_p as u128) % p as u128) as u64)
+            .collect();
+        let mut rows = ndarray::Array2::<u64>::zeros((scale.delta.len(), self.info.n));
+        for ((mut row, q), &(d, d_shoup)) in rows
+            .outer_iter_mut()
+            .zip(ctx.moduli_operators())
+            .zip(&scale.delta)
+        {
+            for (r, &c) in row.iter_mut().zip(&m) {
+                *r = q.mul_shoup(c, d, d_shoup);
+            }
+        }
+        Ok(Poly::try_convert_from(
+            rows,
+            ctx,
+            false,
+            Representation::PowerBasis,
+        )?)
+    }
+
+    /// fhe.rs's ciphertext of the same polynomials (for fhe.rs's own operations).
+    fn fhe_ct<'a>(&self, a: &'a BfvCt) -> Result<&'a Ciphertext> {
+        if let Some(ct) = a.fhe.get() {
+            return Ok(ct);
+        }
+        let ct = Ciphertext::new(a.ct.to_vec(), self.par())?;
+        Ok(a.fhe.get_or_init(|| ct))
+    }
+
+    /// A ciphertext from fhe.rs's.
+    fn wrap_fhe(&self, ct: Ciphertext) -> Result<BfvCt> {
+        self.wrap(ct.to_vec())
+    }
+
+    /// fhe.rs's plaintext of the same polynomial (for fhe.rs's own operations).
+    fn fhe_plaintext<'a>(&self, pt: &'a BfvPt) -> Result<&'a Plaintext> {
+        if let Some(p) = pt.fhe.get() {
+            return Ok(p);
+        }
+        let p = Plaintext::try_encode(
+            pt.coeffs.as_slice(),
+            Encoding::poly_at_level(pt.level),
+            self.par(),
+        )?;
+        Ok(pt.fhe.get_or_init(|| p))
+    }
+
+    /// `a` with Δ·m added to c0 (subtracted when `subtract`).
+    fn with_scaled(&self, a: &BfvCt, b: &BfvPt, subtract: bool) -> Result<BfvCt> {
+        Self::same_level_pt(a, b)?;
+        let mut m = self.scaled(b)?;
+        m.change_representation(Representation::Ntt);
+        let c0 = if subtract {
+            &a.ct[0] - &m
+        } else {
+            &a.ct[0] + &m
+        };
+        self.wrap(vec![c0, a.ct[1].clone()])
+    }
+
+    /// Decrypts to the plaintext polynomial's coefficients mod p: phase c0 + c1·s
+    /// (s kept in NTT form), then ⌊p·x/q⌉ mod p. One modulus (responses are at the last
+    /// level) is scaled here exactly as fhe.rs's scaler does; more go through fhe.rs.
+    fn decrypt_coeffs_raw(&self, ct: &BfvCt) -> Result<Vec<u64>> {
+        let level = ct.ct.level_index();
+        let ctx = ct.ct.ctx();
+        let secret = self
+            .secret_ntt
+            .as_ref()
+            .ok_or(HeError::MissingKey { key: "secret key" })?;
+        if ctx.moduli().len() != 1 || level >= secret.0.len() {
+            let pt = self.sk()?.try_decrypt(self.fhe_ct(ct)?)?;
+            return Ok(Vec::<u64>::try_decode(&pt, Encoding::poly())?);
+        }
+        let mut phase = ct.ct[1].clone();
+        phase.disallow_variable_time_computations();
+        phase *= &secret.0[level];
+        phase.change_representation(Representation::PowerBasis);
+        phase += ct.power_basis(0).as_ref();
+        let q = &ctx.moduli_operators()[0];
+        let (p, half) = (self.info.p, (**q / 2) as u128);
+        // ⌊(p·x + ⌊q/2⌋)/q⌋ for x in [0, q) (no ties: q is an odd prime above p), in
+        // constant time: the remainder by Barrett, the quotient by exact division (times
+        // q^{-1} mod 2^128); it is at most p.
+        let q_inv = (0..7).fold(**q as u128, |inv, _| {
+            inv.wrapping_mul(2u128.wrapping_sub((**q as u128).wrapping_mul(inv)))
+        });
+        let out = phase
+            .coefficients()
+            .row(0)
+            .iter()
+            .map(|&x| {
+                let num = p as u128 * x as u128 + half;
+                let quotient = (num - q.reduce_u128(num) as u128).wrapping_mul(q_inv) as u64;
+                quotient - p * u64::from(quotient >= p)
+            })
+            .collect();
+        Ok(out)
     }
 
     /// A prepared plaintext from n reduced plaintext coefficients, lifted centred into
@@ -757,17 +1098,19 @@ impl Bfv {
             Some(k) => k.iter().flat_map(|r| r.clone()).collect(),
             None => (0..n).collect(),
         };
-        let rows = |i: usize| {
-            let mut p = a.ct[i].clone();
-            p.change_representation(Representation::PowerBasis);
-            p.coefficients().to_owned()
+        let rows = |i: usize| a.power_basis(i);
+        let packed = |i: usize, d, at: &[usize]| -> Result<Vec<u8>> {
+            match &a.packed[i] {
+                Some(bytes) => Ok(bytes.to_vec()),
+                None => rounding::pack(q, rows(i).coefficients(), d, at),
+            }
         };
-        let mut c = vec![rounding::pack(q, rows(0).view(), a.rounding.c0, &at)?];
+        let mut c = vec![packed(0, a.rounding.c0, &at)?];
         let seed = if let Some(seed) = a.seed {
             seed.to_vec()
         } else {
             let all: Vec<usize> = (0..n).collect();
-            c.push(rounding::pack(q, rows(1).view(), a.rounding.c1, &all)?);
+            c.push(packed(1, a.rounding.c1, &all)?);
             vec![]
         };
         Ok(CtWire {
@@ -828,10 +1171,16 @@ impl Bfv {
             keep.iter().flat_map(|r| r.clone()).collect()
         };
         let ctx = self.par().context_at_level(level)?.clone();
-        let poly = |rows| -> Result<Poly> {
+        // Responses (last level) keep their power basis for decryption; queries do not
+        // (the server never reads it, and holds many).
+        let keep_power = level == self.params.last_level();
+        let poly = |rows| -> Result<Slot> {
             let mut p = Poly::try_convert_from(rows, &ctx, true, Representation::PowerBasis)?;
+            if keep_power {
+                return Ok(Slot::power_only(p));
+            }
             p.change_representation(Representation::Ntt);
-            Ok(p)
+            Ok(Slot::Ntt(p))
         };
         let c0 = poly(rounding::unpack(q, &proto.c[0], r.c0, &at, n, WHAT)?)?;
         let c1 = if seeded {
@@ -840,12 +1189,12 @@ impl Bfv {
                 .as_slice()
                 .try_into()
                 .map_err(|_| malformed(WHAT, "seed is not 32 bytes"))?;
-            Poly::random_from_seed(&ctx, Representation::Ntt, seed)
+            Slot::Ntt(Poly::random_from_seed(&ctx, Representation::Ntt, seed))
         } else {
             let all: Vec<usize> = (0..n).collect();
             poly(rounding::unpack(q, &proto.c[1], r.c1, &all, n, WHAT)?)?
         };
-        let mut out = self.wrap(vec![c0, c1])?;
+        let mut out = BfvCt::new(Polys { c: [c0, c1], level });
         if !keep.is_empty() {
             out.keep = Some(Arc::new(keep));
         }
@@ -1044,20 +1393,16 @@ impl Bfv {
         let s = check_step(step, self.info.n / 2, &self.normalized, &self.galois)?;
         match s {
             None => Ok(a.clone()),
-            Some(s) => Ok(BfvCt {
-                keep: None,
-                rounding: Rounding::NONE,
-                ct: ek.rotates_columns_by(&a.ct, s)?,
-                seed: None,
-            }),
+            Some(s) => self.wrap_fhe(ek.rotates_columns_by(self.fhe_ct(a)?, s)?),
         }
     }
 
     /// The serialized bytes of one polynomial of a ciphertext (0 = c0, 1 = c1): a
     /// diagnostic for tests of re-randomisation.
     pub fn component_bytes(&self, a: &BfvCt, i: usize) -> Result<Vec<u8>> {
-        a.ct.get(i)
-            .map(|p| p.to_bytes())
+        a.ct.c
+            .get(i)
+            .map(|p| p.ntt().to_bytes())
             .ok_or(HeError::WrongLength {
                 expected: 2,
                 actual: i,
@@ -1067,12 +1412,7 @@ impl Bfv {
     /// fhe.rs's own ct × pt (no Shoup form), for comparison in `bench ops`.
     pub fn mul_plain_fhe(&self, a: &BfvCt, b: &BfvPt) -> Result<BfvCt> {
         Self::top(a)?;
-        Ok(BfvCt {
-            keep: None,
-            rounding: Rounding::NONE,
-            ct: &a.ct * &b.0,
-            seed: None,
-        })
+        self.wrap_fhe(self.fhe_ct(a)? * self.fhe_plaintext(b)?)
     }
 }
 
@@ -1080,9 +1420,9 @@ impl Bfv {
 trait LevelIndex {
     fn level_index(&self) -> usize;
 }
-impl LevelIndex for Ciphertext {
+impl LevelIndex for Polys {
     fn level_index(&self) -> usize {
-        self.max_switchable_level() + 1 - self[0].ctx().moduli().len()
+        self.level
     }
 }
 
@@ -1104,24 +1444,15 @@ impl Backend for Bfv {
 
     fn encode_at(&self, values: &[u64], level: usize) -> Result<BfvPt> {
         self.check_level(level)?;
-        let v = self.padded(values)?;
-        Ok(BfvPt(Plaintext::try_encode(
-            v.as_slice(),
-            Encoding::simd_at_level(level),
-            self.par(),
-        )?))
+        Ok(BfvPt {
+            coeffs: Arc::new(self.slot_coeffs(values)?),
+            level,
+            fhe: OnceLock::new(),
+        })
     }
 
     fn prepare(&self, values: &[u64]) -> Result<BfvPrepared> {
-        self.check_values(values)?;
-        // The plaintext polynomial: slots at their evaluation points, one inverse NTT
-        // mod p (the same polynomial fhe.rs's SIMD encoder makes).
-        let mut coeffs = vec![0u64; self.info.n];
-        for (&v, &at) in values.iter().zip(&self.slot_index) {
-            coeffs[at] = v;
-        }
-        self.slot_ntt.backward(&mut coeffs);
-        self.prepare_centred(&coeffs, 0)
+        self.prepare_centred(&self.slot_coeffs(values)?, 0)
     }
 
     fn prepare_row_constants(&self, rows: [u64; 2]) -> Result<BfvPrepared> {
@@ -1188,25 +1519,45 @@ impl Backend for Bfv {
         ))
     }
 
+    #[allow(unsafe_code)]
     fn encrypt_sym(&self, pt: &BfvPt) -> Result<BfvCt> {
-        let mut ct = self.sk()?.try_encrypt(&pt.0, &mut rand::rng())?;
-        let seed = Some(seed_of(&mut ct, &self.seed_stand_in)?);
-        Ok(BfvCt {
-            keep: None,
-            rounding: Rounding::NONE,
-            ct,
-            seed,
-        })
+        // fhe.rs's symmetric encryption (c1 = a drawn from a fresh seed as fhe.rs draws
+        // it, c0 = −a·s + e + Δ·m), with the secret key kept in NTT form and c0 put
+        // together in the power basis, where rounding and the wire form read it.
+        let level = self.check_level(pt.level)?;
+        let secret = self
+            .secret_ntt
+            .as_ref()
+            .ok_or(HeError::MissingKey { key: "secret key" })?;
+        let ctx = self.par().context_at_level(level)?;
+        let mut rng = rand::rng();
+        let mut seed = [0u8; 32];
+        rng.fill(&mut seed);
+        let mut a = Poly::random_from_seed(ctx, Representation::Ntt, seed);
+        let mut a_s = &a * &secret.0[level];
+        a_s.change_representation(Representation::PowerBasis);
+        let mut c0 = Poly::small(ctx, Representation::PowerBasis, ERROR_VARIANCE, &mut rng)?;
+        c0 -= &a_s;
+        a_s.zeroize();
+        c0 += &self.scaled(pt)?;
+        // SAFETY: as in fhe.rs's own encryption, the finished ciphertext is public data.
+        unsafe {
+            a.allow_variable_time_computations();
+            c0.allow_variable_time_computations();
+        }
+        let mut out = BfvCt::new(Polys {
+            c: [Slot::power_only(c0), Slot::Ntt(a)],
+            level,
+        });
+        out.seed = Some(seed);
+        Ok(out)
     }
 
     fn encrypt_pk(&self, pt: &BfvPt) -> Result<BfvCt> {
-        let ct = self.pk()?.try_encrypt(&pt.0, &mut rand::rng())?;
-        Ok(BfvCt {
-            keep: None,
-            rounding: Rounding::NONE,
-            ct,
-            seed: None,
-        })
+        let ct = self
+            .pk()?
+            .try_encrypt(self.fhe_plaintext(pt)?, &mut rand::rng())?;
+        self.wrap_fhe(ct)
     }
 
     fn encrypt_zero_flood_at(&self, bits: u32, level: usize) -> Result<BfvCt> {
@@ -1232,8 +1583,7 @@ impl Backend for Bfv {
 
     fn decrypt(&self, ct: &BfvCt) -> Result<Vec<u64>> {
         Self::whole(ct, "slot decryption")?;
-        let pt = self.sk()?.try_decrypt(&ct.ct)?;
-        Ok(Vec::<u64>::try_decode(&pt, Encoding::simd())?)
+        Ok(self.coeffs_to_slots(self.decrypt_coeffs_raw(ct)?))
     }
 
     #[allow(unsafe_code)]
@@ -1246,7 +1596,7 @@ impl Backend for Bfv {
         let sk = self.sk()?;
         // SAFETY: `measure_noise` is `unsafe` in fhe.rs only because it runs in variable
         // time in the noise; it is a client-side diagnostic on the client's own data.
-        let noise = unsafe { sk.measure_noise(&ct.ct)? } as f64;
+        let noise = unsafe { sk.measure_noise(self.fhe_ct(ct)?)? } as f64;
         let level = ct.ct.level_index();
         let budget = self.params.log_q_at(level) - (self.info.p as f64).log2() - noise - 1.0;
         Ok(Some(budget.max(0.0).floor() as u32))
@@ -1279,23 +1629,11 @@ impl Backend for Bfv {
     }
 
     fn add_plain(&self, a: &BfvCt, b: &BfvPt) -> Result<BfvCt> {
-        Self::same_level_pt(a, b)?;
-        Ok(BfvCt {
-            keep: None,
-            rounding: Rounding::NONE,
-            ct: &a.ct + &b.0,
-            seed: None,
-        })
+        self.with_scaled(a, b, false)
     }
 
     fn sub_plain(&self, a: &BfvCt, b: &BfvPt) -> Result<BfvCt> {
-        Self::same_level_pt(a, b)?;
-        Ok(BfvCt {
-            keep: None,
-            rounding: Rounding::NONE,
-            ct: &a.ct - &b.0,
-            seed: None,
-        })
+        self.with_scaled(a, b, true)
     }
 
     fn negate(&self, a: &BfvCt) -> Result<BfvCt> {
@@ -1330,14 +1668,13 @@ impl Backend for Bfv {
 
     fn encode_coeffs_at(&self, values: &[u64], level: usize) -> Result<BfvPt> {
         self.check_level(level)?;
-        let v = self.padded(values)?;
-        // fhe.rs scales a plaintext exactly (⌊q·m/p⌉ via (−p)^{-1} mod q) in either
-        // encoding, so the message can be any element of Z_p.
-        Ok(BfvPt(Plaintext::try_encode(
-            v.as_slice(),
-            Encoding::poly_at_level(level),
-            self.par(),
-        )?))
+        // Scaled exactly on use (⌊q·m/p⌋, [`Bfv::scaled`]) in either encoding, so the
+        // message can be any element of Z_p.
+        Ok(BfvPt {
+            coeffs: Arc::new(self.padded(values)?),
+            level,
+            fhe: OnceLock::new(),
+        })
     }
 
     fn prepare_coeffs_at(&self, values: &[u64], level: usize) -> Result<BfvPrepared> {
@@ -1352,8 +1689,7 @@ impl Backend for Bfv {
     }
 
     fn decrypt_coeffs(&self, ct: &BfvCt) -> Result<Vec<u64>> {
-        let pt = self.sk()?.try_decrypt(&ct.ct)?;
-        Ok(Vec::<u64>::try_decode(&pt, Encoding::poly())?)
+        self.decrypt_coeffs_raw(ct)
     }
 
     fn select_coeffs(&self, a: &BfvCt, keep: &[Range<usize>]) -> Result<BfvCt> {
@@ -1361,8 +1697,7 @@ impl Backend for Bfv {
         check_runs(keep, self.info.n)?;
         // c0 in power basis, zero outside the runs (what the client will receive), back
         // in NTT form so that decryption reads the kept coefficients unchanged.
-        let mut c0 = a.ct[0].clone();
-        c0.change_representation(Representation::PowerBasis);
+        let c0 = a.power_basis(0);
         let mut arr = c0.coefficients().to_owned();
         let mut mask = vec![false; self.info.n];
         for r in keep {
@@ -1375,9 +1710,11 @@ impl Backend for Bfv {
                 }
             }
         }
-        let mut c0 = Poly::try_convert_from(arr, c0.ctx(), true, Representation::PowerBasis)?;
-        c0.change_representation(Representation::Ntt);
-        let mut out = self.wrap(vec![c0, a.ct[1].clone()])?;
+        let c0 = Poly::try_convert_from(arr, c0.ctx(), true, Representation::PowerBasis)?;
+        let mut out = BfvCt::new(Polys {
+            c: [Slot::power_only(c0), a.ct.c[1].clone()],
+            level: a.ct.level,
+        });
         out.keep = Some(Arc::new(keep.to_vec()));
         out.rounding = a.rounding;
         Ok(out)
@@ -1446,12 +1783,7 @@ impl Backend for Bfv {
 
     fn rotate_hoisted(&self, h: &BfvHoisted, step: i64) -> Result<BfvCt> {
         match check_step(step, self.info.n / 2, &self.normalized, &self.galois)? {
-            None => Ok(BfvCt {
-                keep: None,
-                rounding: Rounding::NONE,
-                ct: h.ct.clone(),
-                seed: None,
-            }),
+            None => Ok(BfvCt::new(h.ct.clone())),
             Some(s) => {
                 let key = self.rot_keys.get(&s).ok_or(HeError::UndeclaredRotation {
                     step,
@@ -1469,27 +1801,42 @@ impl Backend for Bfv {
         // divide-and-round steps in the power basis need 4 inverse NTTs and 1 forward.
         // Same result, bit for bit.
         let drop = self.params.last_level().saturating_sub(a.ct.level_index());
-        let polys =
-            a.ct.iter()
-                .map(|c| -> Result<Poly> {
-                    let mut p = c.clone();
-                    if drop > 0 {
-                        p.change_representation(Representation::PowerBasis);
-                        for _ in 0..drop {
-                            p.switch_down()?;
-                        }
-                        p.change_representation(Representation::Ntt);
-                    }
-                    Ok(p)
-                })
-                .collect::<Result<Vec<_>>>()?;
-        let ct = Ciphertext::new(polys, self.par())?;
-        Ok(BfvCt {
-            keep: None,
-            rounding: Rounding::NONE,
-            ct,
-            seed: None,
-        })
+        if drop == 0 {
+            return Ok(BfvCt::new(a.ct.clone()));
+        }
+        self.switched(
+            [a.power_basis(0).into_owned(), a.power_basis(1).into_owned()],
+            drop,
+        )
+    }
+
+    fn mask_and_switch(
+        &self,
+        ct: &BfvCt,
+        mask: &[u64],
+        encoding: crate::Encoding,
+        zero: &BfvCt,
+    ) -> Result<BfvCt> {
+        // One pass in the power basis: (ct + zero) leaves the NTT domain once, Δ·r is
+        // added there (no NTT for the mask), and the switch and later the rounding and
+        // the wire form read the power basis. The same polynomials as add_plain, add and
+        // switch_to_last one after the other, bit for bit.
+        let level = ct.ct.level_index();
+        let pt = self.encode_as_at(mask, encoding, level)?;
+        Self::same_level_pt(ct, &pt)?;
+        Self::whole(zero, "mask_and_switch")?;
+        if zero.ct.level_index() != level {
+            return Err(HeError::LevelMismatch {
+                left: level,
+                right: zero.ct.level_index(),
+            });
+        }
+        let drop = self.params.last_level().saturating_sub(level);
+        let [mut c0, mut c1] = [0, 1].map(|i| &ct.ct[i] + &zero.ct[i]);
+        c0.change_representation(Representation::PowerBasis);
+        c0 += &self.scaled(&pt)?;
+        c1.change_representation(Representation::PowerBasis);
+        self.switched([c0, c1], drop)
     }
 
     fn level(&self, a: &BfvCt) -> usize {
@@ -1504,9 +1851,24 @@ impl Backend for Bfv {
         if !a.rounding.is_none() {
             return self.serialize_rounded(a);
         }
-        match &a.keep {
-            None => Ok(a.ct.to_bytes()),
-            Some(keep) => self.serialize_selected(a, keep),
+        match (&a.keep, a.seed) {
+            // fhe.rs's wire form of a seeded ciphertext: c0 and the seed of c1 (helina
+            // encrypts itself, so the seed is kept here rather than in fhe.rs's object)
+            (None, Some(seed)) => Ok(CtWire {
+                c: vec![a.ct[0].to_bytes()],
+                seed: seed.to_vec(),
+                level: a.ct.level_index() as u32,
+                ..Default::default()
+            }
+            .encode_to_vec()),
+            // fhe.rs's wire form
+            (None, None) => Ok(CtWire {
+                c: a.ct.c.iter().map(|p| p.ntt().to_bytes()).collect(),
+                level: a.ct.level_index() as u32,
+                ..Default::default()
+            }
+            .encode_to_vec()),
+            (Some(keep), _) => self.serialize_selected(a, keep),
         }
     }
 
@@ -1534,23 +1896,33 @@ impl Backend for Bfv {
             .keep
             .as_ref()
             .map(|k| k.iter().flat_map(|r| r.clone()).collect());
-        let mut out = a.clone();
+        let mut c = a.ct.c.clone();
+        let mut packed = a.packed.clone();
         for (i, d) in [(0, r.c0), (1, r.c1)] {
             if d.is_none() {
                 continue;
             }
-            // in place (`out` is already a copy): a seeded ciphertext keeps its seed
-            // (fhe.rs's DerefMut)
-            let poly = &mut out.ct[i];
-            poly.change_representation(Representation::PowerBasis);
-            let mut rows = poly.coefficients().to_owned();
+            let mut rows = a.power_basis(i).coefficients().to_owned();
             let at = if i == 0 { kept.as_deref() } else { None };
-            rounding::round_rows(&q, &mut rows, d, at)?;
-            let mut rounded =
-                Poly::try_convert_from(rows, poly.ctx(), false, Representation::PowerBasis)?;
-            rounded.change_representation(Representation::Ntt);
-            *poly = rounded;
+            packed[i] = Some(Arc::new(rounding::round_rows(&q, &mut rows, d, at)?));
+            c[i] = Slot::power_only(Poly::try_convert_from(
+                rows,
+                a.ct.ctx(),
+                false,
+                Representation::PowerBasis,
+            )?);
         }
+        let mut out = BfvCt {
+            ct: Polys {
+                c,
+                level: a.ct.level,
+            },
+            seed: a.seed,
+            keep: a.keep.clone(),
+            rounding: a.rounding,
+            packed,
+            fhe: OnceLock::new(),
+        };
         out.rounding = r;
         Ok(out)
     }
@@ -1612,10 +1984,10 @@ mod tests {
         for level in 0..params.levels() {
             let ct = b.encrypt_pk(&b.encode_at(&v, level).unwrap()).unwrap();
             let ours = b.switch_to_last(&ct).unwrap();
-            let mut theirs = ct.ct.clone();
+            let mut theirs = b.fhe_ct(&ct).unwrap().clone();
             theirs.switch_to_level(params.last_level()).unwrap();
             assert_eq!(ours.ct.level_index(), params.last_level());
-            assert_eq!(ours.ct.len(), theirs.len());
+            assert_eq!(ours.ct.c.len(), theirs.len());
             for i in 0..theirs.len() {
                 assert_eq!(ours.ct[i], theirs[i], "level {level} polynomial {i}");
             }
@@ -1623,24 +1995,73 @@ mod tests {
         }
     }
 
-    /// The seed read with a stand-in c0 is the one fhe.rs writes, and c0 is put back.
+    /// helina's own encryption, plaintext scaling and decryption against fhe.rs's: the
+    /// seed regenerates c1, fhe.rs decrypts the ciphertext, Δ·m added in the power basis
+    /// equals fhe.rs's `ct + pt` bit for bit (both encodings, every level), and
+    /// decryption equals fhe.rs's on the response path (switched, rounded, selected).
     #[test]
-    fn seed_of_reads_the_written_seed_and_restores_c0() {
-        let params = Params::preset("n8192").unwrap();
-        let b = Bfv::keygen(&params, GaloisSpec::new(vec![])).unwrap();
-        let v = crate::random_slots(params.n(), params.p(), &mut rand::rng());
-        let ct = b.encrypt_sym(&b.encode(&v).unwrap()).unwrap();
-        let written = fhe::proto::bfv::Ciphertext::decode(ct.ct.to_bytes().as_slice())
-            .unwrap()
-            .seed;
-        assert_eq!(ct.seed.unwrap().to_vec(), written);
-        let mut copy = ct.ct.clone();
-        assert_eq!(
-            seed_of(&mut copy, &b.seed_stand_in).unwrap().to_vec(),
-            written
-        );
-        assert_eq!(copy, ct.ct);
-        assert_eq!(b.decrypt(&ct).unwrap(), v);
+    fn own_encryption_scaling_and_decryption_match_fhe() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for name in ["n8192", "n8192-q164", "n4096"] {
+            let params = Params::preset(name).unwrap();
+            let b = Bfv::keygen(&params, GaloisSpec::new(vec![])).unwrap();
+            let sk = b.sk().unwrap();
+            for level in 0..params.levels() {
+                for e in [crate::Encoding::Slots, crate::Encoding::Coeffs] {
+                    let v = crate::random_slots(params.n(), params.p(), &mut rng);
+                    let pt = b.encode_as_at(&v, e, level).unwrap();
+                    let ct = b.encrypt_sym(&pt).unwrap();
+                    let ctx = params.fhe.context_at_level(level).unwrap();
+                    let seed = ct.seed.unwrap();
+                    assert_eq!(
+                        ct.ct[1].coefficients(),
+                        Poly::random_from_seed(ctx, Representation::Ntt, seed).coefficients()
+                    );
+                    let fhe_pt = sk.try_decrypt(b.fhe_ct(&ct).unwrap()).unwrap();
+                    let fhe_encoding = match e {
+                        crate::Encoding::Slots => Encoding::simd_at_level(level),
+                        crate::Encoding::Coeffs => Encoding::poly_at_level(level),
+                    };
+                    assert_eq!(
+                        Vec::<u64>::try_decode(&fhe_pt, fhe_encoding.clone()).unwrap(),
+                        v
+                    );
+                    assert_eq!(b.decrypt_as(&ct, e).unwrap(), v, "{name} level {level}");
+                    let w = crate::random_slots(params.n(), params.p(), &mut rng);
+                    let theirs = b.fhe_ct(&ct).unwrap()
+                        + &Plaintext::try_encode(w.as_slice(), fhe_encoding, b.par()).unwrap();
+                    let ours = b
+                        .add_plain(&ct, &b.encode_as_at(&w, e, level).unwrap())
+                        .unwrap();
+                    for i in 0..2 {
+                        assert_eq!(
+                            ours.ct[i].coefficients(),
+                            theirs[i].coefficients(),
+                            "{name} level {level}"
+                        );
+                    }
+                    let last = b.switch_to_last(&ours).unwrap();
+                    let rounded = b.round(&last, params.response_rounding()).unwrap();
+                    let wire = b.deserialize(&b.serialize(&rounded).unwrap()).unwrap();
+                    let fhe_last = sk.try_decrypt(b.fhe_ct(&wire).unwrap()).unwrap();
+                    let fhe_values = Vec::<u64>::try_decode(
+                        &fhe_last,
+                        match e {
+                            crate::Encoding::Slots => Encoding::simd(),
+                            crate::Encoding::Coeffs => Encoding::poly(),
+                        },
+                    )
+                    .unwrap();
+                    assert_eq!(b.decrypt_as(&wire, e).unwrap(), fhe_values);
+                    let sum: Vec<u64> = v
+                        .iter()
+                        .zip(&w)
+                        .map(|(x, y)| (x + y) % params.p())
+                        .collect();
+                    assert_eq!(fhe_values, sum);
+                }
+            }
+        }
     }
 
     /// The scalar path's plaintext equals the slot path's, word for word, on every

@@ -250,6 +250,25 @@ impl<B: Backend> Backend for Counting<B> {
         });
         Ok(r)
     }
+    fn mask_and_switch(
+        &self,
+        ct: &Self::Ct,
+        mask: &[u64],
+        encoding: crate::Encoding,
+        zero: &Self::Ct,
+    ) -> Result<Self::Ct> {
+        let from = self.inner.level(ct);
+        let r = self.inner.mask_and_switch(ct, mask, encoding, zero)?;
+        let dropped = (self.inner.level(&r) - from) as u64;
+        // what the default's encode_as_at, add_plain, add and switch_to_last count
+        self.bump(|c| {
+            c.ntt += 1 + 2 * dropped;
+            c.add += 2;
+            c.mod_switch += dropped;
+            c.intt += 2 * dropped
+        });
+        Ok(r)
+    }
     fn level(&self, a: &Self::Ct) -> usize {
         self.inner.level(a)
     }

@@ -216,76 +216,139 @@ impl<'a> Radix<'a> {
         Ok(Self { q, m, inv, pow })
     }
 
-    /// Digits v_0..v_{L−1} of the coefficient with residues `x`.
-    fn digits(&self, x: &[u64], v: &mut [u64]) {
-        for k in 0..self.q.len() {
+    /// Digits v_0..v_{L−1} (one row per digit) of the coefficients at `at` of
+    /// power-basis RNS rows. Row by row, so that the coefficients' independent chains
+    /// overlap in the pipeline.
+    fn digits(&self, rows: ArrayView2<u64>, at: &[usize]) -> Vec<Vec<u64>> {
+        let l = self.q.len();
+        let mut v: Vec<Vec<u64>> = Vec::with_capacity(l);
+        for k in 0..l {
             let mk = &self.m[k];
-            let mut t = mk.reduce(x[k]);
-            for (vi, inv) in v[..k].iter().zip(&self.inv) {
+            let row = rows.row(k);
+            let mut t: Vec<u64> = at.iter().map(|&i| mk.reduce(row[i])).collect();
+            for (vi, inv) in v.iter().zip(&self.inv) {
                 let (c, c_shoup) = inv[k];
-                t = mk.mul_shoup(mk.sub(t, mk.reduce(*vi)), c, c_shoup);
+                for (tj, &vij) in t.iter_mut().zip(vi) {
+                    *tj = mk.mul_shoup(mk.sub(*tj, mk.reduce(vij)), c, c_shoup);
+                }
             }
-            v[k] = t;
+            v.push(t);
         }
+        v
     }
 
-    /// Residues of the coefficient with digits `v` (any values below 2^64).
-    fn residues(&self, v: &[u64], x: &mut [u64]) {
-        for (k, xk) in x.iter_mut().enumerate() {
+    /// Writes the residues of the coefficients with digit rows `v` (any values below
+    /// 2^64: Shoup products take them unreduced) into the columns `at` of `rows`.
+    fn residues(&self, v: &[Vec<u64>], rows: &mut Array2<u64>, at: &[usize]) {
+        for (k, mut row) in rows.outer_iter_mut().enumerate() {
             let mk = &self.m[k];
-            let mut acc = 0u64;
+            let mut acc = vec![0u64; at.len()];
             for (vi, pow) in v[..=k].iter().zip(&self.pow) {
                 let (c, c_shoup) = pow[k];
-                acc = mk.add(acc, mk.mul_shoup(mk.reduce(*vi), c, c_shoup));
+                for (a, &x) in acc.iter_mut().zip(vi) {
+                    *a = mk.add(*a, mk.mul_shoup(x, c, c_shoup));
+                }
             }
-            *xk = acc;
+            for (&i, a) in at.iter().zip(acc) {
+                row[i] = a;
+            }
         }
     }
 
     /// The digits the receiver rebuilds from the sent part: midpoints below, v_f's
     /// dropped bits at their midpoint (kept below q_f).
-    fn midpoints(&self, d: Dropped, v: &mut [u64]) {
+    fn midpoints(&self, d: Dropped, v: &mut [Vec<u64>]) {
         let f = d.limbs as usize;
         for (vi, &q) in v.iter_mut().zip(self.q).take(f) {
-            *vi = q / 2;
+            vi.iter_mut().for_each(|x| *x = q / 2);
         }
         if d.bits > 0 {
-            let base = (v[f] >> d.bits) << d.bits;
             let half = 1u64 << (d.bits - 1);
-            v[f] = base + half.min(self.q[f] - 1 - base);
+            let top = self.q[f] - 1;
+            for x in &mut v[f] {
+                let base = (*x >> d.bits) << d.bits;
+                *x = base + half.min(top - base);
+            }
         }
     }
 }
 
+/// `w`-bit values (each below 2^w, 1 ≤ w ≤ 64) bit-packed least significant bit first,
+/// padded to a byte: fhe-util's `transcode_to_bytes` layout, a word at a time.
+fn pack_bits(values: &[u64], w: u32) -> Vec<u8> {
+    let nbytes = (values.len() * w as usize).div_ceil(8);
+    let mut out = vec![0u8; nbytes + 16];
+    let mut bit = 0usize;
+    for &v in values {
+        let (at, shift) = (bit / 8, bit % 8);
+        let mut window = [0u8; 16];
+        window.copy_from_slice(&out[at..at + 16]);
+        let merged = u128::from_le_bytes(window) | (v as u128) << shift;
+        out[at..at + 16].copy_from_slice(&merged.to_le_bytes());
+        bit += w as usize;
+    }
+    out.truncate(nbytes);
+    out
+}
+
+/// The first `count` `w`-bit values of [`pack_bits`]'s layout (bits past the end read
+/// as zero; the caller checks the length).
+fn unpack_bits(bytes: &[u8], w: u32, count: usize) -> Vec<u64> {
+    let mut padded = Vec::with_capacity(bytes.len() + 16);
+    padded.extend_from_slice(bytes);
+    padded.resize(bytes.len() + 16, 0);
+    let mask = u64::MAX >> (64 - w);
+    (0..count)
+        .map(|i| {
+            let bit = i * w as usize;
+            let (at, shift) = (bit / 8, bit % 8);
+            let mut window = [0u8; 16];
+            window.copy_from_slice(&padded[at..at + 16]);
+            ((u128::from_le_bytes(window) >> shift) as u64) & mask
+        })
+        .collect()
+}
+
 /// Rounds the coefficients at `at` (all when `None`) of the RNS rows in place: what the
-/// receiver of [`pack`]ed rows rebuilds.
+/// receiver of [`pack`]ed rows rebuilds; returns the packed bytes (what [`pack`] writes
+/// for the same rows and positions: the rounded rows have the same sent digits).
 pub(crate) fn round_rows(
     moduli: &[u64],
     rows: &mut Array2<u64>,
     d: Dropped,
     at: Option<&[usize]>,
-) -> Result<()> {
+) -> Result<Vec<u8>> {
     check(moduli, d, "rounding")?;
     let r = Radix::new(moduli)?;
-    let l = moduli.len();
-    let cols = rows.ncols();
-    let (mut x, mut v) = (vec![0u64; l], vec![0u64; l]);
-    let mut one = |i: usize| {
-        for k in 0..l {
-            x[k] = rows[[k, i]];
-        }
-        r.digits(&x, &mut v);
-        r.midpoints(d, &mut v);
-        r.residues(&v, &mut x);
-        for k in 0..l {
-            rows[[k, i]] = x[k];
+    let all: Vec<usize>;
+    let at = match at {
+        Some(at) => at,
+        None => {
+            all = (0..rows.ncols()).collect();
+            &all
         }
     };
-    match at {
-        Some(at) => at.iter().for_each(|&i| one(i)),
-        None => (0..cols).for_each(one),
+    let mut v = r.digits(rows.view(), at);
+    let packed = pack_digits(moduli, d, &v);
+    r.midpoints(d, &mut v);
+    r.residues(&v, rows, at);
+    Ok(packed)
+}
+
+/// The sent part of digit rows `v` (whole rows), bit-packed: [`pack`]'s wire form.
+fn pack_digits(moduli: &[u64], d: Dropped, v: &[Vec<u64>]) -> Vec<u8> {
+    let f = d.limbs as usize;
+    let count = v.first().map_or(0, |r| r.len());
+    let mut out = Vec::with_capacity(packed_len(moduli, d, count));
+    for (i, (s, w)) in v[f..].iter().zip(widths(moduli, d)).enumerate() {
+        if i == 0 && d.bits > 0 {
+            let top: Vec<u64> = s.iter().map(|x| x >> d.bits).collect();
+            out.extend(pack_bits(&top, w));
+        } else {
+            out.extend(pack_bits(s, w));
+        }
     }
-    Ok(())
+    out
 }
 
 /// The sent digits of the coefficients at `at` (power-basis RNS rows), bit-packed.
@@ -297,25 +360,7 @@ pub(crate) fn pack(
 ) -> Result<Vec<u8>> {
     check(moduli, d, "rounding")?;
     let r = Radix::new(moduli)?;
-    let l = moduli.len();
-    let f = d.limbs as usize;
-    let mut streams: Vec<Vec<u64>> = vec![Vec::with_capacity(at.len()); l - f];
-    let (mut x, mut v) = (vec![0u64; l], vec![0u64; l]);
-    for &i in at {
-        for k in 0..l {
-            x[k] = rows[[k, i]];
-        }
-        r.digits(&x, &mut v);
-        streams[0].push(v[f] >> d.bits);
-        for (s, &vk) in streams[1..].iter_mut().zip(&v[f + 1..]) {
-            s.push(vk);
-        }
-    }
-    let mut out = Vec::with_capacity(packed_len(moduli, d, at.len()));
-    for (s, w) in streams.iter().zip(widths(moduli, d)) {
-        out.extend(fhe_util::transcode_to_bytes(s, w as usize));
-    }
-    Ok(out)
+    Ok(pack_digits(moduli, d, &r.digits(rows, at)))
 }
 
 /// Rebuilds power-basis RNS rows (n coefficients, zero outside `at`) from [`pack`]ed
@@ -340,17 +385,13 @@ pub(crate) fn unpack(
     let l = moduli.len();
     let f = d.limbs as usize;
     let ws = widths(moduli, d);
-    let mut streams = Vec::with_capacity(ws.len());
+    // the dropped digits (rebuilt as midpoints), then the sent ones
+    let mut v: Vec<Vec<u64>> = vec![vec![0u64; at.len()]; f];
     let mut pos = 0;
     for (i, &w) in ws.iter().enumerate() {
         let len = (at.len() * w as usize).div_ceil(8);
-        let mut s = if len == 0 {
-            Vec::new()
-        } else {
-            fhe_util::transcode_from_bytes(&bytes[pos..pos + len], w as usize)
-        };
+        let mut s = unpack_bits(&bytes[pos..pos + len], w, at.len());
         pos += len;
-        s.truncate(at.len());
         let max = if i == 0 {
             (moduli[f] - 1) >> d.bits
         } else {
@@ -362,21 +403,14 @@ pub(crate) fn unpack(
                 detail: "a rounded digit out of range".into(),
             });
         }
-        streams.push(s);
+        if i == 0 && d.bits > 0 {
+            s.iter_mut().for_each(|x| *x <<= d.bits);
+        }
+        v.push(s);
     }
+    r.midpoints(d, &mut v);
     let mut rows = Array2::<u64>::zeros((l, n));
-    let (mut x, mut v) = (vec![0u64; l], vec![0u64; l]);
-    for (c, &i) in at.iter().enumerate() {
-        v[f] = streams[0][c] << d.bits;
-        for k in f + 1..l {
-            v[k] = streams[k - f][c];
-        }
-        r.midpoints(d, &mut v);
-        r.residues(&v, &mut x);
-        for k in 0..l {
-            rows[[k, i]] = x[k];
-        }
-    }
+    r.residues(&v, &mut rows, at);
     Ok(rows)
 }
 
@@ -384,6 +418,22 @@ pub(crate) fn unpack(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// The word-at-a-time bit packing is fhe-util's transcoding, byte for byte.
+    #[test]
+    fn bit_packing_is_fhe_utils_layout() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+        for w in 1..=64u32 {
+            for len in [0usize, 1, 7, 8, 13, 100] {
+                let v: Vec<u64> = (0..len).map(|_| rng.random::<u64>() >> (64 - w)).collect();
+                let ours = pack_bits(&v, w);
+                if len > 0 {
+                    assert_eq!(ours, fhe_util::transcode_to_bytes(&v, w as usize), "w {w}");
+                }
+                assert_eq!(unpack_bits(&ours, w, len), v, "w {w} len {len}");
+            }
+        }
+    }
     use num_bigint::{BigInt, BigUint};
     use rand::{Rng, SeedableRng};
 

@@ -8,11 +8,11 @@
 //! The default model holds the single-thread figures measured for fhe.rs at n = 8192 on
 //! this project's machine kind: plain rotation 2.7 ms (as inside a layer; 1.7 ms timed
 //! hot), hoisted rotation 0.8 ms after a 1.5 ms decomposition, fused product 63 µs per
-//! term, addition 40 µs, the share step (mask, flood, switch to the last level) 1.9 ms;
-//! the server's deserialisation of a (rounded) query ciphertext 1.06 ms and
-//! serialisation of a response 0.36 ms; the client's encoding, encryption, rounding and
-//! serialisation of a query ciphertext 3.2 ms and deserialisation and decryption of a
-//! response 0.86 ms; encoding a weight plaintext 300 µs (slots), 230 µs (coefficients),
+//! term, addition 40 µs, the share step (mask, flood and switch to the last level in one
+//! pass, rounding for the wire) 1.05 ms; the server's deserialisation of a (rounded)
+//! query ciphertext 0.56 ms and serialisation of a response 5 µs (rounding packed it);
+//! the client's encoding, encryption, rounding and serialisation of a query ciphertext
+//! 1.2 ms and deserialisation and decryption of a response 0.25 ms; encoding a weight plaintext 300 µs (slots), 230 µs (coefficients),
 //! 17 µs (one constant per row); other
 //! ring degrees scale linearly in n·L (the number of RNS coefficients).
 
@@ -32,15 +32,15 @@ const REFERENCE_PREPARE_COEFFS_US: f64 = 230.0;
 const REFERENCE_PREPARE_ROWS_US: f64 = 17.0;
 /// Reference client work per query ciphertext (encode, encrypt, round for the wire,
 /// serialise), µs.
-const ENCRYPT_US: f64 = 3200.0;
-const ENCRYPT_COEFFS_US: f64 = 3100.0;
+const ENCRYPT_US: f64 = 1200.0;
+const ENCRYPT_COEFFS_US: f64 = 1130.0;
 /// Reference client work per response ciphertext (deserialise, decrypt, decode), µs.
-const DECRYPT_US: f64 = 860.0;
-const DECRYPT_COEFFS_US: f64 = 800.0;
+const DECRYPT_US: f64 = 250.0;
+const DECRYPT_COEFFS_US: f64 = 200.0;
 /// Reference server (de)serialisation of a query (seeded, rounded) and a response (last
 /// level).
-const DESERIALIZE_US: f64 = 1060.0;
-const SERIALIZE_US: f64 = 355.0;
+const DESERIALIZE_US: f64 = 560.0;
+const SERIALIZE_US: f64 = 5.0;
 
 /// Per-operation costs in microseconds at one parameter set, and the size of a Galois
 /// key. [`CostModel::reference`] holds this machine kind's figures;
@@ -108,7 +108,7 @@ impl CostModel {
             hst_perm_us: 800.0 * s,
             sc_mult_us: 63.0 * s,
             add_us: 40.0 * s,
-            share_us: 1900.0 * s,
+            share_us: 1050.0 * s,
             prepare_us: REFERENCE_PREPARE_US * s,
             prepare_coeffs_us: Some(REFERENCE_PREPARE_COEFFS_US * s),
             prepare_rows_us: Some(REFERENCE_PREPARE_ROWS_US * s),

@@ -119,9 +119,8 @@ pub fn share_output_encoded<B: Backend>(
         .map(|(ct, zero)| -> Result<(B::Ct, Vec<u64>)> {
             let mut rng = rand::rng();
             let r: Vec<u64> = (0..s.n).map(|_| rng.random_range(0..s.p)).collect();
-            let masked = b.add_plain(&ct, &b.encode_as_at(&r, encoding, b.level(&ct))?)?;
-            let flooded = b.add(&masked, &zero)?;
-            let last = b.switch_to_last(&flooded)?;
+            // steps 1-3 (one pass in the power basis on Bfv)
+            let last = b.mask_and_switch(&ct, &r, encoding, &zero)?;
             // what decryption does not need stays off the wire
             let out = match b.params() {
                 Some(params) => b.round(&last, params.response_rounding())?,
