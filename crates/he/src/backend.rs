@@ -286,8 +286,9 @@ pub trait Backend: Sync {
     /// A prepared plaintext whose slots are `rows[0]` on row 0 and `rows[1]` on row 1
     /// (the cyclic layout's one row takes `rows[0]`): the scalar path for weights that
     /// are constant over a row. In coefficients it has three non-zero terms
-    /// (1, X^{n/4}, X^{3n/4}), so the real backend builds its NTT form from a handful of
-    /// values per modulus: no NTT, counted as `row_constants`, not `ntt`.
+    /// (1, X^{n/4}, X^{3n/4}), so its NTT form takes four values per modulus: the real
+    /// backend builds and holds just those (no NTT, a few words), counted as
+    /// `row_constants`, not `ntt`.
     fn prepare_row_constants(&self, rows: [u64; 2]) -> Result<Self::PreparedPt> {
         let info = self.slots();
         let span = info.span();

@@ -14,7 +14,9 @@
 //! - **Prepared plaintexts** ([`BfvPrepared`]): centred coefficients (one bit less
 //!   noise) in NTT form, encoded from slots directly (the slot permutation and one
 //!   inverse NTT mod p, then one forward NTT per modulus), no Shoup companions: every
-//!   kernel multiplies through fused products, which never read them.
+//!   kernel multiplies through fused products, which never read them. A plaintext
+//!   constant on each row (the conv scalar path) is held as its NTT form's four
+//!   distinct values per modulus and read through each position's class.
 //! - **Fused sums of products** with lazy 128-bit accumulation and one reduction.
 //! - **The per-ciphertext path of queries and responses** without NTT round trips:
 //!   fhe.rs's symmetric encryption and decryption re-done with the secret key kept in
@@ -189,9 +191,18 @@ pub struct BfvPt {
     fhe: OnceLock<Plaintext>,
 }
 
-/// A plaintext prepared for multiplication: centred coefficients, NTT form.
+/// A plaintext prepared for multiplication: centred coefficients, NTT form; or, for a
+/// plaintext constant on each row (the conv scalar path), its NTT form's four distinct
+/// values per modulus ([`RowBasis`]): 128 bytes at n = 8192 instead of 256 KiB.
 #[derive(Clone, Debug)]
-pub struct BfvPrepared(Poly);
+pub struct BfvPrepared(PreparedForm);
+
+#[derive(Clone, Debug)]
+enum PreparedForm {
+    Ntt(Poly),
+    /// Per modulus of the top level, the value at each class of NTT position.
+    Rows(Vec<[u64; 4]>),
+}
 
 /// The shared decomposition of a ciphertext for hoisted rotations: the ciphertext, and the L RNS
 /// digits of c1 lifted to the whole modulus, in NTT form.
@@ -303,6 +314,8 @@ pub struct Bfv {
     plain_scale: Vec<PlainScale>,
     /// The client's secret key in NTT form at every level (encryption, decryption).
     secret_ntt: Option<SecretNtt>,
+    /// The public key (c0, c1) in NTT form at every level (flooding encryptions of zero).
+    pk_levels: Vec<[Poly; 2]>,
 }
 
 /// The error variance of fresh encryptions: fhe.rs's `BfvParameters` variance (its
@@ -598,6 +611,48 @@ fn decode_public_key(bytes: &[u8], params: &Params) -> Result<PublicKey> {
     PublicKey::from_bytes(bytes, &params.fhe).map_err(|e| malformed(WHAT, e.to_string()))
 }
 
+/// The public key's two polynomials in NTT form at every level (from its wire form,
+/// already validated: c1 regenerated from its seed as fhe.rs does; lower levels by
+/// fhe.rs's divide-and-round switch in the power basis).
+fn public_key_levels(bytes: &[u8], params: &Params) -> Result<Vec<[Poly; 2]>> {
+    const WHAT: &str = "public key";
+    let proto = PkProto::decode(bytes).map_err(|e| malformed(WHAT, e.to_string()))?;
+    let ct = proto
+        .c
+        .as_ref()
+        .ok_or_else(|| malformed(WHAT, "no ciphertext"))?;
+    let ctx = params.fhe.context_at_level(0)?.clone();
+    let n = params.n();
+    let c0 = decode_poly(
+        ct.c.first()
+            .ok_or_else(|| malformed(WHAT, "no polynomial"))?,
+        &ctx,
+        n,
+        REPR_NTT,
+        WHAT,
+    )?;
+    let c1 = match (ct.c.get(1), <[u8; 32]>::try_from(ct.seed.as_slice())) {
+        (Some(b), _) => decode_poly(b, &ctx, n, REPR_NTT, WHAT)?,
+        (None, Ok(seed)) => Poly::random_from_seed(&ctx, Representation::Ntt, seed),
+        (None, Err(_)) => return Err(malformed(WHAT, "neither c1 nor a 32-byte seed")),
+    };
+    let mut out = vec![[c0.clone(), c1.clone()]];
+    let mut power = [c0, c1].map(|mut p| {
+        p.change_representation(Representation::PowerBasis);
+        p
+    });
+    for _ in 1..params.levels() {
+        for p in &mut power {
+            p.switch_down()?;
+        }
+        out.push(power.clone().map(|mut p| {
+            p.change_representation(Representation::Ntt);
+            p
+        }));
+    }
+    Ok(out)
+}
+
 impl Bfv {
     /// An instance without keys, for encoding and preparing plaintexts only (weights
     /// encoded once per server and shared by every session); anything that needs a key
@@ -758,6 +813,10 @@ impl Bfv {
                 Ok(PlainScale { q_mod_p, delta })
             })
             .collect::<Result<_>>()?;
+        let pk_levels = match pk {
+            Some(_) => public_key_levels(&public.public_key, params)?,
+            None => Vec::new(),
+        };
         Ok(Self {
             info: SlotInfo {
                 n,
@@ -779,6 +838,7 @@ impl Bfv {
             row_basis,
             plain_scale,
             secret_ntt: None,
+            pk_levels,
         })
     }
 
@@ -876,7 +936,10 @@ impl Bfv {
             }
         }
         for p in pts {
-            let m = p.0.ctx().moduli().len();
+            let m = match &p.0 {
+                PreparedForm::Ntt(w) => w.ctx().moduli().len(),
+                PreparedForm::Rows(limbs) => limbs.len(),
+            };
             if m != moduli {
                 return Err(HeError::LevelMismatch {
                     left: level,
@@ -1049,6 +1112,78 @@ impl Bfv {
         Ok(out)
     }
 
+    /// A prepared plaintext's NTT form (row constants expanded).
+    fn prepared_ntt<'a>(&self, pt: &'a BfvPrepared) -> Result<Cow<'a, Poly>> {
+        match &pt.0 {
+            PreparedForm::Ntt(w) => Ok(Cow::Borrowed(w)),
+            PreparedForm::Rows(limbs) => {
+                let basis = self
+                    .row_basis
+                    .as_ref()
+                    .ok_or_else(|| HeError::Engine("row constants without a row basis".into()))?;
+                Ok(Cow::Owned(
+                    self.prepared_from_rows(0, |row, _, limb| {
+                        let (class, _) = &basis.limbs[limb];
+                        for (r, &c) in row.iter_mut().zip(class) {
+                            *r = limbs[limb][c as usize];
+                        }
+                    })?
+                    .into_ntt()?,
+                ))
+            }
+        }
+    }
+
+    /// Polynomial `i` of Σ_k cts[k]·pts[k] where some plaintexts are row constants:
+    /// per modulus and NTT position, 128-bit products accumulated and reduced every
+    /// 2^(126 − 2·bits(q)) terms (so the sum stays below 2^127), a row constant read
+    /// through its position's class.
+    fn dot_rows(&self, cts: &[&BfvCt], pts: &[&BfvPrepared], i: usize) -> Result<Poly> {
+        let basis = self
+            .row_basis
+            .as_ref()
+            .ok_or_else(|| HeError::Engine("row constants without a row basis".into()))?;
+        let ctx = cts[0].ct.ctx().clone();
+        let n = self.info.n;
+        let mut arr = ndarray::Array2::<u64>::zeros((ctx.moduli().len(), n));
+        for (j, (mut out, q)) in arr.outer_iter_mut().zip(ctx.moduli_operators()).enumerate() {
+            let class = &basis.limbs[j].0;
+            let bits = 64 - (**q).leading_zeros();
+            let batch = 1usize << 126u32.saturating_sub(2 * bits).min(16);
+            let mut acc = vec![0u128; n];
+            for (k, (c, p)) in cts.iter().zip(pts).enumerate() {
+                let row = c.ct[i].coefficients();
+                let row = row.row(j);
+                match &p.0 {
+                    PreparedForm::Ntt(w) => {
+                        let wr = w.coefficients();
+                        for ((a, &x), &y) in acc.iter_mut().zip(row).zip(wr.row(j)) {
+                            *a += x as u128 * y as u128;
+                        }
+                    }
+                    PreparedForm::Rows(limbs) => {
+                        let v = &limbs[j];
+                        for ((a, &x), &c) in acc.iter_mut().zip(row).zip(class) {
+                            *a += x as u128 * v[c as usize] as u128;
+                        }
+                    }
+                }
+                if (k + 1) % batch == 0 {
+                    acc.iter_mut().for_each(|a| *a = q.reduce_u128(*a) as u128);
+                }
+            }
+            for (o, a) in out.iter_mut().zip(acc) {
+                *o = q.reduce_u128(a);
+            }
+        }
+        Ok(Poly::try_convert_from(
+            arr,
+            &ctx,
+            true,
+            Representation::Ntt,
+        )?)
+    }
+
     /// A prepared plaintext from n reduced plaintext coefficients, lifted centred into
     /// (−p/2, p/2] (never the unsigned lift of p − 1), in NTT form at `level`. Each RNS
     /// row is lifted and transformed directly with the context's own NTT operators.
@@ -1080,12 +1215,12 @@ impl Bfv {
         for (limb, (row, &q)) in rows.chunks_exact_mut(n).zip(ops).enumerate() {
             fill(row, q, limb);
         }
-        Ok(BfvPrepared(Poly::try_convert_from(
+        Ok(BfvPrepared(PreparedForm::Ntt(Poly::try_convert_from(
             arr,
             ctx,
             false,
             Representation::Ntt,
-        )?))
+        )?)))
     }
 
     /// A rounded ciphertext on the wire ([`crate::rounding`]): c0 (at the kept
@@ -1356,7 +1491,7 @@ impl Bfv {
         const CHUNK: u32 = 60;
         let ctx = self.par().context_at_level(level)?;
         let n = self.info.n;
-        let mut total = Poly::zero(ctx, Representation::Ntt);
+        let mut total = Poly::zero(ctx, Representation::PowerBasis);
         let mut shift = 0u32;
         let mut left = bits + 1; // [−2^bits, 2^bits) spans bits + 1 bits
         while left > 0 {
@@ -1373,7 +1508,6 @@ impl Bfv {
                 .collect();
             let mut e =
                 Poly::try_convert_from(vals.as_slice(), ctx, false, Representation::PowerBasis)?;
-            e.change_representation(Representation::Ntt);
             if shift > 0 {
                 e *= &(num_bigint::BigUint::from(1u8) << shift);
             }
@@ -1420,6 +1554,15 @@ impl Bfv {
 trait LevelIndex {
     fn level_index(&self) -> usize;
 }
+impl BfvPrepared {
+    fn into_ntt(self) -> Result<Poly> {
+        match self.0 {
+            PreparedForm::Ntt(w) => Ok(w),
+            PreparedForm::Rows(_) => Err(HeError::Engine("expected an NTT-form plaintext".into())),
+        }
+    }
+}
+
 impl LevelIndex for Polys {
     fn level_index(&self) -> usize {
         self.level
@@ -1470,21 +1613,25 @@ impl Backend for Bfv {
             mul_mod(d, basis.e[1], p),
             mul_mod(d, basis.e[2], p),
         ];
-        self.prepared_from_rows(0, |row, q, limb| {
-            let (class, values) = &basis.limbs[limb];
-            let [m0, m1, m3] = m.map(|c| lift_centred(c, p, q));
-            let per_class: Vec<u64> = values
-                .iter()
-                .map(|&[t1, t3]| (m0 + mul_mod(m1, t1, q) + mul_mod(m3, t3, q)) % q)
-                .collect();
-            for (r, &c) in row.iter_mut().zip(class) {
-                *r = per_class[c as usize];
-            }
-        })
+        let per_limb = basis
+            .limbs
+            .iter()
+            .zip(self.params.moduli_at(0))
+            .map(|((_, values), &q)| {
+                let [m0, m1, m3] = m.map(|c| lift_centred(c, p, q));
+                let mut per_class = [0u64; 4];
+                for (v, &[t1, t3]) in per_class.iter_mut().zip(values) {
+                    *v = (m0 + mul_mod(m1, t1, q) + mul_mod(m3, t3, q)) % q;
+                }
+                per_class
+            })
+            .collect();
+        Ok(BfvPrepared(PreparedForm::Rows(per_limb)))
     }
 
     fn prepared_to_bytes(&self, pt: &BfvPrepared) -> Result<Vec<u8>> {
-        Ok(pt.0.to_bytes())
+        // row constants are written in full (the one file format)
+        Ok(self.prepared_ntt(pt)?.to_bytes())
     }
 
     fn prepared_from_bytes(&self, bytes: &[u8]) -> Result<BfvPrepared> {
@@ -1504,13 +1651,13 @@ impl Backend for Bfv {
                 .map(|q| q.serialization_length(self.info.n))
                 .sum();
             if len == rq.coefficients.len() {
-                return Ok(BfvPrepared(decode_poly(
+                return Ok(BfvPrepared(PreparedForm::Ntt(decode_poly(
                     bytes,
                     ctx,
                     self.info.n,
                     repr,
                     WHAT,
-                )?));
+                )?)));
             }
         }
         Err(malformed(
@@ -1571,14 +1718,33 @@ impl Backend for Bfv {
         if bits > max {
             return Err(HeError::FloodTooLarge { bits, max });
         }
-        let zero = Plaintext::zero(Encoding::simd_at_level(level), self.par())?;
+        // fhe.rs's public-key encryption of zero (u·pk + (e1, e2), u and e from the
+        // same centred binomial), with the public key kept in NTT form per level and
+        // the errors and the flooding noise added in the power basis, where the
+        // ciphertext stays (mask_and_switch reads it there).
+        let [pk0, pk1] = self
+            .pk_levels
+            .get(level)
+            .ok_or(HeError::MissingKey { key: "public key" })?;
+        let ctx = self.par().context_at_level(level)?;
         let mut rng = rand::rng();
-        let ct = self.pk()?.try_encrypt(&zero, &mut rng)?;
-        let mut c: Vec<Poly> = ct.to_vec();
+        let mut u = Poly::small(ctx, Representation::Ntt, ERROR_VARIANCE, &mut rng)?;
+        let mut c = [pk0, pk1].map(|k| {
+            let mut c = &u * k;
+            c.change_representation(Representation::PowerBasis);
+            c
+        });
+        u.zeroize();
+        for c in &mut c {
+            *c += &Poly::small(ctx, Representation::PowerBasis, ERROR_VARIANCE, &mut rng)?;
+        }
         if bits > 0 {
             c[0] += &self.flood_noise(bits, level, &mut rng)?;
         }
-        self.wrap(c)
+        Ok(BfvCt::new(Polys {
+            c: c.map(Slot::power_only),
+            level,
+        }))
     }
 
     fn decrypt(&self, ct: &BfvCt) -> Result<Vec<u64>> {
@@ -1643,10 +1809,13 @@ impl Backend for Bfv {
 
     fn mul_plain(&self, a: &BfvCt, b: &BfvPrepared) -> Result<BfvCt> {
         self.same_level_dot(&[a], &[b])?;
+        let PreparedForm::Ntt(w) = &b.0 else {
+            return self.dot(&[a], &[b]);
+        };
         let mut c0 = a.ct[0].clone();
         let mut c1 = a.ct[1].clone();
-        c0 *= &b.0;
-        c1 *= &b.0;
+        c0 *= w;
+        c1 *= w;
         self.wrap(vec![c0, c1])
     }
 
@@ -1661,8 +1830,20 @@ impl Backend for Bfv {
             });
         }
         self.same_level_dot(cts, pts)?;
-        let c0 = dot_product(cts.iter().map(|c| &c.ct[0]), pts.iter().map(|p| &p.0))?;
-        let c1 = dot_product(cts.iter().map(|c| &c.ct[1]), pts.iter().map(|p| &p.0))?;
+        let full: Option<Vec<&Poly>> = pts
+            .iter()
+            .map(|p| match &p.0 {
+                PreparedForm::Ntt(w) => Some(w),
+                PreparedForm::Rows(_) => None,
+            })
+            .collect();
+        let (c0, c1) = match full {
+            Some(w) => (
+                dot_product(cts.iter().map(|c| &c.ct[0]), w.iter().copied())?,
+                dot_product(cts.iter().map(|c| &c.ct[1]), w.iter().copied())?,
+            ),
+            None => (self.dot_rows(cts, pts, 0)?, self.dot_rows(cts, pts, 1)?),
+        };
         self.wrap(vec![c0, c1])
     }
 
@@ -1817,9 +1998,9 @@ impl Backend for Bfv {
         encoding: crate::Encoding,
         zero: &BfvCt,
     ) -> Result<BfvCt> {
-        // One pass in the power basis: (ct + zero) leaves the NTT domain once, Δ·r is
-        // added there (no NTT for the mask), and the switch and later the rounding and
-        // the wire form read the power basis. The same polynomials as add_plain, add and
+        // One pass in the power basis: ct leaves the NTT domain once, the flooding zero
+        // (made in the power basis) and Δ·r are added there (no NTT for either), and
+        // the switch and later the rounding and the wire form read the power basis. The same polynomials as add_plain, add and
         // switch_to_last one after the other, bit for bit.
         let level = ct.ct.level_index();
         let pt = self.encode_as_at(mask, encoding, level)?;
@@ -1832,10 +2013,12 @@ impl Backend for Bfv {
             });
         }
         let drop = self.params.last_level().saturating_sub(level);
-        let [mut c0, mut c1] = [0, 1].map(|i| &ct.ct[i] + &zero.ct[i]);
-        c0.change_representation(Representation::PowerBasis);
+        let [mut c0, c1] = [0, 1].map(|i| {
+            let mut c = ct.power_basis(i).into_owned();
+            c += zero.power_basis(i).as_ref();
+            c
+        });
         c0 += &self.scaled(&pt)?;
-        c1.change_representation(Representation::PowerBasis);
         self.switched([c0, c1], drop)
     }
 
@@ -2080,7 +2263,16 @@ mod tests {
             for rows in cases {
                 let slots: Vec<u64> = (0..n).map(|i| rows[i / span]).collect();
                 let ours = b.prepare_row_constants(rows).unwrap();
-                assert_eq!(ours.0, b.prepare(&slots).unwrap().0, "{name} {rows:?}");
+                assert!(
+                    matches!(ours.0, PreparedForm::Rows(_)),
+                    "{name}: not compact"
+                );
+                let slot = b.prepare(&slots).unwrap();
+                assert_eq!(
+                    b.prepared_ntt(&ours).unwrap().coefficients(),
+                    b.prepared_ntt(&slot).unwrap().coefficients(),
+                    "{name} {rows:?}"
+                );
             }
             let x = crate::random_slots(n, p, &mut rng);
             let ct = b.encrypt_sym(&b.encode(&x).unwrap()).unwrap();
@@ -2093,6 +2285,32 @@ mod tests {
                 .unwrap();
             let want: Vec<u64> = (0..n).map(|i| mul_mod(x[i], rows[i / span], p)).collect();
             assert_eq!(got, want, "{name}");
+            // a fused product mixing both forms, longer than one reduction batch, equals
+            // the product with every plaintext in full, bit for bit
+            let compact = b.prepare_row_constants(rows).unwrap();
+            let full = b.prepare(&x).unwrap();
+            let terms = 70;
+            let cts: Vec<&BfvCt> = vec![&ct; terms];
+            let mixed: Vec<&BfvPrepared> = (0..terms)
+                .map(|k| if k % 3 == 0 { &full } else { &compact })
+                .collect();
+            let expanded = BfvPrepared(PreparedForm::Ntt(
+                b.prepared_ntt(&compact).unwrap().into_owned(),
+            ));
+            let reference: Vec<&BfvPrepared> = (0..terms)
+                .map(|k| if k % 3 == 0 { &full } else { &expanded })
+                .collect();
+            let (ours, theirs) = (
+                b.dot(&cts, &mixed).unwrap(),
+                b.dot(&cts, &reference).unwrap(),
+            );
+            for i in 0..2 {
+                assert_eq!(
+                    ours.ct[i].coefficients(),
+                    theirs.ct[i].coefficients(),
+                    "{name}"
+                );
+            }
         }
         assert!(matches!(
             Bfv::keygen(&Params::preset("n8192").unwrap(), GaloisSpec::new(vec![]))

@@ -267,7 +267,8 @@ pub struct Estimate {
     /// Weight plaintexts the server encodes (NTT form).
     pub plaintexts: u64,
     /// Memory those plaintexts take when held: n·L coefficients of one word each (L the
-    /// moduli of the level they are encoded at).
+    /// moduli of the level they are encoded at), four words per modulus for a
+    /// row-constant plaintext (the scalar path).
     pub encoded_bytes: u64,
     /// Predicted time (ms) to encode them, online when encoded on the fly.
     pub encode_ms: f64,
@@ -325,7 +326,8 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
         bytes_down,
         galois_keys,
         plaintexts,
-        encoded_bytes: plaintexts * prepared_bytes(params, level),
+        encoded_bytes: prepared.ntt * prepared_bytes(params, level)
+            + prepared.row_constants * row_constants_bytes(params),
         encode_ms: (prepared.ntt as f64 * model.prepare_us_for(plan.encoding())
             + prepared.row_constants as f64 * model.prepare_rows_us())
             * limbs
@@ -364,6 +366,12 @@ pub fn median_us<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
         .collect();
     t.sort_by(|a, b| a.total_cmp(b));
     t[t.len() / 2]
+}
+
+/// Bytes of one row-constant plaintext held in memory (the scalar path): four words
+/// per modulus of the top level.
+pub fn row_constants_bytes(params: &Params) -> u64 {
+    (params.levels() * 4 * 8) as u64
 }
 
 /// Bytes of one prepared plaintext held in memory: NTT form with the moduli of `level`

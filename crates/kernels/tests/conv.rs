@@ -162,7 +162,8 @@ fn compact_packing_on_bfv() {
 
 #[test]
 fn scalar_path_on_bfv() {
-    // One channel per row: every weight plaintext is one constant per row (no NTT).
+    // One channel per row: every weight plaintext is one constant per row (no NTT, four
+    // words per modulus held).
     let params = Params::preset("n8192").unwrap();
     for (i, (sh, methods)) in [
         (
@@ -192,6 +193,17 @@ fn scalar_path_on_bfv() {
                 (0, plan.encoded_plaintexts())
             );
             drop(m);
+            // held compactly: four words per modulus, not n·L
+            let est = kernels::estimate::estimate(
+                &plan,
+                &params,
+                &kernels::CostModel::reference(&params),
+            )
+            .unwrap();
+            assert_eq!(
+                est.encoded_bytes,
+                plan.encoded_plaintexts() as u64 * 4 * 8 * params.levels() as u64
+            );
             assert_eq!(run(&b, &plan, &x, &f, bits), want, "{method} {sh:?} on Bfv");
         }
     }

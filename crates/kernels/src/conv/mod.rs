@@ -31,8 +31,8 @@
 //! 1 − ρ. Output shares are returned as c_o x h_out x w_out, row-major.
 //!
 //! **Scalar path** ([`ConvGeometry::scalar_path`]): where a row holds one padded channel
-//! (c_n = 1), a weight plaintext is one constant per row, built without an NTT
-//! ([`he::Backend::prepare_row_constants`]).
+//! (c_n = 1), a weight plaintext is one constant per row, built without an NTT and
+//! held as four values per modulus ([`he::Backend::prepare_row_constants`]).
 //!
 //! **Compact packing** ([`Packing::Compact`], 'same' convolutions whose channel fits a
 //! row; GAZELLE's layout, "dense packing" in the papers' sense; "dense" elsewhere in
