@@ -144,9 +144,7 @@ impl Polys {
 #[derive(Clone, Debug)]
 pub struct BfvCt {
     ct: Polys,
-    /// The seed of c1 for a fresh symmetric encryption (its c1 travels as the seed),
-    /// kept from encryption so that the rounded wire form need not serialise the
-    /// ciphertext through fhe.rs to read it.
+    /// The seed of c1 for a fresh symmetric encryption (its c1 travels as the seed).
     seed: Option<[u8; 32]>,
     /// For a selected ciphertext ([`Backend::select_coeffs`]): the kept coefficient
     /// runs (c0 is zero elsewhere).
@@ -897,7 +895,7 @@ impl Bfv {
 
     fn top(a: &BfvCt) -> Result<()> {
         Self::whole(a, "an operation at the top level")?;
-        let l = a.ct.level_index();
+        let l = a.ct.level;
         if l != 0 {
             return Err(HeError::WrongLevel {
                 expected: 0,
@@ -910,7 +908,7 @@ impl Bfv {
     /// A whole ciphertext and a plaintext at the same level (fhe.rs would panic).
     fn same_level_pt(a: &BfvCt, b: &BfvPt) -> Result<()> {
         Self::whole(a, "a plaintext addition")?;
-        let (l, r) = (a.ct.level_index(), b.level);
+        let (l, r) = (a.ct.level, b.level);
         if l != r {
             return Err(HeError::LevelMismatch { left: l, right: r });
         }
@@ -923,11 +921,11 @@ impl Bfv {
         let Some(first) = cts.first() else {
             return Ok(());
         };
-        let level = first.ct.level_index();
+        let level = first.ct.level;
         let moduli = first.ct.ctx().moduli().len();
         for c in cts {
             Self::whole(c, "a fused product")?;
-            let l = c.ct.level_index();
+            let l = c.ct.level;
             if l != level {
                 return Err(HeError::LevelMismatch {
                     left: level,
@@ -1076,7 +1074,7 @@ impl Bfv {
     /// (s kept in NTT form), then ⌊p·x/q⌉ mod p. One modulus (responses are at the last
     /// level) is scaled here exactly as fhe.rs's scaler does; more go through fhe.rs.
     fn decrypt_coeffs_raw(&self, ct: &BfvCt) -> Result<Vec<u64>> {
-        let level = ct.ct.level_index();
+        let level = ct.ct.level;
         let ctx = ct.ct.ctx();
         let secret = self
             .secret_ntt
@@ -1121,15 +1119,12 @@ impl Bfv {
                     .row_basis
                     .as_ref()
                     .ok_or_else(|| HeError::Engine("row constants without a row basis".into()))?;
-                Ok(Cow::Owned(
-                    self.prepared_from_rows(0, |row, _, limb| {
-                        let (class, _) = &basis.limbs[limb];
-                        for (r, &c) in row.iter_mut().zip(class) {
-                            *r = limbs[limb][c as usize];
-                        }
-                    })?
-                    .into_ntt()?,
-                ))
+                Ok(Cow::Owned(self.ntt_rows(0, |row, _, limb| {
+                    let (class, _) = &basis.limbs[limb];
+                    for (r, &c) in row.iter_mut().zip(class) {
+                        *r = limbs[limb][c as usize];
+                    }
+                })?))
             }
         }
     }
@@ -1190,21 +1185,18 @@ impl Bfv {
     fn prepare_centred(&self, coeffs: &[u64], level: usize) -> Result<BfvPrepared> {
         self.check_level(level)?;
         let p = self.info.p;
-        self.prepared_from_rows(level, |row, q, limb| {
+        let w = self.ntt_rows(level, |row, q, limb| {
             for (r, &c) in row.iter_mut().zip(coeffs) {
                 *r = lift_centred(c, p, q);
             }
             self.ntt_ops[limb].forward(row);
-        })
+        })?;
+        Ok(BfvPrepared(PreparedForm::Ntt(w)))
     }
 
-    /// A prepared plaintext at `level` whose NTT-form row of each modulus q (limb i)
+    /// The NTT-form polynomial at `level` whose row of each modulus q (limb i)
     /// `fill(row, q, i)` writes.
-    fn prepared_from_rows(
-        &self,
-        level: usize,
-        mut fill: impl FnMut(&mut [u64], u64, usize),
-    ) -> Result<BfvPrepared> {
+    fn ntt_rows(&self, level: usize, mut fill: impl FnMut(&mut [u64], u64, usize)) -> Result<Poly> {
         let ctx = self.par().context_at_level(level)?;
         let n = self.info.n;
         let ops = ctx.moduli();
@@ -1215,18 +1207,18 @@ impl Bfv {
         for (limb, (row, &q)) in rows.chunks_exact_mut(n).zip(ops).enumerate() {
             fill(row, q, limb);
         }
-        Ok(BfvPrepared(PreparedForm::Ntt(Poly::try_convert_from(
+        Ok(Poly::try_convert_from(
             arr,
             ctx,
             false,
             Representation::Ntt,
-        )?)))
+        )?)
     }
 
     /// A rounded ciphertext on the wire ([`crate::rounding`]): c0 (at the kept
     /// coefficients when selected) and c1 (or the seed) as bit-packed digits.
     fn serialize_rounded(&self, a: &BfvCt) -> Result<Vec<u8>> {
-        let level = a.ct.level_index();
+        let level = a.ct.level;
         let q = self.params.moduli_at(level);
         let n = self.info.n;
         let at: Vec<usize> = match &a.keep {
@@ -1363,7 +1355,7 @@ impl Bfv {
         Ok(CtWire {
             c: vec![c0.encode_to_vec(), a.ct[1].to_bytes()],
             seed: vec![],
-            level: a.ct.level_index() as u32,
+            level: a.ct.level as u32,
             keep: keep
                 .iter()
                 .flat_map(|r| [r.start as u32, r.end as u32])
@@ -1547,25 +1539,6 @@ impl Bfv {
     pub fn mul_plain_fhe(&self, a: &BfvCt, b: &BfvPt) -> Result<BfvCt> {
         Self::top(a)?;
         self.wrap_fhe(self.fhe_ct(a)? * self.fhe_plaintext(b)?)
-    }
-}
-
-/// Small accessor so levels read the same everywhere.
-trait LevelIndex {
-    fn level_index(&self) -> usize;
-}
-impl BfvPrepared {
-    fn into_ntt(self) -> Result<Poly> {
-        match self.0 {
-            PreparedForm::Ntt(w) => Ok(w),
-            PreparedForm::Rows(_) => Err(HeError::Engine("expected an NTT-form plaintext".into())),
-        }
-    }
-}
-
-impl LevelIndex for Polys {
-    fn level_index(&self) -> usize {
-        self.level
     }
 }
 
@@ -1763,7 +1736,7 @@ impl Backend for Bfv {
         // SAFETY: `measure_noise` is `unsafe` in fhe.rs only because it runs in variable
         // time in the noise; it is a client-side diagnostic on the client's own data.
         let noise = unsafe { sk.measure_noise(self.fhe_ct(ct)?)? } as f64;
-        let level = ct.ct.level_index();
+        let level = ct.ct.level;
         let budget = self.params.log_q_at(level) - (self.info.p as f64).log2() - noise - 1.0;
         Ok(Some(budget.max(0.0).floor() as u32))
     }
@@ -1771,7 +1744,7 @@ impl Backend for Bfv {
     fn add(&self, a: &BfvCt, b: &BfvCt) -> Result<BfvCt> {
         Self::whole(a, "add")?;
         Self::whole(b, "add")?;
-        let (la, lb) = (a.ct.level_index(), b.ct.level_index());
+        let (la, lb) = (a.ct.level, b.ct.level);
         if la != lb {
             return Err(HeError::LevelMismatch {
                 left: la,
@@ -1784,7 +1757,7 @@ impl Backend for Bfv {
     fn sub(&self, a: &BfvCt, b: &BfvCt) -> Result<BfvCt> {
         Self::whole(a, "sub")?;
         Self::whole(b, "sub")?;
-        let (la, lb) = (a.ct.level_index(), b.ct.level_index());
+        let (la, lb) = (a.ct.level, b.ct.level);
         if la != lb {
             return Err(HeError::LevelMismatch {
                 left: la,
@@ -1876,8 +1849,8 @@ impl Backend for Bfv {
     fn select_coeffs(&self, a: &BfvCt, keep: &[Range<usize>]) -> Result<BfvCt> {
         Self::whole(a, "select_coeffs")?;
         check_runs(keep, self.info.n)?;
-        // c0 in power basis, zero outside the runs (what the client will receive), back
-        // in NTT form so that decryption reads the kept coefficients unchanged.
+        // c0 in the power basis, zero outside the runs (what the client will receive);
+        // decryption reads the kept coefficients unchanged.
         let c0 = a.power_basis(0);
         let mut arr = c0.coefficients().to_owned();
         let mut mask = vec![false; self.info.n];
@@ -1979,9 +1952,10 @@ impl Backend for Bfv {
         Self::whole(a, "switch_to_last")?;
         // fhe.rs switches one level at a time, each time leaving and re-entering the NTT
         // domain (for 4 moduli: 9 inverse and 6 forward NTTs per polynomial); the same
-        // divide-and-round steps in the power basis need 4 inverse NTTs and 1 forward.
+        // divide-and-round steps in the power basis need 4 inverse NTTs, and the result
+        // stays in the power basis (the forward NTT only if an operation needs it).
         // Same result, bit for bit.
-        let drop = self.params.last_level().saturating_sub(a.ct.level_index());
+        let drop = self.params.last_level().saturating_sub(a.ct.level);
         if drop == 0 {
             return Ok(BfvCt::new(a.ct.clone()));
         }
@@ -2000,16 +1974,17 @@ impl Backend for Bfv {
     ) -> Result<BfvCt> {
         // One pass in the power basis: ct leaves the NTT domain once, the flooding zero
         // (made in the power basis) and Δ·r are added there (no NTT for either), and
-        // the switch and later the rounding and the wire form read the power basis. The same polynomials as add_plain, add and
-        // switch_to_last one after the other, bit for bit.
-        let level = ct.ct.level_index();
+        // the switch and later the rounding and the wire form read the power basis.
+        // The same polynomials as add_plain, add and switch_to_last one after the
+        // other, bit for bit.
+        let level = ct.ct.level;
         let pt = self.encode_as_at(mask, encoding, level)?;
         Self::same_level_pt(ct, &pt)?;
         Self::whole(zero, "mask_and_switch")?;
-        if zero.ct.level_index() != level {
+        if zero.ct.level != level {
             return Err(HeError::LevelMismatch {
                 left: level,
-                right: zero.ct.level_index(),
+                right: zero.ct.level,
             });
         }
         let drop = self.params.last_level().saturating_sub(level);
@@ -2023,7 +1998,7 @@ impl Backend for Bfv {
     }
 
     fn level(&self, a: &BfvCt) -> usize {
-        a.ct.level_index()
+        a.ct.level
     }
 
     fn is_seeded(&self, a: &BfvCt) -> bool {
@@ -2040,14 +2015,14 @@ impl Backend for Bfv {
             (None, Some(seed)) => Ok(CtWire {
                 c: vec![a.ct[0].to_bytes()],
                 seed: seed.to_vec(),
-                level: a.ct.level_index() as u32,
+                level: a.ct.level as u32,
                 ..Default::default()
             }
             .encode_to_vec()),
             // fhe.rs's wire form
             (None, None) => Ok(CtWire {
                 c: a.ct.c.iter().map(|p| p.ntt().to_bytes()).collect(),
-                level: a.ct.level_index() as u32,
+                level: a.ct.level as u32,
                 ..Default::default()
             }
             .encode_to_vec()),
@@ -2057,7 +2032,7 @@ impl Backend for Bfv {
 
     fn wire_size(&self, a: &BfvCt) -> usize {
         self.params.rounded_ct_wire_size(
-            a.ct.level_index(),
+            a.ct.level,
             a.seed.is_some(),
             a.keep
                 .as_ref()
@@ -2067,14 +2042,8 @@ impl Backend for Bfv {
     }
 
     fn round(&self, a: &BfvCt, r: Rounding) -> Result<BfvCt> {
-        rounding::check_ct(
-            &self.params,
-            a.ct.level_index(),
-            a.seed.is_some(),
-            a.rounding,
-            r,
-        )?;
-        let q = self.params.moduli_at(a.ct.level_index()).to_vec();
+        rounding::check_ct(&self.params, a.ct.level, a.seed.is_some(), a.rounding, r)?;
+        let q = self.params.moduli_at(a.ct.level).to_vec();
         let kept: Option<Vec<usize>> = a
             .keep
             .as_ref()
@@ -2095,19 +2064,17 @@ impl Backend for Bfv {
                 Representation::PowerBasis,
             )?);
         }
-        let mut out = BfvCt {
+        Ok(BfvCt {
             ct: Polys {
                 c,
                 level: a.ct.level,
             },
             seed: a.seed,
             keep: a.keep.clone(),
-            rounding: a.rounding,
+            rounding: r,
             packed,
             fhe: OnceLock::new(),
-        };
-        out.rounding = r;
-        Ok(out)
+        })
     }
 
     fn deserialize(&self, bytes: &[u8]) -> Result<BfvCt> {
@@ -2169,7 +2136,7 @@ mod tests {
             let ours = b.switch_to_last(&ct).unwrap();
             let mut theirs = b.fhe_ct(&ct).unwrap().clone();
             theirs.switch_to_level(params.last_level()).unwrap();
-            assert_eq!(ours.ct.level_index(), params.last_level());
+            assert_eq!(ours.ct.level, params.last_level());
             assert_eq!(ours.ct.c.len(), theirs.len());
             for i in 0..theirs.len() {
                 assert_eq!(ours.ct[i], theirs[i], "level {level} polynomial {i}");

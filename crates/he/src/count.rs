@@ -41,6 +41,15 @@ impl<B: Backend> Counting<B> {
     fn bump(&self, f: impl FnOnce(&mut OpCounts)) {
         f(&mut self.counts.lock().unwrap_or_else(|e| e.into_inner()));
     }
+    /// A switch down `dropped` levels: per level one ModSwitch, and both polynomials out
+    /// of and back into the NTT domain.
+    fn bump_switch(&self, dropped: u64) {
+        self.bump(|c| {
+            c.mod_switch += dropped;
+            c.intt += 2 * dropped;
+            c.ntt += 2 * dropped
+        });
+    }
     /// A fused sum of `k` products: k ScMult and k − 1 (fused) additions.
     fn bump_dot(&self, k: u64) {
         self.bump(|c| {
@@ -242,12 +251,7 @@ impl<B: Backend> Backend for Counting<B> {
     fn switch_to_last(&self, a: &Self::Ct) -> Result<Self::Ct> {
         let from = self.inner.level(a);
         let r = self.inner.switch_to_last(a)?;
-        let dropped = (self.inner.level(&r) - from) as u64;
-        self.bump(|c| {
-            c.mod_switch += dropped;
-            c.intt += 2 * dropped;
-            c.ntt += 2 * dropped
-        });
+        self.bump_switch((self.inner.level(&r) - from) as u64);
         Ok(r)
     }
     fn mask_and_switch(
@@ -259,14 +263,12 @@ impl<B: Backend> Backend for Counting<B> {
     ) -> Result<Self::Ct> {
         let from = self.inner.level(ct);
         let r = self.inner.mask_and_switch(ct, mask, encoding, zero)?;
-        let dropped = (self.inner.level(&r) - from) as u64;
         // what the default's encode_as_at, add_plain, add and switch_to_last count
         self.bump(|c| {
-            c.ntt += 1 + 2 * dropped;
-            c.add += 2;
-            c.mod_switch += dropped;
-            c.intt += 2 * dropped
+            c.ntt += 1;
+            c.add += 2
         });
+        self.bump_switch((self.inner.level(&r) - from) as u64);
         Ok(r)
     }
     fn level(&self, a: &Self::Ct) -> usize {
