@@ -73,20 +73,33 @@ pub(crate) struct Shape {
 }
 
 impl Shape {
+    /// The COTs [`precompute`] takes from the session's pools, in the order it takes
+    /// them: every millionaire's digits, then each circuit group's triples in both
+    /// directions ([`Dir::CANONICAL`]), then every OT. A function of the shape alone,
+    /// the same for both roles, so the two parties' pools run their refills at the
+    /// same points; `precompute` checks each take against it.
+    pub(crate) fn cot_takes(&self) -> Vec<(Dir, usize)> {
+        let mut takes = Vec::new();
+        for m in &self.mills {
+            takes.extend(m.digits().into_iter().map(|d| (m.dir(), m.n * d)));
+        }
+        for len in self.circuit.group_lens() {
+            takes.extend(Dir::CANONICAL.map(|d| (d, len)));
+        }
+        for o in &self.ots {
+            takes.push((o.dir(), o.n * o.k()));
+        }
+        takes
+    }
+
     /// COTs needed in directions SC and CS.
     pub(crate) fn cots(&self) -> (usize, usize) {
         let (mut sc, mut cs) = (0, 0);
-        let mut add = |d: Dir, n: usize| match d {
-            Dir::Sc => sc += n,
-            Dir::Cs => cs += n,
-        };
-        for m in &self.mills {
-            add(m.dir(), m.cots());
-        }
-        add(Dir::Sc, self.circuit.cots());
-        add(Dir::Cs, self.circuit.cots());
-        for o in &self.ots {
-            add(o.dir(), o.n * o.k());
+        for (d, n) in self.cot_takes() {
+            match d {
+                Dir::Sc => sc += n,
+                Dir::Cs => cs += n,
+            }
         }
         (sc, cs)
     }
@@ -218,7 +231,13 @@ pub(crate) fn precompute<C: Channel>(
 ) -> Result<Pre> {
     let role = session.role();
     let mut hash = Tccr::new();
-    let mut take = |session: &mut OtSession, dir: Dir, n: usize| session.take_refill(ch, dir, n);
+    let mut takes = shape.cot_takes().into_iter();
+    let mut take = |session: &mut OtSession, dir: Dir, n: usize| {
+        if takes.next() != Some((dir, n)) {
+            return Err(OtError::Internal("COT take out of the shape's order"));
+        }
+        session.take_refill(ch, dir, n)
+    };
     let mut leaves = Vec::with_capacity(shape.mills.len());
     for m in &shape.mills {
         let dir = m.dir();
@@ -268,22 +287,21 @@ pub(crate) fn precompute<C: Channel>(
     let mut sent: Vec<u8> = Vec::with_capacity(2 * nt);
     let mut recvd_c: Vec<u8> = Vec::with_capacity(nt);
     let mut recvd_p: Vec<u8> = Vec::with_capacity(nt);
-    let (my_dir, their_dir) = (Dir::sent_by(role), Dir::sent_by(role.other()));
     for len in shape.circuit.group_lens() {
-        match &take(session, my_dir, len)? {
-            Cots::Send { delta, v, first } => {
-                let low = |x: u128| x as u8;
-                kot::sender_pads_map(*delta, v, *first, my_dir.id(), 1, &mut hash, &mut sent, low);
+        // Both parties take in the same order (SC, then CS), whoever sends: the pools'
+        // refills depend on the sequence of takes, which must be the same on both sides.
+        for dir in Dir::CANONICAL {
+            match &take(session, dir, len)? {
+                Cots::Send { delta, v, first } => {
+                    let low = |x: u128| x as u8;
+                    kot::sender_pads_map(*delta, v, *first, dir.id(), 1, &mut hash, &mut sent, low);
+                }
+                Cots::Recv { w, first } => {
+                    let (c, p) = (&mut recvd_c, &mut recvd_p);
+                    let low = |x: u128| x as u8;
+                    kot::receiver_pads_map(w, *first, dir.id(), 1, &mut hash, c, p, low);
+                }
             }
-            Cots::Recv { .. } => return Err(OtError::Internal("triples: wrong pool")),
-        }
-        match &take(session, their_dir, len)? {
-            Cots::Recv { w, first } => {
-                let (c, p) = (&mut recvd_c, &mut recvd_p);
-                let low = |x: u128| x as u8;
-                kot::receiver_pads_map(w, *first, their_dir.id(), 1, &mut hash, c, p, low);
-            }
-            Cots::Send { .. } => return Err(OtError::Internal("triples: wrong pool")),
         }
     }
     let sent: Vec<(u8, u8)> = sent.chunks_exact(2).map(|c| (c[0], c[1])).collect();
@@ -310,6 +328,9 @@ pub(crate) fn precompute<C: Channel>(
                 OtPre::Receiver(c, pads)
             }
         });
+    }
+    if takes.next().is_some() {
+        return Err(OtError::Internal("COT takes left over"));
     }
     Ok(Pre {
         leaves,

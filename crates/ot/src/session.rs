@@ -15,9 +15,16 @@
 //!    batch message; the client answers with the first CS batch message.
 //!
 //! Cost with the default parameters: 2 × (4 128 B base OT + 76 800 B IKNP columns +
-//! 160 000 B batch) plus framing ≈ 482 kB, once per session. Both parties take COTs
-//! from the pools in the same order, so the pools stay in lockstep; each layer's hello
-//! carries both pools' positions and any difference is an [`OtError::SpecMismatch`].
+//! 160 017 B batch) plus framing ≈ 482 kB, once per session.
+//!
+//! **Lockstep by construction.** A refill is a flight both parties must run at the
+//! same point. Whether one runs depends only on the pools' sizes and the request, so
+//! both parties take the same sequence of requests: a step's takes are a function of
+//! its shape alone (`program::Shape::cot_takes`, [`Dir::CANONICAL`] order where a step
+//! needs both directions, whichever party sends), checked take by take. Every batch
+//! message carries its direction, batch index and first COT position, checked by the
+//! receiver before it expands anything, and each layer's hello carries both pools'
+//! positions: any difference is an [`OtError::SpecMismatch`] where it arises.
 
 use std::time::Instant;
 
@@ -74,6 +81,11 @@ impl Dir {
             Dir::Cs => Role::Client,
         }
     }
+    /// The order in which both parties take COTs of the two directions whenever one
+    /// step needs both (whichever party sends): the pools' refills follow the
+    /// sequence of takes, so it must not depend on the role.
+    pub const CANONICAL: [Dir; 2] = [Dir::Sc, Dir::Cs];
+
     pub(crate) fn id(self) -> u8 {
         match self {
             Dir::Sc => 0,

@@ -30,7 +30,9 @@
 //! the silent sender's `Δ` as IKNP's offset); every later batch reserves the first
 //! `t·h` outputs of the previous one for the next ("bootstrapping from reserved
 //! COTs", as Ferret does), so a batch costs one flight of `16·t·(2h + 1)` bytes:
-//! 160 000 B for the default, 0.196 B per usable COT (814 400 per batch).
+//! 160 017 B for the default (a 17-byte header naming the direction, the batch and
+//! the position of its first COT, then the PPRF message), 0.196 B per usable COT
+//! (814 400 per batch).
 //! Computation: the PPRF (`≈ 2N'` AES per side) and one `dual_encode` of `N'`
 //! blocks per side. cryprot-codes uses its branch-free SSE4.1 accumulator only when
 //! compiled with `target-feature=+sse4.1`, which this workspace does not set, so its
@@ -124,9 +126,10 @@ impl SilentParams {
         self.outputs() - self.reserve()
     }
 
-    /// Bytes of a batch message (frame headers excluded).
+    /// Bytes of a batch message (frame headers excluded): the batch header and the
+    /// PPRF message.
     pub fn message_bytes(&self) -> usize {
-        16 * self.shape().msg_blocks()
+        BatchHeader::BYTES + 16 * self.shape().msg_blocks()
     }
 
     /// Upper estimate of the peak memory (bytes) one [`crate::OtSession`] with these
@@ -147,6 +150,54 @@ impl SilentParams {
         let msg = 4 * self.message_bytes() as u64;
         let per_dir = leaves + carry + tree + base + msg + 4096;
         2 * per_dir
+    }
+}
+
+/// What a batch message says about itself, checked by the receiver before it expands
+/// anything: the direction, the batch's index in that direction, and the global index
+/// its first usable COT will get. Both parties derive all three from their own state,
+/// so a refill that only one of them runs (a difference in the COT accounting) is a
+/// typed [`OtError::SpecMismatch`] at that refill, not garbage later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BatchHeader {
+    dir: u8,
+    batch: u64,
+    first: u64,
+}
+
+impl BatchHeader {
+    const BYTES: usize = 1 + 8 + 8;
+
+    fn to_bytes(self) -> [u8; Self::BYTES] {
+        let mut h = [0u8; Self::BYTES];
+        h[0] = self.dir;
+        h[1..9].copy_from_slice(&self.batch.to_le_bytes());
+        h[9..17].copy_from_slice(&self.first.to_le_bytes());
+        h
+    }
+
+    fn check(self, theirs: &[u8]) -> Result<()> {
+        expect_len("silent OT batch header", Self::BYTES, theirs.len())?;
+        let word = |a: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&theirs[a..a + 8]);
+            u64::from_le_bytes(b)
+        };
+        let fields = [
+            ("refill direction", self.dir as u64, theirs[0] as u64),
+            ("refill batch", self.batch, word(1)),
+            ("refill position", self.first, word(9)),
+        ];
+        for (field, ours, theirs) in fields {
+            if ours != theirs {
+                return Err(OtError::SpecMismatch {
+                    field,
+                    ours,
+                    theirs,
+                });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -241,6 +292,7 @@ impl SilentSender {
     /// same time.
     pub(crate) fn expand(&mut self, pool: &mut Pool) -> Vec<u8> {
         let shape = self.params.shape();
+        let first_index = pool.next_index() + pool.available() as u64;
         let mut seeds: Vec<u128> = (0..shape.trees)
             .map(|_| {
                 let mut b = [0u8; 16];
@@ -263,8 +315,16 @@ impl SilentSender {
             pool.refill_buffer(shape.leaves()),
         );
         seeds.zeroize();
+        let header = BatchHeader {
+            dir: self.dir,
+            batch: self.batch,
+            first: first_index,
+        };
         self.batch += 1;
-        blocks_to_bytes(&msg)
+        let mut out = Vec::with_capacity(BatchHeader::BYTES + 16 * msg.len());
+        out.extend_from_slice(&header.to_bytes());
+        out.extend_from_slice(&blocks_to_bytes(&msg));
+        out
     }
 
     /// The second half: compresses the leaves in `pool`'s buffer, keeps the base
@@ -325,7 +385,14 @@ impl SilentReceiver {
             self.params.message_bytes(),
             msg.len(),
         )?;
-        let blocks = bytes_to_blocks(msg);
+        let (header, body) = msg.split_at(BatchHeader::BYTES);
+        let ours = BatchHeader {
+            dir: self.dir,
+            batch: self.batch,
+            first: pool.next_index() + pool.available() as u64,
+        };
+        ours.check(header)?;
+        let blocks = bytes_to_blocks(body);
         let shape = self.params.shape();
         let id = pprf::Batch {
             shape,
