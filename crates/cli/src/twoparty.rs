@@ -578,22 +578,25 @@ fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
         listener.local_addr()?,
     );
     eprintln!(
-        "helina server: weights encoded once for every session in {:.0} ms ({} layer(s) on the fly); a session needs about {:.1} MB (budget {:.1} MB), at most {} at once",
+        "helina server: weights encoded once for every session in {:.0} ms ({} layer(s) on the fly); a session needs about {:.1} MB whatever its inputs (budget {:.1} MB), at most {} at once; {} responses per input, flooding sized for 2^{} per session (statistical distance ≤ 2^-40 per session)",
         server.network().encode_ms(),
         server.network().on_the_fly_layers(),
-        server.network().session_bytes()? as f64 / 1e6,
+        server.network().session_bytes(protocol::MAX_INPUTS_PER_SESSION)? as f64 / 1e6,
         server.session_budget() as f64 / 1e6,
-        a.max_clients.max(1)
+        a.max_clients.max(1),
+        server.network().limits().responses_per_input,
+        server.network().params().session_responses_log2(),
     );
     server.serve(listener, |rep| match &rep.result {
         Ok(o) => eprintln!(
-            "helina server: {}: {} inference(s) in {:.1} ms; encoded weights {:.1} MB, {} layer(s) on the fly; {} responses (statistical distance ≤ 2^{:.1}); peak RSS {}",
+            "helina server: {}: {} inference(s) in {:.1} ms; encoded weights {:.1} MB, {} layer(s) on the fly; {} responses of at most 2^{} (statistical distance ≤ 2^{:.1}); peak RSS {}",
             rep.peer,
-            o.inferences.len(),
+            o.inferences,
             rep.elapsed_ms,
             o.encoded_bytes as f64 / 1e6,
             o.on_the_fly_layers,
             o.responses,
+            o.responses_log2,
             o.distance_log2,
             o.peak_rss_bytes
                 .map_or("n/a".into(), |b| format!("{:.1} MB", b as f64 / 1e6))

@@ -422,7 +422,7 @@ fn offline<C: Channel>(
     let circuit = spec.circuit()?;
     let hello = spec.hello(garbler);
     ch.send(&wire::encode(&hello)?)?;
-    let theirs: Hello = wire::decode(&ch.recv()?, "hello")?;
+    let theirs: Hello = wire::decode(&ch.recv_at_most(256)?, "hello")?;
     check_hello(&hello, &theirs)?;
     let mut rng = fresh_rng();
     let (l, count) = (spec.bits(), spec.count);
@@ -474,7 +474,11 @@ fn offline<C: Channel>(
         rng.fill_bytes(&mut cb);
         let choice: Vec<bool> = (0..n_e).map(|i| (cb[i / 8] >> (i % 8)) & 1 == 1).collect();
         let t = ot.extend_cot(ch, &choice)?;
-        let header: GarbledHeader = wire::decode(&ch.recv()?, "garbled header")?;
+        // the header's size follows from the spec: two byte vectors (with their 8-byte
+        // lengths) of `count·ℓ` bits and `count·ℓ` blocks; a little more is read so that
+        // a field of the wrong length is named by the checks below
+        let header_max = 8 + 2 * 8 + (count * l).div_ceil(8) + 16 * count * l + 64;
+        let header: GarbledHeader = wire::decode(&ch.recv_at_most(header_max)?, "garbled header")?;
         if header.table_blocks != n_tables as u64 {
             return Err(GcError::Length {
                 what: "garbled table blocks",
@@ -532,7 +536,8 @@ fn online<C: Channel>(ch: &mut C, pre: Pre, shares: &[u64]) -> Result<Vec<u64>> 
         Pre::Garbler(g) => {
             let l = g.spec.bits();
             let n_e = g.eval_corr.len();
-            let msg: Choice = wire::decode(&ch.recv()?, "choice bits")?;
+            let msg: Choice =
+                wire::decode(&ch.recv_at_most(8 + n_e.div_ceil(8) + 64)?, "choice bits")?;
             let e = unpack_bits(&msg.e, n_e).ok_or(GcError::Length {
                 what: "choice bytes",
                 expected: n_e.div_ceil(8) as u64,

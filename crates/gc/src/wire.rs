@@ -96,7 +96,7 @@ pub fn recv_blocks<C: Channel>(ch: &mut C, n: usize, what: &'static str) -> Resu
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
         let want = FRAME_BLOCKS.min(n - out.len());
-        let f = ch.recv()?;
+        let f = ch.recv_at_most(16 * want)?;
         if f.len() != 16 * want {
             return Err(GcError::Length {
                 what,

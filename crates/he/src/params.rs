@@ -91,6 +91,7 @@ pub struct Params {
     pub(crate) fhe: Arc<BfvParameters>,
     wire_sizes: Arc<OnceLock<Vec<[usize; 2]>>>,
     weight_bound_bits: Option<u32>,
+    session_responses_log2: u32,
 }
 
 impl std::fmt::Debug for Params {
@@ -221,6 +222,22 @@ impl Params {
     pub fn weight_bound_bits(&self) -> Option<u32> {
         self.weight_bound_bits
     }
+    /// These parameters for sessions of at most `2^log2` flooded responses: the
+    /// flooding of each response is sized so that all of them together stay within the
+    /// statistical distance the noise model targets (2^-40; `kernels::noise`). Both
+    /// parties take it from the session's plan (the server's plan states it, so both
+    /// derive the same query levels); the server refuses a session that would ask for
+    /// more. 0 (the default): one response. Equality and the hash ignore it.
+    pub fn with_session_responses(&self, log2: u32) -> Params {
+        Params {
+            session_responses_log2: log2,
+            ..self.clone()
+        }
+    }
+    /// log2 of the most responses a session may receive ([`Params::with_session_responses`]).
+    pub fn session_responses_log2(&self) -> u32 {
+        self.session_responses_log2
+    }
     /// log2 of the largest weight magnitude: the bound, at most log2(p/2).
     pub fn weight_bound_log2(&self) -> f64 {
         let half = (self.p as f64 / 2.0).log2();
@@ -298,6 +315,37 @@ impl Params {
             .get(level)
             .map(|s| s[usize::from(seeded)])
             .unwrap_or(0)
+    }
+
+    /// An upper bound (exact up to a few bytes of protobuf framing per key) on the
+    /// bytes of the client's [`crate::PublicKeys`] for `galois`: the public key (a
+    /// seeded ciphertext at level 0) and one seeded key-switching key (L polynomials
+    /// at level 0) per Galois key the spec needs. A server reads the client's keys in a
+    /// frame of at most this size (plus its message framing): keys the plan does not
+    /// name cannot even arrive.
+    pub fn public_keys_wire_bound(&self, galois: &crate::GaloisSpec) -> usize {
+        let Ok(ctx) = self.fhe.context_at_level(0) else {
+            return 0;
+        };
+        let poly = crate::wire::RqWire {
+            representation: crate::wire::REPR_NTT_SHOUP,
+            degree: self.n as u32,
+            coefficients: vec![
+                0;
+                ctx.moduli_operators()
+                    .iter()
+                    .map(|q| q.serialization_length(self.n))
+                    .sum()
+            ],
+            allow_variable_time: true,
+        }
+        .encoded_len();
+        // per key: L polynomials (tag and length prefix each), a 32-byte seed, the
+        // levels, the base and the exponent, and the key's own envelope
+        let per_key = self.levels() * (poly + 8) + 32 + 64;
+        // fhe.rs writes the public key seeded (c1 as a seed)
+        let public_key = self.ct_wire_size(0, true) + 16;
+        public_key + galois.key_count(self.n / 2) * per_key + 16
     }
 
     /// Exact serialized size in bytes of a selected ciphertext at `level` (see
@@ -584,6 +632,7 @@ impl ParamsBuilder {
             fhe,
             wire_sizes: Arc::new(OnceLock::new()),
             weight_bound_bits: None,
+            session_responses_log2: 0,
         })
     }
 }

@@ -27,6 +27,40 @@ fn sizes_are_exact_and_seeded_is_half() {
     assert_eq!(b.decrypt(&back).unwrap(), x);
 }
 
+/// The bound a server reads the client's keys with covers real keys (rows and column,
+/// several presets) and is within a few bytes per key of them, so a spec with one key
+/// more does not fit under another spec's bound.
+#[test]
+fn public_keys_fit_their_wire_bound_closely() {
+    for (preset, spec) in [
+        ("n4096", GaloisSpec::none()),
+        ("n4096", GaloisSpec::new([1, 2, -3, 17])),
+        ("n8192-q109", GaloisSpec::new([1, 64]).with_column()),
+    ] {
+        let p = Params::preset(preset).unwrap();
+        let b = Bfv::keygen(&p, spec.clone()).unwrap();
+        let keys = b.public_keys();
+        let actual = keys.public_key_bytes() + keys.galois_bytes();
+        let bound = p.public_keys_wire_bound(&spec);
+        let count = spec.key_count(p.n() / 2);
+        assert!(actual <= bound, "{preset}: {actual} > {bound}");
+        assert!(
+            bound - actual <= 128 * (count + 1),
+            "{preset}: bound {bound} is {} above {actual}",
+            bound - actual
+        );
+        if count > 0 {
+            let one_less = GaloisSpec::new(spec.steps().skip(1));
+            let one_less = if spec.column {
+                one_less.with_column()
+            } else {
+                one_less
+            };
+            assert!(p.public_keys_wire_bound(&one_less) < actual, "{preset}");
+        }
+    }
+}
+
 #[test]
 fn n8192_last_level_is_about_five_times_smaller() {
     let p = Params::preset("n8192").unwrap();

@@ -194,7 +194,7 @@ pub fn infer_local(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let steps = match served.inferences.first() {
+    let steps = match &served.first {
         Some(s) => inference
             .layers
             .iter()

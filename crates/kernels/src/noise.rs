@@ -17,21 +17,24 @@
 //!   terms are independent (products of different query ciphertexts, each with fresh
 //!   noise and rounding of its own, by fixed weights: coefficient-encoded kernels).
 //!
-//! The bound on ‖e‖∞ is 9σ: a sub-Gaussian tail exceeds it with probability below
-//! 2^-40 over all n coefficients (√(2 ln(2n·2^40)) < 9 for n ≤ 2^17). Flooding
-//! (`share_output`): the smudging lemma gives statistical distance ≤ n·B_kernel/B_flood
-//! over the n coefficients, so B_flood = 2^40 · n · B_kernel; with the tail event the
-//! response is within 2^-39 of one that depends on W·x + r alone. Over a session of R
-//! responses the distance is at most R·2^-39 (union bound; the servers report R and
-//! this bound per session). Correct decryption needs B_flood < q/(2p); a margin of
-//! [`MARGIN_BITS`] is kept on top.
+//! **Flooding, per session.** A session may receive at most R = 2^r flooded responses
+//! (the plan states r: [`he::Params::session_responses_log2`]; the server refuses a
+//! session that would ask for more), and all of them together must be within 2^-40
+//! ([`FLOOD_SECURITY_BITS`]) of responses that depend on W·x + r alone: by the union
+//! bound, each response within 2^-(40+r), half of it for the tail event and half for
+//! the smudging. Tail: ‖e‖∞ ≤ t·σ except with probability 2n·exp(−t²/2) over the n
+//! coefficients, so t = √(2 ln(2n·2^(41+r))) ([`NoiseModel::tail_bits`]: log2 t = 3.13
+//! for n = 2^13 and r = 0, 3.38 for r = 24). Smudging (`share_output`): statistical
+//! distance ≤ n·B_kernel/B_flood over the n coefficients, so B_flood =
+//! 2^(41+r) · n · B_kernel. The cost of a session bound is r + 1 bits of flooding (and
+//! a fraction of a bit of tail) over a single response's 2^-40, taken from the noise
+//! budget: correct decryption needs B_flood < q/(2p); a margin of [`MARGIN_BITS`] is
+//! kept on top.
 
 use he::Params;
 
 /// Statistical security of response privacy, bits.
 pub const FLOOD_SECURITY_BITS: u32 = 40;
-/// log2 9: the bound on ‖e‖∞ is 9σ (tail probability below 2^-40).
-pub const TAIL_BITS: f64 = 3.17;
 /// Bits of noise budget kept free after flooding.
 pub const MARGIN_BITS: u32 = 2;
 
@@ -70,6 +73,9 @@ pub struct NoiseModel {
     /// coefficients are the weights: p/2, or the program's public bound,
     /// [`he::Params::weight_bound_log2`]).
     pub weight: f64,
+    /// log2 of the most responses a session may receive
+    /// ([`he::Params::session_responses_log2`]).
+    pub session_responses_log2: u32,
 }
 
 impl NoiseModel {
@@ -90,6 +96,7 @@ impl NoiseModel {
             key_switch: q_max + 0.5 * (10.0 * l * n / 3.0).log2(),
             sc_mult: 0.5 * n.log2() + (params.p() as f64 / 2.0).log2(),
             weight: params.weight_bound_log2(),
+            session_responses_log2: params.session_responses_log2(),
         }
     }
     /// The model of a parameter set for ciphertexts at `level` (the moduli left there:
@@ -157,14 +164,29 @@ impl NoiseModel {
     pub fn sum_independent(&self, b: f64, k: usize) -> f64 {
         b + 0.5 * (k.max(1) as f64).log2()
     }
-    /// Flooding bits for a kernel whose noise has log2 σ = `kernel` (bound 9σ).
-    pub fn flood_bits(&self, kernel: f64) -> u32 {
-        (kernel + TAIL_BITS + FLOOD_SECURITY_BITS as f64 + (self.n as f64).log2()).ceil() as u32
+    /// log2 of the statistical distance each response may have: 2^-(40 + r) for a
+    /// session of at most 2^r responses.
+    pub fn per_response_log2(&self) -> f64 {
+        -(FLOOD_SECURITY_BITS as f64 + self.session_responses_log2 as f64)
     }
-    /// log2 of the statistical distance bound of `responses` flooded responses: each
-    /// within 2^-(FLOOD_SECURITY_BITS − 1) of a simulated one, union bound over them.
-    pub fn session_distance_log2(responses: usize) -> f64 {
-        -(FLOOD_SECURITY_BITS as f64 - 1.0) + (responses.max(1) as f64).log2()
+    /// log2 t for the tail bound ‖e‖∞ ≤ t·σ, which fails with probability at most half
+    /// a response's share of the distance: 2n·exp(−t²/2) = 2^(per_response − 1).
+    pub fn tail_bits(&self) -> f64 {
+        let ln_inv = (1.0 - self.per_response_log2() + (2.0 * self.n as f64).log2())
+            * std::f64::consts::LN_2;
+        0.5 * (2.0 * ln_inv).log2()
+    }
+    /// Flooding bits for a kernel whose noise has log2 σ = `kernel`: B_flood = 2^(41 + r)
+    /// · n · t·σ (see the module doc).
+    pub fn flood_bits(&self, kernel: f64) -> u32 {
+        (kernel + self.tail_bits() + 1.0 - self.per_response_log2() + (self.n as f64).log2()).ceil()
+            as u32
+    }
+    /// log2 of the statistical distance bound of a session that received `responses`
+    /// flooded responses, each sized for a session of at most 2^`responses_log2`: the
+    /// union bound, at most 2^-40 while `responses` ≤ 2^`responses_log2`.
+    pub fn session_distance_log2(responses: usize, responses_log2: u32) -> f64 {
+        -(FLOOD_SECURITY_BITS as f64 + responses_log2 as f64) + (responses.max(1) as f64).log2()
     }
     /// Bits the whole response needs: flooding + p + 1 + margin.
     pub fn needed_bits(&self, kernel: f64) -> u32 {

@@ -66,20 +66,45 @@ impl std::ops::Sub for Counters {
 pub trait Channel {
     /// Sends one frame (after the link's delay).
     fn send(&mut self, frame: &[u8]) -> Result<()>;
-    /// Receives one frame.
+    /// Receives one frame (at most the channel's receive limit).
     fn recv(&mut self) -> Result<Vec<u8>>;
+    /// Receives one frame of at most `max` bytes (and at most the receive limit): a
+    /// longer one is refused from its length prefix, before its bytes are read, with
+    /// [`NetError::Oversized`]. A protocol whose next message has a known size bound
+    /// reads it with this. Channels that cannot check the prefix read the frame and
+    /// then refuse it.
+    fn recv_at_most(&mut self, max: usize) -> Result<Vec<u8>> {
+        let f = self.recv()?;
+        if f.len() > max {
+            return Err(NetError::Oversized {
+                len: f.len() as u64,
+                max: max as u64,
+            });
+        }
+        Ok(f)
+    }
+    /// Lowers (or restores, up to the channel's maximum) the size of the largest frame
+    /// [`Channel::recv`] accepts: a session sets it to the largest frame its plan
+    /// allows once the plan is known. Channels without limits ignore it.
+    fn set_recv_limit(&mut self, _max: usize) {}
     /// The counters so far.
     fn counters(&self) -> Counters;
     /// A deadline for everything that follows (a session's time limit): a send or
     /// receive that would end after it fails with [`NetError::Deadline`]. `None` lifts
     /// it. Channels without time limits ignore it.
     fn set_deadline(&mut self, _deadline: Option<Instant>) {}
+    /// The deadline set by [`Channel::set_deadline`], if any.
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
 }
 
 /// Shared bookkeeping of both channel kinds.
 #[derive(Debug)]
 struct State {
     max: usize,
+    /// The largest frame received (≤ `max`).
+    recv_limit: usize,
     timeout: Duration,
     link: Link,
     counters: Counters,
@@ -92,6 +117,7 @@ impl State {
     fn new(max: usize, timeout: Duration, link: Link) -> Self {
         Self {
             max,
+            recv_limit: max,
             timeout,
             link,
             counters: Counters::default(),
@@ -318,12 +344,17 @@ impl Channel for TcpChannel {
     }
 
     fn recv(&mut self) -> Result<Vec<u8>> {
+        self.recv_at_most(usize::MAX)
+    }
+
+    fn recv_at_most(&mut self, max: usize) -> Result<Vec<u8>> {
         let (deadline, session) = self.state.frame_deadline();
         let mut r = DeadlineReader {
             stream: &self.stream,
             deadline,
         };
-        let frame = read_frame(&mut r, self.state.max).map_err(|e| match e {
+        let limit = max.min(self.state.recv_limit);
+        let frame = read_frame(&mut r, limit).map_err(|e| match e {
             NetError::Timeout { .. } => self.state.late(session),
             e => e,
         })?;
@@ -335,8 +366,16 @@ impl Channel for TcpChannel {
         self.state.counters
     }
 
+    fn set_recv_limit(&mut self, max: usize) {
+        self.state.recv_limit = max.min(self.state.max);
+    }
+
     fn set_deadline(&mut self, deadline: Option<Instant>) {
         self.state.deadline = deadline.map(|d| (d, Instant::now()));
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.state.deadline.map(|(d, _)| d)
     }
 }
 
@@ -377,16 +416,21 @@ impl Channel for MemChannel {
     }
 
     fn recv(&mut self) -> Result<Vec<u8>> {
+        self.recv_at_most(usize::MAX)
+    }
+
+    fn recv_at_most(&mut self, max: usize) -> Result<Vec<u8>> {
         let (deadline, session) = self.state.frame_deadline();
+        let limit = max.min(self.state.recv_limit);
         match self
             .rx
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
         {
             Ok(f) => {
-                if f.len() > self.state.max {
+                if f.len() > limit {
                     return Err(NetError::Oversized {
                         len: f.len() as u64,
-                        max: self.state.max as u64,
+                        max: limit as u64,
                     });
                 }
                 self.state.after_recv(f.len());
@@ -401,7 +445,15 @@ impl Channel for MemChannel {
         self.state.counters
     }
 
+    fn set_recv_limit(&mut self, max: usize) {
+        self.state.recv_limit = max.min(self.state.max);
+    }
+
     fn set_deadline(&mut self, deadline: Option<Instant>) {
         self.state.deadline = deadline.map(|d| (d, Instant::now()));
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.state.deadline.map(|(d, _)| d)
     }
 }

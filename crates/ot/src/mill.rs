@@ -74,10 +74,6 @@ impl MillShape {
     pub(crate) fn dir(&self) -> Dir {
         Dir::sent_by(self.recv.other())
     }
-    /// COTs.
-    pub(crate) fn cots(&self) -> usize {
-        self.n * self.bits
-    }
     /// Bytes of the receiver's derandomisation message.
     pub(crate) fn derand_bytes(&self) -> usize {
         bytes_for(self.n * self.bits)

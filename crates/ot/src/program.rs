@@ -670,8 +670,8 @@ pub(crate) fn run<C: Channel>(
         } else {
             let mut buf = Vec::with_capacity(total);
             while buf.len() < total {
-                let f = ch.recv()?;
                 let want = CHUNK.min(total - buf.len());
+                let f = ch.recv_at_most(want)?;
                 expect_len("flight frame", want, f.len())?;
                 buf.extend_from_slice(&f);
             }

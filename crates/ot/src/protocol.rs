@@ -361,11 +361,11 @@ impl OtSession {
         match role {
             Role::Server => {
                 ch.send(&ours)?;
-                let theirs = ch.recv()?;
+                let theirs = ch.recv_at_most(HELLO_BYTES)?;
                 check_hello(&ours, &theirs)?;
             }
             Role::Client => {
-                let theirs = ch.recv()?;
+                let theirs = ch.recv_at_most(HELLO_BYTES)?;
                 ch.send(&ours)?;
                 check_hello(&ours, &theirs)?;
             }

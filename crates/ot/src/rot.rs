@@ -111,7 +111,7 @@ impl OtSession {
         let (d, v, first) = self.take_sent(ch, inst * k)?;
         let dir = Dir::sent_by(self.role()).id();
         let pads = kot::sender_pads(d, &v, first, dir, k, &mut Tccr::new());
-        let derand = ch.recv()?;
+        let derand = ch.recv_at_most((inst * k).div_ceil(8))?;
         expect_len(
             "1-of-2^k derandomisation bits",
             (inst * k).div_ceil(8),
@@ -154,7 +154,7 @@ impl OtSession {
             bw.push((x ^ ci) as u64, k as u32);
         }
         ch.send(&bw.finish())?;
-        let y = ch.recv()?;
+        let y = ch.recv_at_most(16 * n * inst)?;
         expect_len("1-of-2^k messages", 16 * n * inst, y.len())?;
         let y = bytes_to_blocks(&y);
         Ok((0..inst)

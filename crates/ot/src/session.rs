@@ -245,7 +245,7 @@ impl OtSession {
                 s.run_batches(ch, 1, 1)?;
             }
             Role::Client => {
-                let seed = ch.recv()?;
+                let seed = ch.recv_at_most(32)?;
                 expect_len("mask seed", 32, seed.len())?;
                 s.mask_seed.copy_from_slice(&seed);
                 s.run_batches(ch, 1, 1)?;
@@ -313,6 +313,7 @@ impl OtSession {
             Role::Client => (cs, sc),
         };
         let role = self.role;
+        let msg_len = self.params.message_bytes();
         for r in 0..mine.max(theirs) {
             let (send, recv) = (r < mine, r < theirs);
             let (snd, rcv) = (&mut self.sender, &mut self.receiver);
@@ -330,10 +331,10 @@ impl OtSession {
                 let theirs = match role {
                     Role::Server => {
                         send_and_compress(ch)?;
-                        recv.then(|| ch.recv()).transpose()?
+                        recv.then(|| ch.recv_at_most(msg_len)).transpose()?
                     }
                     Role::Client => {
-                        let m = recv.then(|| ch.recv()).transpose()?;
+                        let m = recv.then(|| ch.recv_at_most(msg_len)).transpose()?;
                         send_and_compress(ch)?;
                         m
                     }

@@ -45,14 +45,14 @@ fn spec(p: u64, l: &Layer) -> OtSpec {
 }
 
 fn layer() -> impl Strategy<Value = Layer> {
-    (0u8..4, 1usize..300, 0u32..9, any::<bool>()).prop_map(|(op, count, trunc_bits, approximate)| {
-        Layer {
+    (0u8..4, 1usize..300, 0u32..9, any::<bool>()).prop_map(
+        |(op, count, trunc_bits, approximate)| Layer {
             op,
             count,
             trunc_bits,
             approximate,
-        }
-    })
+        },
+    )
 }
 
 /// Runs `inputs` passes over `layers` in one session; returns the number of batches
@@ -67,7 +67,9 @@ fn run(p: u64, layers: &[Layer], inputs: usize, seed: u64) -> (u64, u64) {
     let data: Vec<(Vec<u64>, Vec<u64>, Vec<u64>)> = specs
         .iter()
         .map(|s| {
-            let y: Vec<u64> = (0..s.spec.inputs()).map(|_| rng.random_range(0..p)).collect();
+            let y: Vec<u64> = (0..s.spec.inputs())
+                .map(|_| rng.random_range(0..p))
+                .collect();
             let c: Vec<u64> = y.iter().map(|_| rng.random_range(0..p)).collect();
             let sh: Vec<u64> = y.iter().zip(&c).map(|(y, c)| (y + p - c) % p).collect();
             (y, c, sh)

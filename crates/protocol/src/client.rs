@@ -17,9 +17,10 @@ use crate::engine::PhaseCounters;
 use crate::engine::{
     ids_in_range, layer_shape, run_inference, ClientSide, InferenceReport, NonlinearSession,
 };
+use crate::limits::{valid_segments, SessionLimits, PLAN_MAX_BYTES};
 use crate::msg::{
-    recv, send, unexpected, LayerRequest, LayerSpec, Msg, ProtocolError, Result, SessionPlan,
-    PROTOCOL_VERSION,
+    recv_at_most, send, unexpected, LayerRequest, LayerSpec, Msg, ProtocolError, Result,
+    SessionPlan, PROTOCOL_VERSION,
 };
 use crate::plan::Plan;
 use crate::server::{PhaseTimes, MAX_INPUTS_PER_SESSION};
@@ -75,11 +76,24 @@ pub enum Inputs<'a> {
     Residues(&'a [Vec<u64>]),
 }
 
-impl Inputs<'_> {
+/// One of the client's inputs.
+#[derive(Clone, Copy, Debug)]
+enum Input<'a> {
+    Float(&'a [f32]),
+    Residues(&'a [u64]),
+}
+
+impl<'a> Inputs<'a> {
     fn len(&self) -> usize {
         match self {
             Inputs::Float(v) => v.len(),
             Inputs::Residues(v) => v.len(),
+        }
+    }
+    fn get(&self, k: usize) -> Input<'a> {
+        match *self {
+            Inputs::Float(v) => Input::Float(&v[k]),
+            Inputs::Residues(v) => Input::Residues(&v[k]),
         }
     }
 }
@@ -114,8 +128,12 @@ pub struct ClientOutcome {
     pub params: Params,
     /// The server's plan (the program without weights).
     pub plan: SessionPlan,
-    /// Per input.
+    /// Per input ([`run`]; empty from [`run_each`], which hands each to its callback).
     pub outputs: Vec<ClientOutput>,
+    /// The first input's report.
+    pub first: Option<InferenceReport>,
+    /// Inputs run.
+    pub inputs: usize,
     /// Traffic per phase (offline and online summed over the inputs).
     pub traffic: PhaseCounters,
     /// Time per phase (likewise).
@@ -131,81 +149,97 @@ impl ClientOutcome {
     }
 }
 
-fn check_inputs(prog: &nn::Program, p: u64, inputs: Inputs<'_>) -> Result<Vec<Vec<u64>>> {
+/// Checks input `k` against the plan: its length, and for floats that every value is
+/// finite and inside the plan's input range; for integers that every value is reduced.
+fn check_input(prog: &nn::Program, p: u64, k: usize, x: Input<'_>) -> Result<()> {
     let n: usize = prog.input_shape.iter().product();
-    let length = |k: usize, actual: usize| ProtocolError::InputLength {
+    let length = |actual: usize| ProtocolError::InputLength {
         layer: k,
         expected: n,
         actual,
     };
-    match inputs {
-        Inputs::Float(xs) => xs
-            .iter()
-            .enumerate()
-            .map(|(k, x)| {
-                match nn::check_input(prog, x) {
-                    Ok(()) => {}
-                    Err(nn::NnError::InputOutOfRange {
-                        index,
-                        value,
-                        lo,
-                        hi,
-                        count,
-                    }) => {
-                        return Err(ProtocolError::InputOutOfRange {
-                            input: k,
-                            index,
-                            value,
-                            lo,
-                            hi,
-                            count,
-                        })
-                    }
-                    Err(nn::NnError::NonFinite { index, value, .. }) => {
-                        return Err(ProtocolError::NonFiniteInput {
-                            input: k,
-                            index,
-                            value,
-                        })
-                    }
-                    Err(_) => return Err(length(k, x.len())),
-                }
-                Ok(nn::quantise_input(prog, x)
-                    .iter()
-                    .map(|&v| v.rem_euclid(p as i64) as u64)
-                    .collect())
-            })
-            .collect(),
-        Inputs::Residues(xs) => xs
-            .iter()
-            .enumerate()
-            .map(|(k, x)| {
-                if x.len() != n {
-                    return Err(length(k, x.len()));
-                }
-                if let Some((index, &value)) = x.iter().enumerate().find(|(_, &v)| v >= p) {
-                    return Err(ProtocolError::NotReduced {
-                        input: k,
-                        index,
-                        value,
-                        p,
-                    });
-                }
-                Ok(x.clone())
-            })
-            .collect(),
+    match x {
+        Input::Float(x) => match nn::check_input(prog, x) {
+            Ok(()) => Ok(()),
+            Err(nn::NnError::InputOutOfRange {
+                index,
+                value,
+                lo,
+                hi,
+                count,
+            }) => Err(ProtocolError::InputOutOfRange {
+                input: k,
+                index,
+                value,
+                lo,
+                hi,
+                count,
+            }),
+            Err(nn::NnError::NonFinite { index, value, .. }) => {
+                Err(ProtocolError::NonFiniteInput {
+                    input: k,
+                    index,
+                    value,
+                })
+            }
+            Err(_) => Err(length(x.len())),
+        },
+        Input::Residues(x) => {
+            if x.len() != n {
+                return Err(length(x.len()));
+            }
+            match x.iter().enumerate().find(|(_, &v)| v >= p) {
+                Some((index, &value)) => Err(ProtocolError::NotReduced {
+                    input: k,
+                    index,
+                    value,
+                    p,
+                }),
+                None => Ok(()),
+            }
+        }
     }
 }
 
-/// Runs a session as the client (see the module doc). Any failure after the handshake
-/// began is told to the server with a coarse `Abort`.
+/// One input (checked): the client's share of the program's input, mod p.
+fn share_of(prog: &nn::Program, p: u64, x: Input<'_>) -> Vec<u64> {
+    match x {
+        Input::Float(x) => nn::quantise_input(prog, x)
+            .iter()
+            .map(|&v| v.rem_euclid(p as i64) as u64)
+            .collect(),
+        Input::Residues(x) => x.to_vec(),
+    }
+}
+
+/// Runs a session as the client (see the module doc) and keeps every output. Any
+/// failure after the handshake began is told to the server with a coarse `Abort`.
 pub fn run<C: Channel>(
     ch: &mut C,
     request: &ClientRequest,
     inputs: Inputs<'_>,
     progress: &mut dyn FnMut(Phase),
 ) -> Result<ClientOutcome> {
-    let r = run_inner(ch, request, inputs, progress);
+    let mut outputs = Vec::with_capacity(inputs.len());
+    let mut out = run_each(ch, request, inputs, progress, &mut |_, o| outputs.push(o))?;
+    out.outputs = outputs;
+    Ok(out)
+}
+
+/// Runs a session as the client, handing each input's output to `on_output(k,
+/// output)` as soon as it is ready instead of keeping it (`ClientOutcome::outputs` is
+/// left empty; `first` keeps the first input's report): a session of thousands of
+/// inputs holds one input's data at a time. Every input is checked before anything is
+/// encrypted. Any failure after the handshake began is told to the server with a
+/// coarse `Abort`.
+pub fn run_each<C: Channel>(
+    ch: &mut C,
+    request: &ClientRequest,
+    inputs: Inputs<'_>,
+    progress: &mut dyn FnMut(Phase),
+    on_output: &mut dyn FnMut(usize, ClientOutput),
+) -> Result<ClientOutcome> {
+    let r = run_inner(ch, request, inputs, progress, on_output);
     if let Err(e) = &r {
         crate::server::abort(ch, e);
     }
@@ -217,6 +251,7 @@ fn run_inner<C: Channel>(
     request: &ClientRequest,
     inputs: Inputs<'_>,
     progress: &mut dyn FnMut(Phase),
+    on_output: &mut dyn FnMut(usize, ClientOutput),
 ) -> Result<ClientOutcome> {
     let t0 = Instant::now();
     let c0 = ch.counters();
@@ -237,7 +272,7 @@ fn run_inner<C: Channel>(
             reveal: request.reveal,
         },
     )?;
-    let plan = match recv(ch)? {
+    let plan = match recv_at_most(ch, PLAN_MAX_BYTES)? {
         Msg::Plan(plan) => *plan,
         m => return Err(unexpected("Plan", &m)),
     };
@@ -261,6 +296,7 @@ fn run_inner<C: Channel>(
         || prog.p != params.p()
         || plan.inputs != count
         || !ids_in_range(prog)
+        || !valid_segments(&plan.segments, prog.steps.len())
     {
         return Err(ProtocolError::Plan);
     }
@@ -272,11 +308,15 @@ fn run_inner<C: Channel>(
             return Err(ProtocolError::Plan);
         }
     }
-    // the program's public weight bound sizes the coefficient kernels' noise (both
-    // parties derive it from the program)
-    let params = params.with_weight_bound(prog.weight_bound_bits);
+    // the program's public weight bound and the plan's response bound size the
+    // flooding, hence the layers' levels (both parties derive them from the plan)
+    let params = params
+        .with_weight_bound(prog.weight_bound_bits)
+        .with_session_responses(plan.session_responses_log2);
     // every input is checked before anything is encrypted
-    let shares = check_inputs(prog, params.p(), inputs)?;
+    for k in 0..inputs.len() {
+        check_input(prog, params.p(), k, inputs.get(k))?;
+    }
     let plans = prog
         .steps
         .iter()
@@ -289,20 +329,20 @@ fn run_inner<C: Channel>(
             _ => Err(ProtocolError::Plan),
         })
         .collect::<Result<Vec<_>>>()?;
+    let limits = SessionLimits::new(&params, prog, &plans, plan.nonlinear, false)?;
+    ch.set_recv_limit(limits.largest_frame);
     debug!(methods = ?plan.methods, "plan accepted");
     progress(Phase::KeyGen);
-    let galois = plans
-        .iter()
-        .flatten()
-        .fold(he::GaloisSpec::none(), |g, p| g.union(&p.galois()));
-    let b = Bfv::keygen(&params, galois)?;
+    let b = Bfv::keygen(&params, limits.galois.clone())?;
     progress(Phase::Setup);
     send(ch, &Msg::Setup(b.public_keys().clone()))?;
     let mut nonlinear = NonlinearSession::setup(ch, plan.nonlinear, false, prog)?;
     let mut out = ClientOutcome {
         params: params.clone(),
         plan: plan.clone(),
-        outputs: Vec::with_capacity(shares.len()),
+        outputs: Vec::new(),
+        first: None,
+        inputs: 0,
         traffic: PhaseCounters {
             setup: ch.counters() - c0,
             ..Default::default()
@@ -314,23 +354,31 @@ fn run_inner<C: Channel>(
         noise_budget: None,
     };
     let p = params.p();
-    for (k, x) in shares.into_iter().enumerate() {
+    for k in 0..inputs.len() {
         progress(Phase::Offline { input: k });
-        let mut side = ClientSide::new(&b, &params, prog, &plans, &mut nonlinear);
-        let (share, mut report) = run_inference(&mut side, ch, prog, x, &mut |step, steps| {
-            progress(Phase::Step {
-                input: k,
-                step,
-                steps,
-            })
-        })?;
+        let x = share_of(prog, p, inputs.get(k));
+        let mut side = ClientSide::new(&b, &params, prog, &plans, &mut nonlinear, &limits);
+        let (share, mut report) = run_inference(
+            &mut side,
+            ch,
+            prog,
+            &plan.segments,
+            x,
+            &mut |step, steps| {
+                progress(Phase::Step {
+                    input: k,
+                    step,
+                    steps,
+                })
+            },
+        )?;
         if let Some(n) = side.noise_budget {
             out.noise_budget = Some(out.noise_budget.map_or(n, |v| v.min(n)));
         }
         let c = ch.counters();
         let t = Instant::now();
         let value = if plan.reveal {
-            let theirs = match recv(ch)? {
+            let theirs = match recv_at_most(ch, limits.share_max)? {
                 Msg::Share(s) if s.len() == share.len() => s,
                 m => return Err(unexpected("the server's share of the output", &m)),
             };
@@ -357,11 +405,18 @@ fn run_inner<C: Channel>(
         out.traffic.online = out.traffic.online + report.traffic.online;
         out.times.offline_ms += report.offline_ms;
         out.times.online_ms += report.online_ms;
-        out.outputs.push(ClientOutput {
-            share,
-            value,
-            report,
-        });
+        out.inputs += 1;
+        if k == 0 {
+            out.first = Some(report.clone());
+        }
+        on_output(
+            k,
+            ClientOutput {
+                share,
+                value,
+                report,
+            },
+        );
     }
     progress(Phase::Close);
     let c = ch.counters();

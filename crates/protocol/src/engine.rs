@@ -20,10 +20,12 @@
 //!   function on each party's share ([`local_step`]).
 //!
 //! A single linear layer is a one-step program; a network is a program of many steps.
-//! Per inference: offline (flooding zeros, OT precomputation or garbling for every
-//! step) → `Ready` →
-//! online steps; the session around it (handshake, keys, the output's share) is in
-//! [`crate::server`] and [`crate::client`].
+//! Per inference, segment by segment (the plan's offline window,
+//! [`crate::limits::offline_segments`]: one segment for every network whose offline
+//! material fits it): offline (flooding zeros, OT precomputation or garbling for the
+//! segment's steps) → `Ready` → the segment's steps online; a tensor is dropped as soon
+//! as no later step reads it. The session around it (handshake, keys, the output's
+//! share) is in [`crate::server`] and [`crate::client`].
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -36,7 +38,11 @@ use nn::{NonlinearOp, Program, Step};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::msg::{recv, send, unexpected, Msg, NonlinearProtocol, ProtocolError, Result};
+use crate::limits::{SessionLimits, SMALL_MAX_BYTES};
+use crate::msg::{
+    recv_at_most, recv_cts, send, unexpected, CtMessage, Msg, NonlinearProtocol, ProtocolError,
+    Result,
+};
 use crate::plan::{answer, Encoded, Plan, ServerBackend};
 
 /// Byte counters per phase.
@@ -108,7 +114,7 @@ pub(crate) enum LayerState {
 }
 
 impl LayerState {
-    fn plan(&self) -> Plan {
+    pub(crate) fn plan(&self) -> Plan {
         match self {
             LayerState::Held(e) => e.plan(),
             LayerState::OnTheFly(p) => p.clone(),
@@ -260,53 +266,26 @@ fn kind(step: &Step) -> &'static str {
     }
 }
 
-/// Runs one inference on `ch`: the offline phase of every step, `Ready` (the server
-/// sends it, the client waits for it), then every step online. `input` is this party's
-/// share of the program's input (the client holds it whole, the server zeros).
-/// `progress(step, steps)` is told as each online step starts. Returns this party's
-/// share of the output and the report.
+/// Runs one inference on `ch`, segment by segment ([`crate::limits::offline_segments`]:
+/// `starts` are where each segment after the first begins): the offline phase of the
+/// segment's steps, `Ready` (the server sends it, the client waits for it), then the
+/// segment's steps online. A program in one segment (every small network) does all its
+/// offline work first; a large one holds the offline material of one segment at a
+/// time. `input` is this party's share of the program's input (the client holds it
+/// whole, the server zeros). `progress(step, steps)` is told as each online step starts.
+/// Returns this party's share of the output and the report.
 pub(crate) fn run_inference<S: Side, C: Channel>(
     side: &mut S,
     ch: &mut C,
     prog: &Program,
+    starts: &[u32],
     input: Vec<u64>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<(Vec<u64>, InferenceReport)> {
-    let p = prog.p;
-    let mut rep = InferenceReport::default();
-    let c_off = ch.counters();
-    let t_off = Instant::now();
-    for (i, step) in prog.steps.iter().enumerate() {
-        let t = Instant::now();
-        let c = ch.counters();
-        let mut r = StepReport {
-            layer: step.name().to_string(),
-            kind: kind(step).into(),
-            shape: prog.tensors[step.output()].shape.clone(),
-            method: "local".into(),
-            ..Default::default()
-        };
-        side.offline(ch, i, &mut r)?;
-        side.take_counts();
-        let d = ch.counters() - c;
-        r.offline_ms = t.elapsed().as_secs_f64() * 1e3;
-        r.bytes_sent = d.bytes_sent;
-        r.bytes_received = d.bytes_received;
-        rep.steps.push(r);
-    }
-    if S::SERVER {
-        send(ch, &Msg::Ready)?;
-    } else {
-        match recv(ch)? {
-            Msg::Ready => {}
-            m => return Err(unexpected("Ready", &m)),
-        }
-    }
-    rep.offline_ms = t_off.elapsed().as_secs_f64() * 1e3;
-    let c_on = ch.counters();
-    rep.traffic.offline = c_on - c_off;
-    let t_on = Instant::now();
-    let mut shares: Vec<Option<Vec<u64>>> = vec![None; prog.tensors.len()];
+    let mut rep = InferenceReport {
+        steps: vec![StepReport::default(); prog.steps.len()],
+        ..Default::default()
+    };
     if input.len() != prog.tensors[prog.input].len() {
         return Err(ProtocolError::InputLength {
             layer: 0,
@@ -314,6 +293,7 @@ pub(crate) fn run_inference<S: Side, C: Channel>(
             actual: input.len(),
         });
     }
+    let mut shares: Vec<Option<Vec<u64>>> = vec![None; prog.tensors.len()];
     shares[prog.input] = Some(input);
     let get = |shares: &[Option<Vec<u64>>], id: usize| -> Result<Vec<u64>> {
         shares
@@ -321,86 +301,145 @@ pub(crate) fn run_inference<S: Side, C: Channel>(
             .and_then(|s| s.clone())
             .ok_or(ProtocolError::Plan)
     };
-    for (i, step) in prog.steps.iter().enumerate() {
-        progress(i, prog.steps.len());
-        let t = Instant::now();
-        let c = ch.counters();
-        let mut r = std::mem::take(&mut rep.steps[i]);
-        let y = match step {
-            Step::Linear { input, .. } | Step::Conv { input, .. } => {
-                side.linear(ch, i, get(&shares, *input)?, &mut r)?
+    for segment in crate::limits::segment_ranges(starts, prog.steps.len()) {
+        let c_off = ch.counters();
+        let t_off = Instant::now();
+        for i in segment.clone() {
+            let step = &prog.steps[i];
+            let t = Instant::now();
+            let c = ch.counters();
+            let mut r = StepReport {
+                layer: step.name().to_string(),
+                kind: kind(step).into(),
+                shape: prog.tensors[step.output()].shape.clone(),
+                method: "local".into(),
+                ..Default::default()
+            };
+            side.offline(ch, i, &mut r)?;
+            side.take_counts();
+            let d = ch.counters() - c;
+            r.offline_ms = t.elapsed().as_secs_f64() * 1e3;
+            r.bytes_sent = d.bytes_sent;
+            r.bytes_received = d.bytes_received;
+            rep.steps[i] = r;
+        }
+        if S::SERVER {
+            send(ch, &Msg::Ready)?;
+        } else {
+            match recv_at_most(ch, SMALL_MAX_BYTES)? {
+                Msg::Ready => {}
+                m => return Err(unexpected("Ready", &m)),
             }
-            Step::Square { input, .. } => side.square(ch, i, get(&shares, *input)?, &mut r)?,
-            Step::Nonlinear {
-                input,
-                op,
-                trunc_bits,
-                ..
-            } => {
-                let mut x = get(&shares, *input)?;
-                if S::SERVER {
-                    // rounding to nearest: the server's share carries the offset
-                    let h = nn::round_offset(*trunc_bits) as u64 % p;
-                    x.iter_mut().for_each(|v| *v = (*v + h) % p);
+        }
+        rep.offline_ms += t_off.elapsed().as_secs_f64() * 1e3;
+        let c_on = ch.counters();
+        rep.traffic.offline = rep.traffic.offline + (c_on - c_off);
+        let t_on = Instant::now();
+        for i in segment {
+            let step = &prog.steps[i];
+            progress(i, prog.steps.len());
+            let t = Instant::now();
+            let c = ch.counters();
+            let mut r = std::mem::take(&mut rep.steps[i]);
+            let y = run_step(side, ch, prog, i, step, &shares, &mut r, get)?;
+            shares[step.output()] = Some(y);
+            let d = ch.counters() - c;
+            r.ms = t.elapsed().as_secs_f64() * 1e3;
+            r.bytes_sent += d.bytes_sent;
+            r.bytes_received += d.bytes_received;
+            r.online_bytes = d.bytes_sent + d.bytes_received;
+            r.rounds = d.flights;
+            r.counts = side.take_counts();
+            rep.steps[i] = r;
+            // a tensor no later step reads is dropped now
+            for t in step.inputs() {
+                if !prog.steps[i + 1..].iter().any(|s| s.inputs().contains(&t)) && t != prog.output
+                {
+                    shares[t] = None;
                 }
-                match op {
-                    NonlinearOp::MaxPool { k, stride } | NonlinearOp::ReluMaxPool { k, stride } => {
-                        let x = gather_windows(&prog.tensors[*input].shape, *k, *stride, &x)?;
-                        side.nonlinear(ch, i, x)?
-                    }
-                    NonlinearOp::Clip { lo, hi } => {
-                        // clamp(y, lo, hi) = relu(y − lo·2^f) − relu(y − hi·2^f) + lo,
-                        // both ReLUs in one batch; the server shifts its shares
-                        let n = x.len();
-                        let shift = |b: i64| -> u64 {
-                            let v = ((b as i128) << trunc_bits).rem_euclid(p as i128);
-                            v as u64
-                        };
-                        let mut both = Vec::with_capacity(2 * n);
-                        for b in std::iter::once(*lo).chain(*hi) {
-                            let s = if S::SERVER { shift(b) } else { 0 };
-                            both.extend(x.iter().map(|&v| (v + p - s) % p));
-                        }
-                        let y = side.nonlinear(ch, i, both)?;
-                        let lo_out = if S::SERVER {
-                            (*lo as i128).rem_euclid(p as i128) as u64
-                        } else {
-                            0
-                        };
-                        let (a, b) = y.split_at(n.min(y.len()));
-                        (0..n)
-                            .map(|j| {
-                                let minus = b.get(j).copied().unwrap_or(0);
-                                (a.get(j).copied().unwrap_or(0) + p - minus + lo_out) % p
-                            })
-                            .collect()
-                    }
-                    _ => side.nonlinear(ch, i, x)?,
-                }
             }
-            _ => {
-                let inputs = step
-                    .inputs()
-                    .iter()
-                    .map(|&t| get(&shares, t))
-                    .collect::<Result<Vec<_>>>()?;
-                local_step(prog, step, &inputs)?
-            }
-        };
-        shares[step.output()] = Some(y);
-        let d = ch.counters() - c;
-        r.ms = t.elapsed().as_secs_f64() * 1e3;
-        r.bytes_sent += d.bytes_sent;
-        r.bytes_received += d.bytes_received;
-        r.online_bytes = d.bytes_sent + d.bytes_received;
-        r.rounds = d.flights;
-        r.counts = side.take_counts();
-        rep.steps[i] = r;
+        }
+        rep.online_ms += t_on.elapsed().as_secs_f64() * 1e3;
+        rep.traffic.online = rep.traffic.online + (ch.counters() - c_on);
     }
     let out = get(&shares, prog.output)?;
-    rep.online_ms = t_on.elapsed().as_secs_f64() * 1e3;
-    rep.traffic.online = ch.counters() - c_on;
     Ok((out, rep))
+}
+
+/// One step online on this party's shares.
+#[allow(clippy::too_many_arguments)]
+fn run_step<S: Side, C: Channel>(
+    side: &mut S,
+    ch: &mut C,
+    prog: &Program,
+    i: usize,
+    step: &Step,
+    shares: &[Option<Vec<u64>>],
+    r: &mut StepReport,
+    get: impl Fn(&[Option<Vec<u64>>], usize) -> Result<Vec<u64>>,
+) -> Result<Vec<u64>> {
+    let p = prog.p;
+    Ok(match step {
+        Step::Linear { input, .. } | Step::Conv { input, .. } => {
+            side.linear(ch, i, get(shares, *input)?, r)?
+        }
+        Step::Square { input, .. } => side.square(ch, i, get(shares, *input)?, r)?,
+        Step::Nonlinear {
+            input,
+            op,
+            trunc_bits,
+            ..
+        } => {
+            let mut x = get(shares, *input)?;
+            if S::SERVER {
+                // rounding to nearest: the server's share carries the offset
+                let h = nn::round_offset(*trunc_bits) as u64 % p;
+                x.iter_mut().for_each(|v| *v = (*v + h) % p);
+            }
+            match op {
+                NonlinearOp::MaxPool { k, stride } | NonlinearOp::ReluMaxPool { k, stride } => {
+                    let x = gather_windows(&prog.tensors[*input].shape, *k, *stride, &x)?;
+                    side.nonlinear(ch, i, x)?
+                }
+                NonlinearOp::Clip { lo, hi } => {
+                    // clamp(y, lo, hi) = relu(y − lo·2^f) − relu(y − hi·2^f) + lo,
+                    // both ReLUs in one batch; the server shifts its shares
+                    let n = x.len();
+                    let shift = |b: i64| -> u64 {
+                        let v = ((b as i128) << trunc_bits).rem_euclid(p as i128);
+                        v as u64
+                    };
+                    let mut both = Vec::with_capacity(2 * n);
+                    for b in std::iter::once(*lo).chain(*hi) {
+                        let s = if S::SERVER { shift(b) } else { 0 };
+                        both.extend(x.iter().map(|&v| (v + p - s) % p));
+                    }
+                    let y = side.nonlinear(ch, i, both)?;
+                    let lo_out = if S::SERVER {
+                        (*lo as i128).rem_euclid(p as i128) as u64
+                    } else {
+                        0
+                    };
+                    let (a, b) = y.split_at(n.min(y.len()));
+                    (0..n)
+                        .map(|j| {
+                            let minus = b.get(j).copied().unwrap_or(0);
+                            (a.get(j).copied().unwrap_or(0) + p - minus + lo_out) % p
+                        })
+                        .collect()
+                }
+                _ => side.nonlinear(ch, i, x)?,
+            }
+        }
+        _ => {
+            let inputs = step
+                .inputs()
+                .iter()
+                .map(|&t| get(shares, t))
+                .collect::<Result<Vec<_>>>()?;
+            local_step(prog, step, &inputs)?
+        }
+    })
 }
 
 /// A step that needs no peer (SumPool, Add, Pad, SpaceToDepth) on one party's shares of
@@ -752,6 +791,7 @@ pub(crate) struct ServerSide<'a> {
     pub(crate) nonlinear: &'a mut NonlinearSession,
     pub(crate) pools: Vec<Option<FloodPool<ServerBackend>>>,
     pub(crate) pres: Vec<Option<Pre<gc::ServerPre, ot::ServerPre>>>,
+    pub(crate) limits: &'a SessionLimits,
     pub(crate) responses: usize,
 }
 
@@ -762,6 +802,7 @@ impl<'a> ServerSide<'a> {
         prog: &'a Program,
         layers: &'a [Option<LayerState>],
         nonlinear: &'a mut NonlinearSession,
+        limits: &'a SessionLimits,
     ) -> Self {
         let n = prog.steps.len();
         Self {
@@ -772,15 +813,22 @@ impl<'a> ServerSide<'a> {
             nonlinear,
             pools: (0..n).map(|_| None).collect(),
             pres: (0..n).map(|_| None).collect(),
+            limits,
             responses: 0,
         }
     }
 
-    fn query_cts<C: Channel>(ch: &mut C, i: usize) -> Result<Vec<Vec<u8>>> {
-        match recv(ch)? {
-            Msg::Query { step, cts } if step as usize == i => Ok(cts),
-            m => Err(unexpected("Query for the next step", &m)),
-        }
+    /// The query of step `i`: its ciphertext count and frame size checked against the
+    /// plan before anything is decoded.
+    fn query_cts<C: Channel>(&self, ch: &mut C, i: usize) -> Result<Vec<Vec<u8>>> {
+        let wire = self
+            .limits
+            .steps
+            .get(i)
+            .copied()
+            .flatten()
+            .ok_or(ProtocolError::Plan)?;
+        recv_cts(ch, CtMessage::Query, i, wire.query_cts, wire.query_max)
     }
 
     fn respond<C: Channel>(&mut self, ch: &mut C, i: usize, cts: Vec<Vec<u8>>) -> Result<()> {
@@ -835,7 +883,7 @@ impl Side for ServerSide<'_> {
         _r: &mut StepReport,
     ) -> Result<Vec<u64>> {
         let step = &self.prog.steps[i];
-        let cts = Self::query_cts(ch, i)?;
+        let cts = self.query_cts(ch, i)?;
         let pool = self.pools[i].as_mut().ok_or(ProtocolError::Plan)?;
         let (resp, mine) = match self.layers.get(i).and_then(|l| l.as_ref()) {
             Some(LayerState::Held(e)) => e.answer(self.b, pool, &cts)?,
@@ -861,7 +909,7 @@ impl Side for ServerSide<'_> {
         _r: &mut StepReport,
     ) -> Result<Vec<u64>> {
         let sq = SquarePlan::new(x.len(), slots(self.params))?;
-        let cts = Self::query_cts(ch, i)?;
+        let cts = self.query_cts(ch, i)?;
         let w: Vec<i64> = x.iter().map(|&v| v as i64).collect();
         let m = sq.encode_weights(self.b, &w)?;
         let pool = self.pools[i].as_mut().ok_or(ProtocolError::Plan)?;
@@ -894,6 +942,7 @@ pub(crate) struct ClientSide<'a> {
     pub(crate) plans: &'a [Option<Plan>],
     pub(crate) nonlinear: &'a mut NonlinearSession,
     pub(crate) pres: Vec<Option<Pre<gc::ClientPre, ot::ClientPre>>>,
+    pub(crate) limits: &'a SessionLimits,
     pub(crate) noise_budget: Option<u32>,
 }
 
@@ -904,6 +953,7 @@ impl<'a> ClientSide<'a> {
         prog: &'a Program,
         plans: &'a [Option<Plan>],
         nonlinear: &'a mut NonlinearSession,
+        limits: &'a SessionLimits,
     ) -> Self {
         Self {
             b,
@@ -912,6 +962,7 @@ impl<'a> ClientSide<'a> {
             plans,
             nonlinear,
             pres: (0..prog.steps.len()).map(|_| None).collect(),
+            limits,
             noise_budget: None,
         }
     }
@@ -939,19 +990,15 @@ impl<'a> ClientSide<'a> {
                 cts,
             },
         )?;
-        let cts = match recv(ch)? {
-            Msg::Response { step, cts } if step as usize == i => cts,
-            m => return Err(unexpected("Response for the step", &m)),
-        };
-        if cts.len() != plan.output_cts() {
-            return Err(ProtocolError::Malformed {
-                detail: format!(
-                    "response of {} ciphertexts, the step returns {}",
-                    cts.len(),
-                    plan.output_cts()
-                ),
-            });
-        }
+        let max = self
+            .limits
+            .steps
+            .get(i)
+            .copied()
+            .flatten()
+            .ok_or(ProtocolError::Plan)?
+            .response_max;
+        let cts = recv_cts(ch, CtMessage::Response, i, plan.output_cts(), max)?;
         let resp = cts
             .par_iter()
             .map(|c| b.deserialize(c))

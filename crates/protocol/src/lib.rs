@@ -28,6 +28,7 @@
 
 pub mod client;
 pub mod engine;
+pub mod limits;
 mod msg;
 mod plan;
 mod server;
@@ -39,13 +40,14 @@ pub use client::{
 pub use engine::{
     architecture, gc_spec, layer_shape, local_step, InferenceReport, PhaseCounters, StepReport,
 };
+pub use limits::{SessionLimits, DEFAULT_OFFLINE_WINDOW};
 pub use msg::{
-    decode, encode, recv, send, AbortReason, LayerMethod, LayerRequest, LayerShape, LayerSpec, Msg,
-    NonlinearProtocol, ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
+    decode, encode, recv, recv_at_most, send, AbortReason, LayerMethod, LayerRequest, LayerShape,
+    LayerSpec, Msg, NonlinearProtocol, ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
 };
 pub use plan::{
-    choose, default_weight_memory, Candidate, Encoded, MethodChoice, NetworkPlan, Objective, Plan,
-    Planner, ServerBackend, StepPlan, DEFAULT_TIME_SLACK,
+    choose, default_weight_memory, layer_params, Candidate, Encoded, MethodChoice, NetworkPlan,
+    Objective, Plan, Planner, ServerBackend, StepPlan, DEFAULT_TIME_SLACK,
 };
 pub use server::{
     peak_rss_bytes, serve, serve_tcp, serve_with, Encodings, Model, NetworkServer, PhaseTimes,

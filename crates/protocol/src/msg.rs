@@ -9,8 +9,10 @@ use serde::{Deserialize, Serialize};
 
 /// Protocol version (4: the plan names the nonlinear protocol; grouped convolutions;
 /// output heads in the program. 5: a slot convolution's layout, derived by both parties
-/// from its shape and method, may be the compact packing or the scalar path).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// from its shape and method, may be the compact packing or the scalar path. 6: the
+/// plan states the session's response bound and offline segments; silent-OT batch
+/// messages carry a header).
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// The public architecture of one linear layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -238,6 +240,15 @@ pub struct SessionPlan {
     pub inputs: u32,
     /// How the nonlinear steps run.
     pub nonlinear: NonlinearProtocol,
+    /// log2 of the most flooded responses a session of this plan may receive: the
+    /// flooding of each is sized so that all of them together are within 2^-40
+    /// ([`he::Params::with_session_responses`]; both parties derive the layers' levels
+    /// from it).
+    pub session_responses_log2: u32,
+    /// Where each offline segment after the first starts (step indices): the steps of
+    /// a segment run their offline phase together, then online
+    /// ([`crate::limits::offline_segments`]).
+    pub segments: Vec<u32>,
 }
 
 /// How the nonlinear steps (ReLU, MaxPool, truncation) run: the server's choice, named
@@ -456,6 +467,39 @@ pub enum ProtocolError {
         /// What happened.
         detail: String,
     },
+    /// A `Query` or `Response` with another number of ciphertexts than its step
+    /// takes (read from the frame's prefix, before anything is decoded).
+    #[error("{message} for step {step} carries {actual} ciphertexts, the step takes {expected}")]
+    CiphertextCount {
+        /// `Query` or `Response`.
+        message: &'static str,
+        /// The step.
+        step: usize,
+        /// Ciphertexts the step takes.
+        expected: usize,
+        /// Ciphertexts announced.
+        actual: u64,
+    },
+    /// Keys that are not exactly the Galois keys the plan needs.
+    #[error(
+        "the client's keys declare {offered} Galois key(s); the plan needs exactly its {needed}"
+    )]
+    GaloisKeys {
+        /// Keys the plan needs.
+        needed: usize,
+        /// Keys declared.
+        offered: usize,
+    },
+    /// A session would receive more flooded responses than its plan's bound.
+    #[error("{inputs} inputs of {per_input} responses each exceed the session's bound of 2^{bound_log2} responses")]
+    TooManyResponses {
+        /// Inputs asked for.
+        inputs: u64,
+        /// Responses per input.
+        per_input: u64,
+        /// The plan's bound (log2).
+        bound_log2: u32,
+    },
     /// An input value outside the range the server's fixed-point plan is safe for
     /// (checked before anything is encrypted).
     #[error("input {input}: element {index} is {value}, outside the range [{lo}, {hi}] the server's fixed point is planned for ({count} element(s) outside); it could wrap modulo p and give a wrong answer")]
@@ -519,9 +563,80 @@ pub fn send<C: Channel>(ch: &mut C, m: &Msg) -> Result<()> {
 
 /// Receives one message (an `Abort` from the peer becomes [`ProtocolError::PeerAborted`]).
 pub fn recv<C: Channel>(ch: &mut C) -> Result<Msg> {
-    match decode(&ch.recv()?)? {
+    recv_at_most(ch, usize::MAX)
+}
+
+/// Receives one message of at most `max` bytes: a longer frame is refused from its
+/// length prefix, before it is read ([`net::NetError::Oversized`]).
+pub fn recv_at_most<C: Channel>(ch: &mut C, max: usize) -> Result<Msg> {
+    match decode(&ch.recv_at_most(max)?)? {
         Msg::Abort(r) => Err(ProtocolError::PeerAborted(r)),
         m => Ok(m),
+    }
+}
+
+/// Which ciphertext message [`recv_cts`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CtMessage {
+    Query,
+    Response,
+}
+
+/// Receives the `Query` or `Response` of step `step`: a frame of at most `max` bytes
+/// whose ciphertext count, read from its prefix before anything is decoded or
+/// allocated, must be `count`. Returns the serialised ciphertexts.
+pub(crate) fn recv_cts<C: Channel>(
+    ch: &mut C,
+    kind: CtMessage,
+    step: usize,
+    count: usize,
+    max: usize,
+) -> Result<Vec<Vec<u8>>> {
+    let frame = ch.recv_at_most(max)?;
+    let (name, empty) = match kind {
+        CtMessage::Query => (
+            "Query",
+            Msg::Query {
+                step: step as u32,
+                cts: Vec::new(),
+            },
+        ),
+        CtMessage::Response => (
+            "Response",
+            Msg::Response {
+                step: step as u32,
+                cts: Vec::new(),
+            },
+        ),
+    };
+    // fixint bincode: the variant (u32), the step (u32), the ciphertext count (u64)
+    let prefix = encode(&empty)?;
+    if frame.len() >= 16 && frame[..8] == prefix[..8] {
+        let mut len = [0u8; 8];
+        len.copy_from_slice(&frame[8..16]);
+        let actual = u64::from_le_bytes(len);
+        if actual != count as u64 {
+            return Err(ProtocolError::CiphertextCount {
+                message: name,
+                step,
+                expected: count,
+                actual,
+            });
+        }
+    }
+    match decode(&frame)? {
+        Msg::Query { step: s, cts } if kind == CtMessage::Query && s as usize == step => Ok(cts),
+        Msg::Response { step: s, cts } if kind == CtMessage::Response && s as usize == step => {
+            Ok(cts)
+        }
+        Msg::Abort(r) => Err(ProtocolError::PeerAborted(r)),
+        m => Err(unexpected(
+            match kind {
+                CtMessage::Query => "Query for the next step",
+                CtMessage::Response => "Response for the step",
+            },
+            &m,
+        )),
     }
 }
 

@@ -10,6 +10,7 @@ use kernels::{
 };
 use net::Link;
 
+use crate::limits::responses_log2;
 use crate::msg::{GroupedMethod, LayerMethod, LayerShape, LayerSpec, ProtocolError, Result};
 
 /// A planned layer.
@@ -553,7 +554,10 @@ impl NetworkPlan {
     /// Plans every linear step of `program` with `planner`: the method (`method`, else
     /// the pick by the planner's objective), weights held in order while their encodings
     /// fit `mem_limit` bytes and encoded per query beyond it (and then planned with that
-    /// encoding in their time). `max_layers` stops after that many linear steps.
+    /// encoding in their time). `max_layers` stops after that many linear steps. The
+    /// plan's parameters carry the program's weight bound and the session's response
+    /// bound ([`Params::with_session_responses`]: [`crate::MAX_INPUTS_PER_SESSION`]
+    /// inputs of this plan's responses), both of which size the flooding.
     pub fn new(
         program: nn::Program,
         params: &Params,
@@ -573,7 +577,38 @@ impl NetworkPlan {
         {
             return Err(ProtocolError::Plan);
         }
-        let params = &params.with_weight_bound(program.weight_bound_bits);
+        let params = params.with_weight_bound(program.weight_bound_bits);
+        // the flooding is sized for the session's responses, which the methods decide:
+        // plan, count, and plan again until the bound covers them
+        let he_steps = program
+            .steps
+            .iter()
+            .filter(|s| {
+                crate::engine::layer_shape(s).is_some() || matches!(s, nn::Step::Square { .. })
+            })
+            .count() as u64;
+        let (layers, params) = settle_responses(&params, he_steps, |params| {
+            let layers =
+                Self::plan_layers(&program, params, planner, mem_limit, method, max_layers)?;
+            let per_input = responses_per_input(&program, &layers, params)?;
+            Ok((layers, per_input))
+        })?;
+        Ok(Self {
+            params,
+            program,
+            layers,
+        })
+    }
+
+    /// The method of every linear step on `params` (see [`NetworkPlan::new`]).
+    fn plan_layers(
+        program: &nn::Program,
+        params: &Params,
+        planner: &Planner,
+        mem_limit: Option<u64>,
+        method: &MethodChoice,
+        max_layers: Option<usize>,
+    ) -> Result<Vec<StepPlan>> {
         let mut held = 0u64;
         let mut layers = Vec::new();
         let mut fixed = Vec::new();
@@ -619,11 +654,7 @@ impl NetworkPlan {
         if planner.objective == Objective::Time && planner.time_slack > 0.0 {
             trade_time_for_bytes(&mut layers, &fixed, planner.time_slack, mem_limit, held);
         }
-        Ok(Self {
-            params: params.clone(),
-            program,
-            layers,
-        })
+        Ok(layers)
     }
 
     /// Every linear step with the planner's pick on the reference costs, all weights
@@ -663,6 +694,60 @@ impl NetworkPlan {
             .map(|e| e.encoded_bytes)
             .sum()
     }
+}
+
+/// Flooded responses one input of `program` receives with these layer plans: every
+/// linear step's and every Square's response ciphertexts.
+fn responses_per_input(program: &nn::Program, layers: &[StepPlan], params: &Params) -> Result<u64> {
+    let mut n = 0u64;
+    for l in layers {
+        n += Plan::new(&l.pick, params)?.output_cts() as u64;
+    }
+    for s in &program.steps {
+        if let nn::Step::Square { input, .. } = s {
+            let len = program
+                .tensors
+                .get(*input)
+                .ok_or(ProtocolError::Plan)?
+                .len();
+            n += kernels::SquarePlan::new(len, crate::engine::slots(params))?.output_cts() as u64;
+        }
+    }
+    Ok(n)
+}
+
+/// Plans with the session's response bound settled: `plan(params)` plans on parameters
+/// with a bound and says how many responses one input then takes; the bound starts at
+/// [`crate::MAX_INPUTS_PER_SESSION`] inputs of `at_least` responses and grows until it
+/// covers the plan made with it (a larger bound only raises the flooding, so this ends
+/// after a few rounds). Returns the plan and its parameters.
+pub(crate) fn settle_responses<T>(
+    params: &Params,
+    at_least: u64,
+    mut plan: impl FnMut(&Params) -> Result<(T, u64)>,
+) -> Result<(T, Params)> {
+    let mut log2 = responses_log2(at_least);
+    for _ in 0..8 {
+        let p = params.with_session_responses(log2);
+        let (t, per_input) = plan(&p)?;
+        let need = responses_log2(per_input);
+        if need <= log2 {
+            return Ok((t, p));
+        }
+        log2 = need;
+    }
+    Err(ProtocolError::Internal {
+        detail: "the session's response bound did not settle".into(),
+    })
+}
+
+/// The parameters a single layer `spec` is served with on its own: `params` with the
+/// response bound of [`crate::MAX_INPUTS_PER_SESSION`] queries of it.
+pub fn layer_params(params: &Params, spec: &LayerSpec) -> Result<Params> {
+    settle_responses(params, 1, |p| {
+        Ok(((), Plan::new(spec, p)?.output_cts() as u64))
+    })
+    .map(|(_, p)| p)
 }
 
 /// Bytes on the wire per inference of a candidate (query + response; the Galois keys

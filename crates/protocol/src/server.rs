@@ -30,20 +30,22 @@ use std::time::Instant;
 
 use he::{Bfv, Counting, OpCounts, Params};
 use kernels::noise::NoiseModel;
-use kernels::{LinearLayer, SquarePlan};
 use net::{Channel, Link};
 use nn::{Program, Step, TensorInfo};
 use tracing::{debug, warn};
 
 use crate::engine::{
-    architecture, gc_spec, has_nonlinear, layer_shape, run_inference, slots, InferenceReport,
-    LayerState, NonlinearSession, PhaseCounters, ServerSide,
+    architecture, has_nonlinear, layer_shape, run_inference, InferenceReport, LayerState,
+    NonlinearSession, PhaseCounters, ServerSide,
+};
+use crate::limits::{
+    offline_segments, SessionLimits, DEFAULT_OFFLINE_WINDOW, HELLO_MAX_BYTES, SMALL_MAX_BYTES,
 };
 use crate::msg::{
-    recv, send, unexpected, AbortReason, LayerMethod, LayerRequest, LayerShape, LayerSpec, Msg,
-    NonlinearProtocol, ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
+    recv_at_most, send, unexpected, AbortReason, LayerMethod, LayerRequest, LayerShape, LayerSpec,
+    Msg, NonlinearProtocol, ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
 };
-use crate::plan::{choose, Encoded, NetworkPlan, Plan, ServerBackend};
+use crate::plan::{choose, layer_params, Encoded, NetworkPlan, Plan, ServerBackend};
 use crate::sessions::{serve_sessions, ServeOptions, SessionReport};
 
 /// One layer a server can serve.
@@ -157,7 +159,8 @@ impl Encodings {
             return Ok(e.clone());
         }
         let weights = &model.layers.get(layer).ok_or(ProtocolError::Plan)?.weights;
-        let e = Arc::new(Plan::new(spec, &self.params)?.encode(&self.encoder, weights)?);
+        let params = layer_params(&self.params, spec)?;
+        let e = Arc::new(Plan::new(spec, &params)?.encode(&self.encoder, weights)?);
         made.insert(key, e.clone());
         Ok(e)
     }
@@ -185,9 +188,10 @@ pub struct PhaseTimes {
 /// Inferences one session may ask for.
 pub const MAX_INPUTS_PER_SESSION: u32 = 4096;
 
-/// A program with what a server needs for its sessions: the parameters, the weights,
-/// the method of every linear step and its encoded weights (or that they are encoded
-/// per query), and whether the client learns the output.
+/// A program with what a server needs for its sessions: the parameters (with the
+/// plan's response bound), the weights, the method of every linear step and its encoded
+/// weights (or that they are encoded per query), whether the client learns the output,
+/// and what a session of it may cost ([`SessionLimits`], the offline segments).
 #[derive(Clone)]
 pub(crate) struct Served {
     params: Params,
@@ -196,64 +200,70 @@ pub(crate) struct Served {
     layers: Vec<Option<LayerState>>,
     reveal: bool,
     nonlinear: NonlinearProtocol,
+    limits: SessionLimits,
+    segments: Vec<u32>,
 }
 
 impl Served {
-    /// Memory one inference of a session allocates, bytes (an upper estimate): flooding
-    /// zeros, query and response ciphertexts of every HE step, the offline material of
-    /// every nonlinear step (precomputed OTs, or garbled tables and labels; all made in
-    /// the offline phase, before `Ready`), every tensor's two share vectors, the largest
-    /// weights encoded on the fly, and the session's silent-OT pools.
-    fn session_bytes(&self) -> Result<u64> {
+    /// What the server serves, with its limits and its offline segments for `window`
+    /// bytes of offline material at a time.
+    fn new(
+        params: Params,
+        prog: Program,
+        methods: Vec<Option<LayerSpec>>,
+        layers: Vec<Option<LayerState>>,
+        reveal: bool,
+        nonlinear: NonlinearProtocol,
+        window: u64,
+    ) -> Result<Self> {
+        let plans: Vec<Option<Plan>> = layers
+            .iter()
+            .map(|l| l.as_ref().map(LayerState::plan))
+            .collect();
+        let limits = SessionLimits::new(&params, &prog, &plans, nonlinear, true)?;
+        let segments = offline_segments(&limits.offline_bytes, window);
+        Ok(Self {
+            params,
+            prog,
+            methods,
+            layers,
+            reveal,
+            nonlinear,
+            limits,
+            segments,
+        })
+    }
+
+    /// Memory a session of `inputs` inputs allocates, bytes (an upper estimate): every
+    /// tensor's two share vectors, the offline material of the largest segment
+    /// (flooding zeros, query and response ciphertexts of its HE steps, precomputed OTs
+    /// or garbled tables of its nonlinear steps), the largest weights encoded on the
+    /// fly, the session's silent-OT pools, the largest frame it reads (twice: the
+    /// frame and the message decoded from it), and the server's output shares when the
+    /// client does not learn the output. Nothing of it grows with the inputs when the
+    /// output is revealed.
+    fn session_bytes(&self, inputs: u32) -> Result<u64> {
         let (prog, params) = (&self.prog, &self.params);
-        let ct = params.ct_wire_size(0, false) as u64;
         let silent_ot = self.nonlinear == NonlinearProtocol::SilentOt && has_nonlinear(prog);
         let mut total: u64 = prog.tensors.iter().map(|t| t.len() as u64 * 16).sum();
         if silent_ot {
-            total += ot_session_bytes();
+            total += ot::SilentParams::DEFAULT.session_memory_bytes();
         }
-        let mut fly = 0u64;
         let model = kernels::CostModel::reference(params);
-        for (step, state) in prog.steps.iter().zip(&self.layers) {
-            total += match (step, state) {
-                (_, Some(LayerState::Held(e))) => e.plan().session_bytes(params),
-                (_, Some(LayerState::OnTheFly(plan))) => {
-                    fly = fly.max(plan.estimate(params, &model)?.encoded_bytes);
-                    plan.session_bytes(params)
-                }
-                (Step::Square { input, .. }, _) => {
-                    let sq = SquarePlan::new(prog.tensors[*input].len(), slots(params))?;
-                    (3 * sq.output_cts() + sq.query_cts()) as u64 * ct
-                }
-                (
-                    Step::Nonlinear {
-                        input,
-                        op,
-                        trunc_bits,
-                        ..
-                    },
-                    _,
-                ) => {
-                    let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
-                    if silent_ot {
-                        let (sc, cs) = ot::OtSpec::faithful(spec).cots();
-                        (sc + cs) as u64 * 48
-                    } else {
-                        spec.and_gates() * 32 + spec.inputs() as u64 * spec.bits() as u64 * 48
-                    }
-                }
-                _ => 0,
-            };
+        let mut fly = 0u64;
+        for state in self.layers.iter().flatten() {
+            if let LayerState::OnTheFly(plan) = state {
+                fly = fly.max(plan.estimate(params, &model)?.encoded_bytes);
+            }
+        }
+        total += self.limits.window_bytes(&self.segments);
+        total += 2 * self.limits.largest_frame as u64;
+        if !self.reveal {
+            let out = prog.tensors.get(prog.output).map_or(0, |t| t.len() as u64);
+            total += inputs as u64 * out * 8;
         }
         Ok(total + fly)
     }
-}
-
-/// A silent-OT session's memory: two pools of COTs (16 bytes each) and a refill in
-/// flight per direction (the PPRF's 2N leaves and the encoder's copy of them).
-fn ot_session_bytes() -> u64 {
-    let n = ot::SilentParams::DEFAULT.outputs() as u64;
-    2 * n * 16 + 2 * (2 * 2 * n * 16)
 }
 
 /// A network server: the program with its weights, the method of every linear step and
@@ -306,14 +316,15 @@ impl NetworkServer {
             return Err(ProtocolError::Plan);
         }
         Ok(Self {
-            served: Served {
-                params: params.clone(),
-                prog: prog.clone(),
+            served: Served::new(
+                params.clone(),
+                prog.clone(),
                 methods,
                 layers,
-                reveal: true,
+                true,
                 nonlinear,
-            },
+                DEFAULT_OFFLINE_WINDOW,
+            )?,
             encoded_bytes: plan.held_bytes(),
             on_the_fly_layers: plan.layers.iter().filter(|l| l.on_the_fly).count(),
             encode_ms: t.elapsed().as_secs_f64() * 1e3,
@@ -327,6 +338,33 @@ impl NetworkServer {
             session_memory,
             ..self
         }
+    }
+    /// With another offline window: the bytes of offline material one input's segment
+    /// may hold ([`crate::limits::offline_segments`]; default
+    /// [`DEFAULT_OFFLINE_WINDOW`]). A smaller window holds less, in more segments.
+    pub fn with_offline_window(self, window: u64) -> Result<Self> {
+        let s = self.served;
+        Ok(Self {
+            served: Served::new(
+                s.params,
+                s.prog,
+                s.methods,
+                s.layers,
+                s.reveal,
+                s.nonlinear,
+                window,
+            )?,
+            ..self
+        })
+    }
+    /// What a session may cost: frame caps, responses per input, the prediction behind
+    /// the default deadline.
+    pub fn limits(&self) -> &SessionLimits {
+        &self.served.limits
+    }
+    /// Where each offline segment after the first starts.
+    pub fn segments(&self) -> &[u32] {
+        &self.served.segments
     }
     /// Encoded weights held, bytes (as the plan estimated them).
     pub fn encoded_bytes(&self) -> u64 {
@@ -352,9 +390,10 @@ impl NetworkServer {
     pub fn methods(&self) -> &[Option<LayerSpec>] {
         &self.served.methods
     }
-    /// Memory one inference of a session allocates, bytes (an upper estimate).
-    pub fn session_bytes(&self) -> Result<u64> {
-        self.served.session_bytes()
+    /// Memory a session of `inputs` inputs allocates, bytes (an upper estimate; it
+    /// does not grow with `inputs`: the client learns the output).
+    pub fn session_bytes(&self, inputs: u32) -> Result<u64> {
+        self.served.session_bytes(inputs)
     }
 
     /// Serves one session. A failure is answered with a coarse `Abort` and returned.
@@ -385,13 +424,16 @@ impl NetworkServer {
 pub struct ServerOutcome {
     /// The method of every linear step.
     pub plan: Vec<LayerSpec>,
-    /// Per inference: the server's share of the output (when the output is not
-    /// revealed, the client holds the other share).
+    /// Per inference, when the output is not revealed: the server's share of the
+    /// output (the client holds the other share). Empty when the client learned the
+    /// outputs.
     pub shares: Vec<Vec<u64>>,
     /// Whether the client learned the outputs (the server sent its shares).
     pub revealed: bool,
-    /// Per inference.
-    pub inferences: Vec<InferenceReport>,
+    /// Inferences served.
+    pub inferences: usize,
+    /// The first inference's report (per step).
+    pub first: Option<InferenceReport>,
     /// Traffic per phase (offline and online summed over the inferences).
     pub traffic: PhaseCounters,
     /// Time per phase (likewise).
@@ -406,8 +448,13 @@ pub struct ServerOutcome {
     pub peak_rss_bytes: Option<u64>,
     /// Response ciphertexts sent.
     pub responses: usize,
+    /// log2 of the most responses the plan allows a session
+    /// ([`SessionPlan::session_responses_log2`]): each response's flooding is sized
+    /// for 2^-40 over that many.
+    pub responses_log2: u32,
     /// log2 of the statistical distance between this session's responses and ones that
-    /// depend on the layers' results alone (each within 2^-39, union bound).
+    /// depend on the layers' results alone (union bound over its responses; at most
+    /// −40).
     pub distance_log2: f64,
 }
 
@@ -490,14 +537,15 @@ fn one_step(
         head: nn::Head::default(),
         weight_bound_bits: None,
     };
-    Ok(Served {
-        params: params.clone(),
+    Served::new(
+        layer_params(params, spec)?,
         prog,
-        methods: vec![Some(spec.clone())],
-        layers: vec![Some(LayerState::Held(encodings.get(model, i, spec)?))],
+        vec![Some(spec.clone())],
+        vec![Some(LayerState::Held(encodings.get(model, i, spec)?))],
         reveal,
-        nonlinear: NonlinearProtocol::default(),
-    })
+        NonlinearProtocol::default(),
+        DEFAULT_OFFLINE_WINDOW,
+    )
 }
 
 /// Serves one client of single layers on `ch` with encodings of its own and no memory
@@ -537,9 +585,14 @@ pub fn serve_with<C: Channel>(
     r
 }
 
-/// The session around the engine: `Hello` → what the client asked for, resolved by
-/// `resolve(layers, reveal)` → memory check → `Plan` → keys → per input the engine and
-/// the output's share → `Close`.
+/// The session around the engine: `Hello` (a few KB at most, refused from its length
+/// prefix) → what the client asked for, resolved by `resolve(layers, reveal)` → the
+/// response bound and the memory checked → the session's deadline (the channel's, if
+/// one was set; else the plan's default, [`SessionLimits::deadline`]) and frame limit
+/// → `Plan` → keys (exactly the plan's Galois keys, in a frame that fits no more) →
+/// per input the engine and the output's share → `Close`. What the server keeps of the
+/// session does not grow with its inputs (the first input's per-step report, totals,
+/// and the output shares only when the client does not learn them).
 fn session<'s, C: Channel>(
     ch: &mut C,
     memory: Option<u64>,
@@ -547,7 +600,7 @@ fn session<'s, C: Channel>(
 ) -> Result<ServerOutcome> {
     let t0 = Instant::now();
     let c0 = ch.counters();
-    let (inputs, served) = match recv(ch)? {
+    let (inputs, served) = match recv_at_most(ch, HELLO_MAX_BYTES)? {
         Msg::Hello {
             version,
             inputs,
@@ -570,8 +623,21 @@ fn session<'s, C: Channel>(
         }
         m => return Err(unexpected("Hello", &m)),
     };
-    let (params, prog) = (&served.params, &served.prog);
-    check_memory(served.session_bytes()?, memory)?;
+    let (params, prog, limits) = (&served.params, &served.prog, &served.limits);
+    let bound = params.session_responses_log2();
+    let per_input = limits.responses_per_input;
+    if (inputs as u64).saturating_mul(per_input) > 1u64.checked_shl(bound).unwrap_or(u64::MAX) {
+        return Err(ProtocolError::TooManyResponses {
+            inputs: inputs as u64,
+            per_input,
+            bound_log2: bound,
+        });
+    }
+    check_memory(served.session_bytes(inputs)?, memory)?;
+    if ch.deadline().is_none() {
+        ch.set_deadline(Some(Instant::now() + limits.deadline(inputs)));
+    }
+    ch.set_recv_limit(limits.largest_frame);
     let plan = SessionPlan {
         params: params.spec(),
         params_hash: params.hash(),
@@ -580,35 +646,49 @@ fn session<'s, C: Channel>(
         reveal: served.reveal,
         inputs,
         nonlinear: served.nonlinear,
+        session_responses_log2: bound,
+        segments: served.segments.clone(),
     };
     debug!(methods = ?plan.methods, "plan sent");
     send(ch, &Msg::Plan(Box::new(plan)))?;
-    let keys = match recv(ch)? {
+    let keys = match recv_at_most(ch, limits.setup_max)? {
         Msg::Setup(k) => k,
         m => return Err(unexpected("Setup", &m)),
     };
+    if keys.galois != limits.galois {
+        let span = params.n() / 2;
+        return Err(ProtocolError::GaloisKeys {
+            needed: limits.galois.key_count(span),
+            offered: keys.galois.key_count(span),
+        });
+    }
     let b: ServerBackend = Counting::new(Bfv::server(params, &keys)?);
-    let mut nonlinear = NonlinearSession::setup(ch, served.nonlinear, true, prog)?;
-    let mut out = ServerOutcome {
-        plan: served.methods.iter().flatten().cloned().collect(),
-        revealed: served.reveal,
-        ..Default::default()
-    };
-    out.traffic.setup = ch.counters() - c0;
-    out.times.setup_ms = t0.elapsed().as_secs_f64() * 1e3;
     debug!(
         galois_bytes = keys.galois_bytes(),
         public_key_bytes = keys.public_key_bytes(),
         "keys received"
     );
-    for _ in 0..inputs {
-        let mut side = ServerSide::new(&b, params, prog, &served.layers, &mut nonlinear);
+    drop(keys);
+    let mut nonlinear = NonlinearSession::setup(ch, served.nonlinear, true, prog)?;
+    let mut out = ServerOutcome {
+        plan: served.methods.iter().flatten().cloned().collect(),
+        revealed: served.reveal,
+        responses_log2: bound,
+        ..Default::default()
+    };
+    out.traffic.setup = ch.counters() - c0;
+    out.times.setup_ms = t0.elapsed().as_secs_f64() * 1e3;
+    for k in 0..inputs {
+        let mut side = ServerSide::new(&b, params, prog, &served.layers, &mut nonlinear, limits);
         let input = vec![0u64; prog.tensors[prog.input].len()];
-        let (share, mut rep) = run_inference(&mut side, ch, prog, input, &mut |_, _| {})?;
+        let (share, mut rep) =
+            run_inference(&mut side, ch, prog, &served.segments, input, &mut |_, _| {})?;
         out.responses += side.responses;
         let c = ch.counters();
         if served.reveal {
-            send(ch, &Msg::Share(share.clone()))?;
+            send(ch, &Msg::Share(share))?;
+        } else {
+            out.shares.push(share);
         }
         rep.traffic.online = rep.traffic.online + (ch.counters() - c);
         out.traffic.offline = out.traffic.offline + rep.traffic.offline;
@@ -616,13 +696,15 @@ fn session<'s, C: Channel>(
         out.times.offline_ms += rep.offline_ms;
         out.times.online_ms += rep.online_ms;
         out.counts = rep.steps.iter().map(|s| s.counts).collect();
-        out.shares.push(share);
-        out.inferences.push(rep);
+        out.inferences += 1;
+        if k == 0 {
+            out.first = Some(rep);
+        }
     }
     out.peak_rss_bytes = peak_rss_bytes();
-    out.distance_log2 = NoiseModel::session_distance_log2(out.responses);
+    out.distance_log2 = NoiseModel::session_distance_log2(out.responses, bound);
     let c = ch.counters();
-    match recv(ch)? {
+    match recv_at_most(ch, SMALL_MAX_BYTES)? {
         Msg::Close => {
             out.traffic.online = out.traffic.online + (ch.counters() - c);
             Ok(out)
@@ -641,11 +723,15 @@ pub(crate) fn abort<C: Channel>(ch: &mut C, e: &ProtocolError) {
         | ProtocolError::NoMethod { .. }
         | ProtocolError::TooManyLayers { .. }
         | ProtocolError::NotServed { .. }
-        | ProtocolError::TooManyInputs { .. } => AbortReason::Plan,
+        | ProtocolError::TooManyInputs { .. }
+        | ProtocolError::TooManyResponses { .. } => AbortReason::Plan,
         ProtocolError::SessionMemory { .. } => AbortReason::Busy,
         ProtocolError::RevealRefused => AbortReason::Refused,
         ProtocolError::Malformed { .. }
         | ProtocolError::Unexpected { .. }
+        | ProtocolError::CiphertextCount { .. }
+        | ProtocolError::GaloisKeys { .. }
+        | ProtocolError::Net(net::NetError::Oversized { .. })
         | ProtocolError::He(he::HeError::Malformed { .. }) => AbortReason::Malformed,
         ProtocolError::InputOutOfRange { .. }
         | ProtocolError::NonFiniteInput { .. }

@@ -2,115 +2,25 @@
 //! panicking session, `Reveal` on private weights, a Hello of a thousand layers, a
 //! session beyond its memory budget, a peer that drips one byte at a time, one more
 //! network client than the server takes at once. Each gets a typed error, and the
-//! server — with a single session slot — serves a normal client right after.
+//! server — with a single session slot — serves a normal client right after. The
+//! attacks whose cost in server memory is checked are in `hostile_memory.rs`.
 #![allow(clippy::unwrap_used)]
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use he::{Bfv, GaloisSpec, Params, PublicKeys};
-use kernels::Method;
-use net::{Channel, Link, TcpChannel};
+use he::{Bfv, GaloisSpec, PublicKeys};
+use net::{Channel, TcpChannel};
 use protocol::{
-    query, recv, send, serve_sessions, serve_tcp, AbortReason, LayerMethod, LayerRequest,
-    LayerShape, Model, Msg, ProtocolError, ServeOptions, ServedLayer, ServerSessionReport,
-    PROTOCOL_VERSION,
+    recv, send, serve_sessions, AbortReason, LayerRequest, LayerShape, Model, Msg, ProtocolError,
+    ServeOptions,
 };
 
-const T: Duration = Duration::from_secs(20);
-const MAX: usize = 64 << 20;
-const SHAPE: LayerShape = LayerShape::Matvec { rows: 2, cols: 8 };
-
-fn params() -> &'static Params {
-    static P: OnceLock<Params> = OnceLock::new();
-    P.get_or_init(|| Params::preset("n8192").unwrap())
-}
-
-fn layers() -> Vec<ServedLayer> {
-    vec![ServedLayer {
-        shape: SHAPE,
-        method: Some(LayerMethod::Matvec(Method::Heliks)),
-        weights: vec![1; 16],
-    }]
-}
-
-type Reports = Arc<Mutex<Vec<ServerSessionReport>>>;
-
-/// A one-layer server taking one session at a time, for `sessions` connections.
-fn server(
-    model: Model,
-    sessions: usize,
-    opts: ServeOptions,
-) -> (String, Reports, thread::JoinHandle<()>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    let reports: Reports = Arc::default();
-    let r = reports.clone();
-    let opts = ServeOptions {
-        max_concurrent: 1,
-        stop_after: Some(sessions),
-        ..opts
-    };
-    let h = thread::spawn(move || {
-        serve_tcp(l, params(), Arc::new(model), &opts, move |rep| {
-            r.lock().unwrap().push(rep)
-        })
-        .unwrap();
-    });
-    (addr, reports, h)
-}
-
-fn opts() -> ServeOptions {
-    ServeOptions {
-        timeout: T,
-        ..ServeOptions::new(MAX)
-    }
-}
-
-/// Waits until `n` sessions have been reported (their slots are free by then).
-fn wait_for<T>(reports: &Mutex<Vec<T>>, n: usize) {
-    let t = Instant::now();
-    while reports.lock().unwrap().len() < n {
-        assert!(t.elapsed() < T, "{n} session(s) not reported");
-        thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn client(addr: &str) -> TcpChannel {
-    TcpChannel::connect(addr, MAX, T, Link::NONE).unwrap()
-}
-
-fn hello(layers: Vec<LayerRequest>) -> Msg {
-    Msg::Hello {
-        version: PROTOCOL_VERSION,
-        inputs: 1,
-        layers,
-        reveal: false,
-    }
-}
-
-fn request() -> Vec<LayerRequest> {
-    vec![LayerRequest {
-        shape: SHAPE,
-        method: None,
-    }]
-}
-
-/// A normal client's query; the result W·x = 36 per row is checked when revealed.
-fn normal(addr: &str, reveal: bool) -> protocol::Result<protocol::LayerOutcome> {
-    let mut ch = client(addr);
-    query(
-        &mut ch,
-        params(),
-        request()[0],
-        &[vec![1, 2, 3, 4, 5, 6, 7, 8]],
-        reveal,
-        &mut |_| {},
-    )
-}
+mod common;
+use common::*;
 
 /// Mirrors of fhe.rs's protobuf messages, to craft a public key byte by byte.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -254,21 +164,33 @@ fn reveal_is_refused_for_private_weights_and_allowed_for_the_demo() {
     h.join().unwrap();
 }
 
-/// 1000 copies of one layer: refused at once, before any planning, encoding or
-/// flooding (a session of a layer server serves one layer); a shape the server does not
-/// hold is refused likewise.
+/// 1000 copies of one layer: a Hello larger than the few KB a Hello may take, refused
+/// from its length prefix; 100 copies fit the frame and are refused at once, before any
+/// planning, encoding or flooding (a session of a layer server serves one layer); a
+/// shape the server does not hold is refused likewise.
 #[test]
 fn a_hello_of_a_thousand_layers_is_refused_before_any_allocation() {
-    let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 2, opts());
+    let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 3, opts());
+    let mut ch = client(&addr);
+    send(&mut ch, &hello(request().repeat(1000))).unwrap();
+    assert_eq!(
+        recv(&mut ch).unwrap_err(),
+        ProtocolError::PeerAborted(AbortReason::Malformed)
+    );
+    wait_for(&reports, 1);
+    assert!(matches!(
+        reports.lock().unwrap()[0].result.as_ref().unwrap_err(),
+        ProtocolError::Net(net::NetError::Oversized { max: 4096, .. })
+    ));
     let mut ch = client(&addr);
     let t = Instant::now();
-    send(&mut ch, &hello(request().repeat(1000))).unwrap();
+    send(&mut ch, &hello(request().repeat(100))).unwrap();
     assert_eq!(
         recv(&mut ch).unwrap_err(),
         ProtocolError::PeerAborted(AbortReason::Plan)
     );
     assert!(t.elapsed() < Duration::from_secs(2));
-    wait_for(&reports, 1);
+    wait_for(&reports, 2);
     let mut ch = client(&addr);
     send(
         &mut ch,
@@ -285,14 +207,14 @@ fn a_hello_of_a_thousand_layers_is_refused_before_any_allocation() {
     h.join().unwrap();
     let reports = reports.lock().unwrap();
     assert_eq!(
-        reports[0].result.as_ref().unwrap_err(),
+        reports[1].result.as_ref().unwrap_err(),
         &ProtocolError::TooManyLayers {
-            requested: 1000,
+            requested: 100,
             allowed: 1
         }
     );
     assert!(matches!(
-        reports[1].result.as_ref().unwrap_err(),
+        reports[2].result.as_ref().unwrap_err(),
         ProtocolError::NotServed { .. }
     ));
 }

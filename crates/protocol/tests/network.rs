@@ -84,7 +84,11 @@ fn check_bytes_with(
     assert_eq!(out.params, params);
     let srv = server.join().unwrap().unwrap();
     assert_eq!(out.outputs.len(), inputs);
-    assert_eq!(srv.inferences.len(), inputs);
+    assert_eq!(srv.inferences, inputs);
+    assert!(
+        srv.shares.is_empty(),
+        "the server keeps no shares of revealed outputs"
+    );
     for (x, o) in xq.iter().zip(&out.outputs) {
         let (y, rep) = (o.value.as_ref().unwrap(), &o.report);
         assert_eq!(y, &nn::run_fixed(&prog, x).unwrap(), "{net_name}");
@@ -443,6 +447,8 @@ fn a_plan_with_unknown_tensors_is_refused() {
             reveal: true,
             inputs: 1,
             nonlinear: protocol::NonlinearProtocol::default(),
+            session_responses_log2: 20,
+            segments: Vec::new(),
         }));
         s.send(&protocol::encode(&m).unwrap()).unwrap();
     });

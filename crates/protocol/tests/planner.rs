@@ -141,7 +141,10 @@ fn a_zero_memory_budget_encodes_every_layer_on_the_fly_with_the_same_result() {
         .count();
     assert_eq!(srv.on_the_fly_layers, linear);
     assert_eq!(srv.encoded_bytes, 0);
-    let fly = srv.inferences[0]
+    let fly = srv
+        .first
+        .as_ref()
+        .unwrap()
         .steps
         .iter()
         .filter(|s| s.on_the_fly)

@@ -66,7 +66,7 @@ impl BaseOt for ChouOrlandi {
         let big_a = RistrettoPoint::mul_base(&a);
         let a_bytes = big_a.compress().to_bytes();
         ch.send(&a_bytes)?;
-        let msg = ch.recv()?;
+        let msg = ch.recv_at_most(32 * n)?;
         if msg.len() != 32 * n {
             return Err(GcError::Length {
                 what: "base OT receiver points (bytes)",
@@ -94,7 +94,7 @@ impl BaseOt for ChouOrlandi {
         rng: &mut R,
         choices: &[bool],
     ) -> Result<Vec<Block>> {
-        let (a_bytes, big_a) = decode_point(&ch.recv()?, 0)?;
+        let (a_bytes, big_a) = decode_point(&ch.recv_at_most(32)?, 0)?;
         let mut out = Vec::with_capacity(choices.len());
         let mut msg = Vec::with_capacity(32 * choices.len());
         let mut bs = Vec::with_capacity(choices.len());

@@ -138,7 +138,7 @@ impl IknpSender {
         while done < n {
             let m = BATCH.min(n - done);
             let nbytes = m.div_ceil(128) * 16;
-            let u = ch.recv()?;
+            let u = ch.recv_at_most(KAPPA * nbytes)?;
             if u.len() != KAPPA * nbytes {
                 return Err(GcError::Length {
                     what: "IKNP columns (bytes)",
@@ -252,7 +252,7 @@ impl IknpReceiver {
     /// Chosen-message OT: returns `msgs[i][c_i]`.
     pub fn receive<C: Channel>(&mut self, ch: &mut C, choices: &[bool]) -> Result<Vec<Block>> {
         let pads = self.extend_random(ch, choices)?;
-        let bytes = ch.recv()?;
+        let bytes = ch.recv_at_most(32 * choices.len())?;
         if bytes.len() != 32 * choices.len() {
             return Err(GcError::Length {
                 what: "OT ciphertexts (bytes)",

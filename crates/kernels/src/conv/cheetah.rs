@@ -153,6 +153,7 @@ pub(crate) fn geometry(g: &ConvGeometry, p: u64, weight_log2: f64) -> Result<Che
         key_switch: 0.0,
         sc_mult: 0.5 * (n as f64).log2() + (p as f64 / 2.0).log2(),
         weight: weight_log2,
+        session_responses_log2: 0,
     };
     // a response's c1 on the wire (he::Params::response_rounding: about p + 12 bits)
     let c1_bits = model.log_p + 12.0;
