@@ -35,9 +35,10 @@ Errors are :class:`HelinaError` and its subclasses :class:`InputError`,
 from __future__ import annotations
 
 import json
+import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -194,6 +195,53 @@ class Client:
             return Result(logits, self.last_report)
         return logits
 
+    def infer_iter(self, x: Any, *, progress: Progress = None) -> Iterator[Tuple[int, np.ndarray]]:
+        """Yields ``(index, logits)`` for each input of ``x`` as soon as its result
+        arrives, in one session: a batch of any size (up to 4096 inputs a session) runs
+        in the memory of one input, and the first results are usable while the rest are
+        computed. The session runs on a background thread; leaving the loop early ends
+        the session with an error on the server's side.
+
+        >>> for i, logits in client.infer_iter(x):  # doctest: +SKIP
+        ...     print(i, logits.argmax())
+        """
+        xs = _floats(x, "x")
+        results: "queue.Queue[Optional[Tuple[int, np.ndarray]]]" = queue.Queue(maxsize=16)
+        failure: list = []
+        stop = threading.Event()
+
+        def on_output(k: int, logits: np.ndarray) -> None:
+            if stop.is_set():
+                raise HelinaError("the consumer stopped reading the results")
+            results.put((k, logits))
+
+        def run() -> None:
+            try:
+                self._inner.infer_each(xs, on_output, progress=progress)
+            except BaseException as e:  # raised in the consumer below
+                failure.append(e)
+            finally:
+                results.put(None)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        try:
+            while True:
+                item = results.get()
+                if item is None:
+                    break
+                yield item
+        finally:
+            stop.set()
+            while t.is_alive():
+                try:
+                    results.get(timeout=0.05)
+                except queue.Empty:
+                    pass
+            t.join()
+        if failure:
+            raise failure[0]
+
     @property
     def last_report(self) -> Optional[dict]:
         """The report of the last session, as a dict."""
@@ -208,7 +256,8 @@ class Server:
     ``nonlinear`` (``"ot"`` or ``"gc"``, with ``garbler``) is how the nonlinear
     layers run; the plan tells clients. ``max_clients`` sessions run at once (more are
     refused as busy); ``timeout`` is the frame timeout and ``session_timeout`` the
-    limit of a whole session, seconds.
+    limit of a whole session, seconds (default: derived from the plan for each
+    session, a generous multiple of its predicted time).
     """
 
     def __init__(

@@ -274,6 +274,46 @@ impl Client {
         logits(py, &out.outputs)
     }
 
+    /// Like `infer`, but each input's logits go to `on_output(index, logits)` as soon as
+    /// its result arrives (the GIL is taken for the call) instead of being kept: a
+    /// batch of any size runs in the memory of one input. An exception raised by
+    /// `on_output` ends the session and is raised here.
+    #[pyo3(signature = (x, on_output, progress=None))]
+    fn infer_each(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        on_output: Py<PyAny>,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
+        let inputs = rows(x, None)?;
+        let mut raised: Option<PyErr> = None;
+        let out = py.detach(|| {
+            self.inner
+                .infer_each(&inputs, &mut self::progress(&progress), &mut |k, o| {
+                    if raised.is_some() {
+                        return;
+                    }
+                    Python::attach(|py| {
+                        let logits = o.logits.clone().into_pyarray(py);
+                        if let Err(e) = on_output.call1(py, (k, logits)) {
+                            raised = Some(e);
+                        }
+                    });
+                })
+        });
+        if let Some(e) = raised {
+            return Err(e);
+        }
+        let out = out.map_err(py_err)?;
+        let report =
+            serde_json::to_string(&out).map_err(|e| HelinaError::new_err(e.to_string()))?;
+        if let Ok(mut l) = self.last.lock() {
+            *l = Some(report);
+        }
+        Ok(())
+    }
+
     /// The JSON report of the last session (`None` before the first).
     fn last_report(&self) -> Option<String> {
         self.last.lock().ok().and_then(|l| l.clone())

@@ -72,6 +72,28 @@ def test_client_and_server_over_tcp():
     assert [o["fixed"] for o in r.report["outputs"]] == [o["fixed"] for o in local.report["outputs"]]
 
 
+def test_residual_cifar_session_of_32_inputs_locally_and_streamed_over_tcp():
+    """The CIFAR-sized residual fixture, all 32 test inputs in one session: locally
+    (bit for bit the fixed-point reference, within the tolerance of onnxruntime), then
+    from a server to a client that takes the results one by one as they arrive
+    (``infer_iter``), equal to the local session's logits."""
+    model, calib, x, ref, _ = fixture("residual-cifar")
+    local = helina.infer(model, x, calibration=calib, report=True)
+    assert local.matches_fixed_reference is True
+    assert np.max(np.abs(local.logits - ref)) <= 0.05
+    server = helina.Server(model, calibration=calib)
+    addr = server.listen("127.0.0.1:0")
+    done = server.serve_in_background(sessions=1)
+    seen = []
+    for i, logits in helina.Client(addr).infer_iter(x):
+        assert logits.shape == (10,)
+        assert np.array_equal(logits, local.logits[i])
+        seen.append(i)
+    done.join(120)
+    assert not done.is_alive()
+    assert seen == list(range(32))
+
+
 def test_bad_inputs_raise_input_error():
     model, calib, x, _, _ = fixture("digits-mlp")
     with pytest.raises(helina.InputError, match="shape"):

@@ -39,8 +39,14 @@ pub struct InferArgs {
     #[command(flatten)]
     nonlinear: NonlinearArgs,
     /// Print JSON.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "jsonl")]
     json: bool,
+    /// Print JSON lines: one per input as soon as it is done (its output and checks,
+    /// with `input`, its index), then one with the session's summary (`summary`:
+    /// true). The inputs' results are not kept, so any batch runs in the memory of one
+    /// input.
+    #[arg(long)]
+    jsonl: bool,
     #[command(flatten)]
     link: LinkArgs,
     #[command(flatten)]
@@ -53,6 +59,16 @@ struct Output {
     output: helina::Output,
     #[serde(flatten)]
     check: helina::Check,
+}
+
+/// One JSON line of `--jsonl`.
+#[derive(Serialize)]
+struct Line<'a> {
+    input: usize,
+    #[serde(flatten)]
+    output: &'a helina::Output,
+    #[serde(flatten)]
+    check: &'a helina::Check,
 }
 
 #[derive(Serialize)]
@@ -122,11 +138,27 @@ pub fn run(a: &InferArgs) -> Res<()> {
         },
     };
     let pb = crate::timing::progress(model.program().steps.len() as u64, "private inference");
-    let run = helina::infer_local(&model, &inputs, &opts, &mut |ph| {
+    let mut progress = |ph| {
         if let helina::Progress::Step { step, .. } = ph {
             pb.set_position(step as u64)
         }
-    });
+    };
+    let mut mismatches = 0usize;
+    let run = if a.jsonl {
+        helina::infer_local_each(&model, &inputs, &opts, &mut progress, &mut |k, o, c| {
+            mismatches += usize::from(!c.matches_fixed_reference);
+            let line = Line {
+                input: k,
+                output: &o,
+                check: &c,
+            };
+            if let Ok(text) = serde_json::to_string(&line) {
+                pb.suspend(|| println!("{text}"));
+            }
+        })
+    } else {
+        helina::infer_local(&model, &inputs, &opts, &mut progress)
+    };
     pb.finish_and_clear();
     let run = run?;
     let report = Report {
@@ -154,12 +186,20 @@ pub fn run(a: &InferArgs) -> Res<()> {
             .collect(),
         layers: run.steps.clone(),
     };
-    if a.json {
+    if a.jsonl {
+        let mut summary = serde_json::to_value(&report)?;
+        if let Some(m) = summary.as_object_mut() {
+            m.remove("outputs");
+            m.insert("summary".into(), true.into());
+            m.insert("inputs".into(), inputs.len().into());
+        }
+        println!("{}", serde_json::to_string(&summary)?);
+    } else if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_report(&report);
     }
-    if !run.all_match_fixed_reference() {
+    if mismatches > 0 || !run.all_match_fixed_reference() {
         return Err("a private result differs from the plaintext fixed-point reference".into());
     }
     Ok(())

@@ -25,6 +25,7 @@ fn keep_freed_memory() {
 mod args;
 mod bench_conv;
 mod bench_linear;
+mod bench_load;
 mod bench_matvec;
 mod bench_network;
 mod bench_nonlinear;
@@ -139,6 +140,9 @@ enum BenchCmd {
     /// Every layer of a network: per-layer time, bytes and op counts by method, totals
     /// (bfv: run for real; count: op counts and predictions only).
     Network(bench_network::NetworkArgs),
+    /// A `helina server` process under several clients at once, round after round:
+    /// throughput, session times, and the server's resident memory after each round.
+    Load(bench_load::LoadArgs),
 }
 
 fn main() {
@@ -177,6 +181,7 @@ fn main() {
             BenchCmd::Relu(a) => bench_nonlinear::nonlinear(&a, false),
             BenchCmd::Maxpool(a) => bench_nonlinear::nonlinear(&a, true),
             BenchCmd::Network(a) => bench_network::run(&a),
+            BenchCmd::Load(a) => bench_load::run(&a),
         },
     };
     if let Err(e) = result {

@@ -55,13 +55,16 @@ pub struct ServerArgs {
     /// Sessions served at once (one layer or a network); more are refused as busy.
     #[arg(long, default_value_t = 4)]
     max_clients: usize,
-    /// A session must end within this many seconds (default: no limit; every frame is
-    /// still bounded by --timeout).
+    /// A session must end within this many seconds. Default: derived from the plan
+    /// for each session (10 s plus the session's predicted work ten times slower and
+    /// its bytes over a 1 MB/s link, plus half a second per interactive step per
+    /// input); every frame is still bounded by --timeout.
     #[arg(long)]
     session_timeout: Option<u64>,
-    /// Memory one session may use, MB (flooding zeros, ciphertexts, garbled tables),
-    /// checked before it allocates; default: the available memory divided by
-    /// --max-clients.
+    /// Memory one session may use, MB (its offline window of flooding zeros,
+    /// ciphertexts and OT material or garbled tables, the largest frame it reads, the
+    /// silent-OT pools), checked before it allocates; it does not grow with the
+    /// session's inputs. Default: the available memory divided by --max-clients.
     #[arg(long)]
     session_memory: Option<f64>,
     #[command(flatten)]
@@ -96,8 +99,13 @@ pub struct ClientArgs {
     #[arg(long)]
     reveal: bool,
     /// Print a JSON summary.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "jsonl")]
     json: bool,
+    /// With --network: print JSON lines, one per input as soon as its result arrives
+    /// (with `input`, its index), then one with the session's summary (`summary`:
+    /// true); results are not kept, so any batch runs in the memory of one input.
+    #[arg(long, requires = "network")]
+    jsonl: bool,
     /// Private inference of the server's whole network (`helina server --model
     /// m.onnx`) on `--input` (float .npy, batch first) instead of one layer.
     #[arg(long)]
@@ -623,6 +631,35 @@ fn network_client(a: &ClientArgs) -> Res<()> {
         },
     );
     let pb = spinner();
+    if a.jsonl {
+        #[derive(serde::Serialize)]
+        struct Line<'a> {
+            input: usize,
+            #[serde(flatten)]
+            output: &'a helina::Output,
+        }
+        let out = client.infer_each(
+            &xs,
+            &mut |ph| pb.set_message(ph.to_string()),
+            &mut |k, o| {
+                if let Ok(text) = serde_json::to_string(&Line {
+                    input: k,
+                    output: &o,
+                }) {
+                    pb.suspend(|| println!("{text}"));
+                }
+            },
+        );
+        pb.finish_and_clear();
+        let mut summary = serde_json::to_value(out?)?;
+        if let Some(m) = summary.as_object_mut() {
+            m.remove("outputs");
+            m.insert("summary".into(), true.into());
+            m.insert("inputs".into(), xs.len().into());
+        }
+        println!("{}", serde_json::to_string(&summary)?);
+        return Ok(());
+    }
     let out = client.infer(&xs, &mut |ph| pb.set_message(ph.to_string()));
     pb.finish_and_clear();
     let out = out?;

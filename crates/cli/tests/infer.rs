@@ -306,6 +306,78 @@ fn a_network_between_two_processes() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// JSON lines: the per-input lines in input order, and the summary line.
+fn json_lines(stdout: &[u8]) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let mut lines: Vec<serde_json::Value> = String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary = lines.pop().unwrap();
+    assert_eq!(summary["summary"], true, "{summary}");
+    for (k, l) in lines.iter().enumerate() {
+        assert_eq!(l["input"].as_u64(), Some(k as u64));
+    }
+    (lines, summary)
+}
+
+/// The CIFAR-sized residual fixture (32x32x3, stride-2 3x3 conv in a downsampling
+/// shortcut, GlobalAveragePool; torch.onnx.export'ed, normalised inputs) for all 32
+/// test inputs in one session, as a user runs it: in one process (`infer --jsonl`,
+/// each line checked against the fixed-point reference and onnxruntime) and in two
+/// (`server` + `client --network --jsonl`, each output equal to the one-process
+/// session's fixed-point output bit for bit). Sessions used to fail from the 4th input,
+/// when the silent-OT pools first refilled inside a circuit.
+#[test]
+fn residual_cifar_sessions_of_32_inputs_in_one_and_two_processes() {
+    let model = "residual-cifar";
+    let test = fixture(&format!("{model}-test.npy"));
+    let (_, reference) = read_f32(&fixture(&format!("{model}-test-reference.npy")));
+    let out = infer(model, &test, &["--jsonl"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (local, summary) = json_lines(&out.stdout);
+    assert_eq!(local.len(), 32);
+    assert_eq!(summary["inputs"], 32);
+    check_outputs(&local, &reference, true);
+    // two processes, the same inputs, one session
+    let cal = fixture(&format!("{model}-calibration.npy"));
+    let (mut server, addr, mut err) = start_server(
+        model,
+        &["--sessions", "1", "--calibration", cal.to_str().unwrap()],
+    );
+    let out = Command::new(BIN)
+        .args([
+            "client",
+            "--network",
+            "--connect",
+            &addr,
+            "--jsonl",
+            "--input",
+        ])
+        .arg(&test)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (remote, _) = json_lines(&out.stdout);
+    assert_eq!(remote.len(), 32);
+    check_outputs(&remote, &reference, false);
+    for (k, (a, b)) in local.iter().zip(&remote).enumerate() {
+        assert_eq!(a["fixed"], b["fixed"], "input {k}");
+    }
+    assert!(server.wait().unwrap().success());
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(rest.contains("32 inference(s)"), "{rest}");
+    assert!(rest.contains("statistical distance"), "{rest}");
+}
+
 /// A network server without calibration data or an input range refuses to start.
 #[test]
 fn a_network_server_needs_calibration_or_a_range() {

@@ -6,7 +6,7 @@ use net::{Link, TcpChannel};
 pub use protocol::Phase as Progress;
 
 use crate::error::{Error, Result};
-use crate::report::Inference;
+use crate::report::{Inference, Output};
 
 /// How a client talks to a server.
 #[derive(Clone, Debug)]
@@ -57,6 +57,22 @@ impl Client {
         inputs: &[Vec<f32>],
         progress: &mut dyn FnMut(Progress),
     ) -> Result<Inference> {
+        let mut outputs = Vec::with_capacity(inputs.len());
+        let mut inference = self.infer_each(inputs, progress, &mut |_, o| outputs.push(o))?;
+        inference.outputs = outputs;
+        Ok(inference)
+    }
+
+    /// One session whose outputs are handed to `on_output(k, output)` as each input's
+    /// result is ready, instead of being kept: the returned report's `outputs` is empty,
+    /// and the client holds one input's data at a time whatever the batch (a session may
+    /// run up to [`protocol::MAX_INPUTS_PER_SESSION`] inputs).
+    pub fn infer_each(
+        &self,
+        inputs: &[Vec<f32>],
+        progress: &mut dyn FnMut(Progress),
+        on_output: &mut dyn FnMut(usize, Output),
+    ) -> Result<Inference> {
         let expect = self
             .opts
             .expect_params
@@ -78,8 +94,26 @@ impl Client {
             reveal: false,
             expect,
         };
-        let out =
-            protocol::client::run(&mut ch, &request, protocol::Inputs::Float(inputs), progress)?;
-        Inference::from_outcome(&out)
+        // outputs are decoded as they come (the program is the plan's); a failure to
+        // decode one is reported after the session
+        let mut failed: Option<Error> = None;
+        let out = protocol::client::run_each(
+            &mut ch,
+            &request,
+            protocol::Inputs::Float(inputs),
+            progress,
+            &mut |plan, k, o| {
+                if failed.is_none() {
+                    match Output::from_client_output(&plan.program, &o) {
+                        Ok(o) => on_output(k, o),
+                        Err(e) => failed = Some(e),
+                    }
+                }
+            },
+        )?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        Ok(Inference::summary(&out, Vec::new()))
     }
 }

@@ -70,7 +70,7 @@ mod server;
 pub use client::{Client, ClientOptions, Progress};
 pub use costs::CostSource;
 pub use error::{Error, Result};
-pub use local::{infer_local, Check, Layer, LocalInference, LocalOptions};
+pub use local::{infer_local, infer_local_each, Check, Layer, LocalInference, LocalOptions};
 pub use model::{
     CalibrationSource, FixedPoint, Model, Planning, RANGE_SAMPLES, RANGE_SAMPLES_SEED,
 };

@@ -125,12 +125,32 @@ pub struct LocalOptions {
 }
 
 /// Runs `model` privately on `inputs` with both parties in this process (see the
-/// module doc). `progress` hears of the client's stages.
+/// module doc), keeping every output and its checks. `progress` hears of the client's
+/// stages.
 pub fn infer_local(
     model: &Model,
     inputs: &[Vec<f32>],
     opts: &LocalOptions,
     progress: &mut dyn FnMut(Progress),
+) -> Result<LocalInference> {
+    let mut kept = Vec::with_capacity(inputs.len());
+    let mut run = infer_local_each(model, inputs, opts, progress, &mut |_, o, c| {
+        kept.push((o, c))
+    })?;
+    (run.inference.outputs, run.checks) = kept.into_iter().unzip();
+    Ok(run)
+}
+
+/// [`infer_local`], handing each input's output and its checks to `on_result(k,
+/// output, check)` as soon as the input is done instead of keeping them (the returned
+/// report's `inference.outputs` and `checks` are empty): a session of thousands of
+/// inputs holds one input's data at a time.
+pub fn infer_local_each(
+    model: &Model,
+    inputs: &[Vec<f32>],
+    opts: &LocalOptions,
+    progress: &mut dyn FnMut(Progress),
+    on_result: &mut dyn FnMut(usize, crate::report::Output, Check),
 ) -> Result<LocalInference> {
     let server_opts = ServerOptions {
         serve: ServeOptions {
@@ -167,33 +187,33 @@ pub fn infer_local(
         ..opts.client.clone()
     };
     let client = crate::client::Client::new(&addr, client_opts);
-    let inference = client.infer(inputs, progress);
+    let mut failed: Option<Error> = None;
+    let inference = client.infer_each(inputs, progress, &mut |k, o| {
+        if failed.is_some() {
+            return;
+        }
+        match inputs.get(k).map(|x| check(model, x, &o)) {
+            Some(Ok(c)) => on_result(k, o, c),
+            Some(Err(e)) => failed = Some(e),
+            None => {}
+        }
+    });
     let served = srv.join().map_err(|_| Error::Thread { party: "server" })?;
-    let inference = inference?;
-    let served = served?;
-    let prog = model.program();
-    let tolerance = prog.accuracy.map_or(nn::DEFAULT_TOLERANCE, |a| a.tolerance);
-    let checks = inputs
-        .iter()
-        .zip(&inference.outputs)
-        .map(|(x, o)| {
-            let want = nn::run_fixed(prog, &nn::quantise_input(prog, x))?;
-            let float = nn::run_float(&model.network, x);
-            let err = o
-                .logits
-                .iter()
-                .zip(&float)
-                .map(|(a, b)| (*a as f64 - *b as f64).abs())
-                .fold(0f64, f64::max);
-            Ok(Check {
-                float_argmax: argmax(&float),
-                float_logits: float,
-                float_max_abs_err: err,
-                within_tolerance: err <= tolerance,
-                matches_fixed_reference: want == o.fixed,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let (inference, served) = match (inference, served) {
+        // the server's error says why when the client only saw the connection end
+        (Err(Error::Protocol(p)), Err(e))
+            if matches!(
+                *p,
+                protocol::ProtocolError::Net(net::NetError::Disconnected)
+            ) =>
+        {
+            return Err(e)
+        }
+        (inference, served) => (inference?, served?),
+    };
+    if let Some(e) = failed {
+        return Err(e);
+    }
     let steps = match &served.first {
         Some(s) => inference
             .layers
@@ -205,10 +225,32 @@ pub fn infer_local(
     };
     Ok(LocalInference {
         inference,
-        checks,
+        checks: Vec::new(),
         steps,
         encoded_bytes: served.encoded_bytes,
         on_the_fly_layers: served.on_the_fly_layers,
         peak_rss_bytes: protocol::peak_rss_bytes(),
+    })
+}
+
+/// One input's checks: the private output against the plaintext fixed-point reference
+/// and the float model.
+fn check(model: &Model, x: &[f32], o: &crate::report::Output) -> Result<Check> {
+    let prog = model.program();
+    let tolerance = prog.accuracy.map_or(nn::DEFAULT_TOLERANCE, |a| a.tolerance);
+    let want = nn::run_fixed(prog, &nn::quantise_input(prog, x))?;
+    let float = nn::run_float(&model.network, x);
+    let err = o
+        .logits
+        .iter()
+        .zip(&float)
+        .map(|(a, b)| (*a as f64 - *b as f64).abs())
+        .fold(0f64, f64::max);
+    Ok(Check {
+        float_argmax: argmax(&float),
+        float_logits: float,
+        float_max_abs_err: err,
+        within_tolerance: err <= tolerance,
+        matches_fixed_reference: want == o.fixed,
     })
 }

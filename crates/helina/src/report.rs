@@ -1,7 +1,7 @@
 //! What an inference reports, as plain serde structs: per input the logits and what
 //! they cost, per layer what each party did.
 
-use protocol::{ClientOutcome, StepReport};
+use protocol::{ClientOutcome, ClientOutput, StepReport};
 use serde::Serialize;
 
 /// One input's result.
@@ -78,42 +78,58 @@ pub fn argmax(v: &[f32]) -> usize {
         .fold(0, |best, (i, &x)| if x > v[best] { i } else { best })
 }
 
+impl Output {
+    /// One input's output from the client's share and the server's, as the session
+    /// revealed it.
+    pub fn from_client_output(prog: &nn::Program, out: &ClientOutput) -> crate::Result<Self> {
+        let b = |c: net::Counters| c.bytes_sent + c.bytes_received;
+        let fixed =
+            out.value
+                .clone()
+                .ok_or(crate::Error::from(protocol::ProtocolError::Unexpected {
+                    expected: "a plan that reveals the output",
+                    got: "one that keeps it shared",
+                }))?;
+        let logits = nn::dequantise(prog, &fixed);
+        let shape = prog
+            .output_info()
+            .map_or_else(|| vec![logits.len()], |t| t.shape.clone());
+        let graph_outputs = prog.head.eval(&logits, &shape)?;
+        let t = out.report.traffic;
+        Ok(Output {
+            argmax: argmax(&logits),
+            logits,
+            total_ms: out.report.offline_ms + out.report.online_ms,
+            total_bytes: b(t.offline) + b(t.online),
+            online_ms: out.report.online_ms,
+            online_bytes: b(t.online),
+            offline_ms: out.report.offline_ms,
+            offline_bytes: b(t.offline),
+            fixed,
+            graph_outputs,
+        })
+    }
+}
+
 impl Inference {
-    /// The report of a client's session whose plan revealed the outputs.
+    /// The report of a client's session whose plan revealed the outputs (every output
+    /// kept: [`protocol::client::run`]).
     pub fn from_outcome(o: &ClientOutcome) -> crate::Result<Self> {
         let prog = o.program();
-        let b = |c: net::Counters| c.bytes_sent + c.bytes_received;
         let outputs = o
             .outputs
             .iter()
-            .map(|out| {
-                let fixed = out.value.clone().ok_or(crate::Error::from(
-                    protocol::ProtocolError::Unexpected {
-                        expected: "a plan that reveals the output",
-                        got: "one that keeps it shared",
-                    },
-                ))?;
-                let logits = nn::dequantise(prog, &fixed);
-                let shape = prog
-                    .output_info()
-                    .map_or_else(|| vec![logits.len()], |t| t.shape.clone());
-                let graph_outputs = prog.head.eval(&logits, &shape)?;
-                let t = out.report.traffic;
-                Ok(Output {
-                    argmax: argmax(&logits),
-                    logits,
-                    total_ms: out.report.offline_ms + out.report.online_ms,
-                    total_bytes: b(t.offline) + b(t.online),
-                    online_ms: out.report.online_ms,
-                    online_bytes: b(t.online),
-                    offline_ms: out.report.offline_ms,
-                    offline_bytes: b(t.offline),
-                    fixed,
-                    graph_outputs,
-                })
-            })
+            .map(|out| Output::from_client_output(prog, out))
             .collect::<crate::Result<Vec<_>>>()?;
-        Ok(Inference {
+        Ok(Self::summary(o, outputs))
+    }
+
+    /// The session's facts around `outputs` (those kept; the first input's per-step
+    /// report from the outcome).
+    pub fn summary(o: &ClientOutcome, outputs: Vec<Output>) -> Self {
+        let prog = o.program();
+        let b = |c: net::Counters| c.bytes_sent + c.bytes_received;
+        Inference {
             params: o.params.name().to_string(),
             p: o.params.p(),
             frac_bits: prog.frac_bits,
@@ -123,11 +139,12 @@ impl Inference {
             setup_bytes: b(o.traffic.setup),
             outputs,
             layers: o
-                .outputs
-                .first()
-                .map(|x| x.report.steps.clone())
+                .first
+                .as_ref()
+                .or(o.outputs.first().map(|x| &x.report))
+                .map(|r| r.steps.clone())
                 .unwrap_or_default(),
             noise_budget: o.noise_budget,
-        })
+        }
     }
 }

@@ -221,12 +221,14 @@ pub fn run<C: Channel>(
     progress: &mut dyn FnMut(Phase),
 ) -> Result<ClientOutcome> {
     let mut outputs = Vec::with_capacity(inputs.len());
-    let mut out = run_each(ch, request, inputs, progress, &mut |_, o| outputs.push(o))?;
+    let mut out = run_each(ch, request, inputs, progress, &mut |_, _, o| {
+        outputs.push(o)
+    })?;
     out.outputs = outputs;
     Ok(out)
 }
 
-/// Runs a session as the client, handing each input's output to `on_output(k,
+/// Runs a session as the client, handing each input's output to `on_output(plan, k,
 /// output)` as soon as it is ready instead of keeping it (`ClientOutcome::outputs` is
 /// left empty; `first` keeps the first input's report): a session of thousands of
 /// inputs holds one input's data at a time. Every input is checked before anything is
@@ -237,7 +239,7 @@ pub fn run_each<C: Channel>(
     request: &ClientRequest,
     inputs: Inputs<'_>,
     progress: &mut dyn FnMut(Phase),
-    on_output: &mut dyn FnMut(usize, ClientOutput),
+    on_output: &mut dyn FnMut(&SessionPlan, usize, ClientOutput),
 ) -> Result<ClientOutcome> {
     let r = run_inner(ch, request, inputs, progress, on_output);
     if let Err(e) = &r {
@@ -251,7 +253,7 @@ fn run_inner<C: Channel>(
     request: &ClientRequest,
     inputs: Inputs<'_>,
     progress: &mut dyn FnMut(Phase),
-    on_output: &mut dyn FnMut(usize, ClientOutput),
+    on_output: &mut dyn FnMut(&SessionPlan, usize, ClientOutput),
 ) -> Result<ClientOutcome> {
     let t0 = Instant::now();
     let c0 = ch.counters();
@@ -410,6 +412,7 @@ fn run_inner<C: Channel>(
             out.first = Some(report.clone());
         }
         on_output(
+            &plan,
             k,
             ClientOutput {
                 share,
