@@ -446,6 +446,7 @@ impl Server {
             "nonlinear": self.inner.options().nonlinear.name(),
             "accuracy": prog.accuracy,
             "layers": layers,
+            "planning": m.timings,
         }))
         .map_err(|e| HelinaError::new_err(e.to_string()))
     }

@@ -83,6 +83,8 @@ struct Report {
     accuracy: Option<nn::Accuracy>,
     /// The input range the plan is safe for.
     input_range: Option<nn::InputRange>,
+    /// How long planning took (fixed point, methods), before any encryption.
+    planning: helina::PlanTimings,
     setup_ms: f64,
     setup_bytes: u64,
     /// Encoded weights the server held, bytes; layers encoded on the fly (`--mem-limit`).
@@ -169,6 +171,7 @@ pub fn run(a: &InferArgs) -> Res<()> {
         calibration,
         accuracy: run.inference.accuracy,
         input_range: run.inference.input_range,
+        planning: model.timings,
         setup_ms: run.inference.setup_ms,
         setup_bytes: run.inference.setup_bytes,
         encoded_bytes: run.encoded_bytes,
@@ -232,6 +235,11 @@ fn print_report(r: &Report) {
             r.calibration, acc.max_abs_err, acc.mean_abs_err, acc.tolerance
         );
     }
+    println!(
+        "planning: fixed-point search and calibration {:.1} s, methods {:.1} s",
+        r.planning.fixed_point_ms / 1e3,
+        r.planning.methods_ms / 1e3
+    );
     if let Some(ir) = r.input_range {
         println!(
             "input range [{}, {}] ({})",

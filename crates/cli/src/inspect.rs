@@ -74,6 +74,8 @@ struct Report {
     input_range: Option<nn::InputRange>,
     steps: Vec<StepRow>,
     predicted_linear_ms: f64,
+    /// How long planning took (fixed point, methods).
+    planning: helina::PlanTimings,
 }
 
 fn kind(st: &nn::Step) -> String {
@@ -187,6 +189,7 @@ pub fn run(a: &InspectArgs) -> Res<()> {
         input_range: prog.input_range,
         steps,
         predicted_linear_ms: total,
+        planning: model.timings,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -226,6 +229,11 @@ fn print(r: &Report) {
     println!(
         "fixed point: {} (p = {}), {} fractional bits; calibration: {}",
         r.params, r.p, r.frac_bits, r.calibration
+    );
+    println!(
+        "planning: fixed-point search and calibration {:.1} s, methods {:.1} s",
+        r.planning.fixed_point_ms / 1e3,
+        r.planning.methods_ms / 1e3
     );
     if let Some(acc) = r.accuracy {
         println!(

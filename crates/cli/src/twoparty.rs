@@ -574,6 +574,7 @@ fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
         model.program().p,
     );
     let describe = crate::args::describe(model.program());
+    let timings = model.timings;
     let server = helina::Server::new(
         model,
         helina::ServerOptions {
@@ -582,8 +583,10 @@ fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
         },
     )?;
     eprintln!(
-        "helina server: listening on {} (network {path}: {steps} steps, {preset}, {frac_bits} fractional bits, p = {p}; calibrated on {calibration}; {describe})",
+        "helina server: listening on {} (network {path}: {steps} steps, {preset}, {frac_bits} fractional bits, p = {p}; calibrated on {calibration}; {describe}; planned in {:.1} s + {:.1} s)",
         listener.local_addr()?,
+        timings.fixed_point_ms / 1e3,
+        timings.methods_ms / 1e3,
     );
     eprintln!(
         "helina server: weights encoded once for every session in {:.0} ms ({} layer(s) on the fly); a session needs about {:.1} MB whatever its inputs (budget {:.1} MB), at most {} at once; {} responses per input, flooding sized for 2^{} per session (statistical distance ≤ 2^-40 per session)",

@@ -72,7 +72,7 @@ pub use costs::CostSource;
 pub use error::{Error, Result};
 pub use local::{infer_local, infer_local_each, Check, Layer, LocalInference, LocalOptions};
 pub use model::{
-    CalibrationSource, FixedPoint, Model, Planning, RANGE_SAMPLES, RANGE_SAMPLES_SEED,
+    CalibrationSource, FixedPoint, Model, PlanTimings, Planning, RANGE_SAMPLES, RANGE_SAMPLES_SEED,
 };
 pub use report::{argmax, Inference, Output};
 pub use server::{Server, ServerOptions};

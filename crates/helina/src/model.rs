@@ -151,6 +151,17 @@ pub struct Model {
     pub calibration: CalibrationSource,
     /// Where the planner's per-op costs came from.
     pub costs: String,
+    /// How long planning took.
+    pub timings: PlanTimings,
+}
+
+/// How long a model's planning took, ms (wall clock).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct PlanTimings {
+    /// The fixed-point search and calibration (`nn::plan_fixed_point`).
+    pub fixed_point_ms: f64,
+    /// The method of every linear layer (`protocol::NetworkPlan::new`).
+    pub methods_ms: f64,
 }
 
 impl Model {
@@ -207,7 +218,10 @@ impl Model {
             tolerance: fixed.tolerance,
             input_range: fixed.input_range,
         };
+        let t = std::time::Instant::now();
         let prog = nn::plan_fixed_point(&network, &calibration, &opts)?;
+        let fixed_point_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = std::time::Instant::now();
         let params = Params::preset(&prog.preset)?;
         let (planner, costs) = planning.planner(&params)?;
         let plan = NetworkPlan::new(
@@ -223,6 +237,10 @@ impl Model {
             plan,
             calibration: source,
             costs,
+            timings: PlanTimings {
+                fixed_point_ms,
+                methods_ms: t.elapsed().as_secs_f64() * 1e3,
+            },
         })
     }
 

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::NnError;
 use crate::ir::{Network, PadMode};
-use crate::quant::{bits, calibrate, lower, step_max, NonlinearOp, Program, Step};
+use crate::quant::{bits, calibrate_outputs, lower, step_max, NonlinearOp, Program, Step};
 use crate::reference::{
     dequantise_tensor, execute, pad_indices, quantise_input, round_offset, run_float_all,
     space_to_depth_indices, window_indices,
@@ -157,7 +157,7 @@ fn evaluate(
     floats: &[Vec<f32>],
 ) -> Result<Eval, NnError> {
     let mut prog = lower(net, s, p)?;
-    let max = match calibrate(&mut prog, calibration) {
+    let (max, outputs) = match calibrate_outputs(&mut prog, calibration) {
         Ok(m) => m,
         Err(NnError::RangeExceeded { step, layer, .. }) => {
             return Ok(Eval {
@@ -179,7 +179,7 @@ fn evaluate(
         .steps
         .get(i)
         .map_or_else(|| "input".to_string(), |st| st.name().to_string());
-    let (max_err, mean_err) = output_error(&prog, calibration, floats)?;
+    let (max_err, mean_err) = output_error(&outputs, floats);
     Ok(Eval {
         prog,
         needed: Some(needed),
@@ -189,16 +189,10 @@ fn evaluate(
     })
 }
 
-/// Max and mean `|fixed − float|` of the outputs (no range check: the caller decides).
-fn output_error(
-    prog: &Program,
-    inputs: &[Vec<f32>],
-    floats: &[Vec<f32>],
-) -> Result<(f64, f64), NnError> {
+/// Max and mean `|fixed − float|` of the calibration inputs' outputs.
+fn output_error(outputs: &[Vec<f32>], floats: &[Vec<f32>]) -> (f64, f64) {
     let (mut max, mut sum, mut n) = (0f64, 0f64, 0usize);
-    for (x, f) in inputs.iter().zip(floats) {
-        let vals = execute(prog, &quantise_input(prog, x), false)?;
-        let y = dequantise_tensor(prog, prog.output, &vals[prog.output]);
+    for (y, f) in outputs.iter().zip(floats) {
         for (a, b) in y.iter().zip(f) {
             let d = (*a as f64 - *b as f64).abs();
             max = max.max(d);
@@ -206,7 +200,7 @@ fn output_error(
             n += 1;
         }
     }
-    Ok((max, if n == 0 { 0.0 } else { sum / n as f64 }))
+    (max, if n == 0 { 0.0 } else { sum / n as f64 })
 }
 
 /// The lowerings looked at, by `s`.
@@ -238,7 +232,37 @@ impl Search<'_> {
     fn fits(&mut self, s: u32, p: u64) -> Result<bool, NnError> {
         Ok(fits(self.at(s)?.needed, p))
     }
+    /// The largest `s` in `lo..=hi` whose calibration values fit `p`, given that `lo`
+    /// fits. Values grow by 2x (tensors at scale s) to 4x (accumulators at scale 2s)
+    /// per fractional bit, so from the largest fitting `s` measured so far the next
+    /// probe is where 4x growth would reach the limit (a binary search would take
+    /// log2 of the range), and `s + 1` is ruled out without an evaluation when even
+    /// [`MIN_GROWTH`] would take it past the limit.
+    fn largest_fitting(&mut self, lo: u32, hi: u32, p: u64) -> Result<u32, NnError> {
+        let limit = ((p as u128 - 1) / 2) >> HEADROOM_BITS;
+        let (mut a, mut b) = (lo, hi + 1); // a fits; b does not (or is past the range)
+        loop {
+            if b == a + 1 {
+                return Ok(a);
+            }
+            let needed = self.at(a)?.needed.unwrap_or(u128::MAX).max(1);
+            if needed as f64 * MIN_GROWTH > limit as f64 {
+                return Ok(a);
+            }
+            let room = (limit as f64 / needed as f64).log2();
+            let probe = (a + (room / 2.0).floor().max(1.0) as u32).clamp(a + 1, b - 1);
+            if self.fits(probe, p)? {
+                a = probe;
+            } else {
+                b = probe;
+            }
+        }
+    }
 }
+
+/// The least growth of the largest calibration value from one fractional bit to the
+/// next (every quantised value about doubles).
+const MIN_GROWTH: f64 = 1.9;
 
 /// Picks `s` and `p` by agreement with the float model (see the module doc) and fills
 /// the program's bounds, input range and accuracy.
@@ -289,10 +313,13 @@ pub fn plan_fixed_point(
     let mut search = Search {
         net,
         calibration,
-        floats: calibration
-            .iter()
-            .map(|x| crate::run_float(net, x))
-            .collect(),
+        floats: {
+            use rayon::prelude::*;
+            calibration
+                .par_iter()
+                .map(|x| crate::run_float(net, x))
+                .collect()
+        },
         p_max,
         lo_s,
         cache: (lo_s..=hi_s).map(|_| None).collect(),
@@ -303,16 +330,7 @@ pub fn plan_fixed_point(
         if !search.fits(lo_s, *p)? {
             continue;
         }
-        // the largest s that fits (values grow with s)
-        let (mut a, mut b) = (lo_s, hi_s);
-        while a < b {
-            let mid = (a + b).div_ceil(2);
-            if search.fits(mid, *p)? {
-                a = mid;
-            } else {
-                b = mid - 1;
-            }
-        }
+        let a = search.largest_fitting(lo_s, hi_s, *p)?;
         // the error normally falls with s; look two below in case it does not
         for s in (a.saturating_sub(2).max(lo_s)..=a).rev() {
             let e = search.at(s)?;
@@ -328,10 +346,11 @@ pub fn plan_fixed_point(
     let Some(e) = search.cache[(s - lo_s) as usize].take() else {
         return Err(NnError::Plan("internal: evaluation missing".into()));
     };
+    // the lowering and its calibration do not depend on p (values are checked
+    // against p by the caller): the bounds measured at p_max hold
     let mut prog = e.prog;
     prog.p = p;
     prog.preset = preset;
-    calibrate(&mut prog, calibration)?;
     prog.accuracy = Some(Accuracy {
         max_abs_err: e.max_err,
         mean_abs_err: e.mean_err,
@@ -413,8 +432,19 @@ pub fn float_agreement(
     inputs: &[Vec<f32>],
     tolerance: f64,
 ) -> Result<Accuracy, NnError> {
-    let floats: Vec<Vec<f32>> = inputs.iter().map(|x| crate::run_float(net, x)).collect();
-    let (max_abs_err, mean_abs_err) = output_error(prog, inputs, &floats)?;
+    use rayon::prelude::*;
+    let floats: Vec<Vec<f32>> = inputs
+        .par_iter()
+        .map(|x| crate::run_float(net, x))
+        .collect();
+    let outputs = inputs
+        .par_iter()
+        .map(|x| {
+            let vals = execute(prog, &quantise_input(prog, x), false)?;
+            Ok(dequantise_tensor(prog, prog.output, &vals[prog.output]))
+        })
+        .collect::<Result<Vec<_>, NnError>>()?;
+    let (max_abs_err, mean_abs_err) = output_error(&outputs, &floats);
     Ok(Accuracy {
         max_abs_err,
         mean_abs_err,

@@ -1044,14 +1044,37 @@ pub(crate) fn bits(v: u128) -> u32 {
 /// returns the largest `|value|` of every step's output (index = step) and of the input
 /// (last entry). The values of a rounding step include its offset `h`.
 pub fn calibrate(prog: &mut Program, calibration: &[Vec<f32>]) -> Result<Vec<u128>, NnError> {
+    calibrate_outputs(prog, calibration).map(|(max, _)| max)
+}
+
+/// [`calibrate`], also returning every calibration input's dequantised output. The
+/// inputs run in parallel (rayon); the result does not depend on the thread count.
+pub(crate) fn calibrate_outputs(
+    prog: &mut Program,
+    calibration: &[Vec<f32>],
+) -> Result<(Vec<u128>, Vec<Vec<f32>>), NnError> {
+    use rayon::prelude::*;
+    let runs = calibration
+        .par_iter()
+        .map(|x| -> Result<(Vec<u128>, Vec<f32>), NnError> {
+            let xq = crate::reference::quantise_input(prog, x);
+            let vals = crate::reference::execute(prog, &xq, false)?;
+            let maxima = vals
+                .iter()
+                .map(|v| v.iter().map(|a| a.unsigned_abs()).max().unwrap_or(0))
+                .collect();
+            let y = crate::reference::dequantise_tensor(prog, prog.output, &vals[prog.output]);
+            Ok((maxima, y))
+        })
+        .collect::<Vec<_>>();
     let mut tmax = vec![0u128; prog.tensors.len()];
-    for x in calibration {
-        let xq = crate::reference::quantise_input(prog, x);
-        let vals = crate::reference::execute(prog, &xq, false)?;
-        for (t, v) in vals.iter().enumerate() {
-            let m = v.iter().map(|a| a.unsigned_abs()).max().unwrap_or(0);
-            tmax[t] = tmax[t].max(m);
+    let mut outputs = Vec::with_capacity(runs.len());
+    for r in runs {
+        let (maxima, y) = r?;
+        for (t, m) in tmax.iter_mut().zip(maxima) {
+            *t = (*t).max(m);
         }
+        outputs.push(y);
     }
     let mut max: Vec<u128> = prog.steps.iter().map(|st| step_max(st, &tmax)).collect();
     max.push(tmax[prog.input]);
@@ -1100,7 +1123,7 @@ pub fn calibrate(prog: &mut Program, calibration: &[Vec<f32>]) -> Result<Vec<u12
         });
     }
     prog.bounds = bounds;
-    Ok(max)
+    Ok((max, outputs))
 }
 
 /// The largest `|value|` a step must reconstruct correctly mod p: its output, and for a

@@ -233,9 +233,14 @@ pub(crate) fn execute(prog: &Program, x_q: &[i64], check: bool) -> Result<Vec<Ve
                 if x.len() != *cols || weight.len() != rows * cols || bias.len() != *rows {
                     return Err(shape_err("input/weight/bias", *cols, x.len()));
                 }
-                let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
-                matvec(weight, &x64, *rows, *cols)
-                    .into_iter()
+                let y = match crate::gemm::linear_exact(weight, x, *rows, *cols) {
+                    Some(y) => y,
+                    None => {
+                        let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+                        matvec(weight, &x64, *rows, *cols)
+                    }
+                };
+                y.into_iter()
                     .zip(bias)
                     .map(|(a, &b)| a + b as i128)
                     .collect()
@@ -250,10 +255,18 @@ pub(crate) fn execute(prog: &Program, x_q: &[i64], check: bool) -> Result<Vec<Ve
             } => {
                 let x = &vals[*input];
                 if *groups != 1 {
-                    let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
                     let g = crate::quant::grouped_shape(shape, *groups);
-                    let acc = kernels::reference::grouped_conv(&g, &x64, weight)
-                        .map_err(|_| shape_err("input/weight", g.input_len(), x.len()))?;
+                    if x.len() != g.input_len() || weight.len() != g.weight_len() {
+                        return Err(shape_err("input/weight", g.input_len(), x.len()));
+                    }
+                    let acc = match crate::gemm::conv_exact(shape, *groups, x, weight) {
+                        Some(acc) => acc,
+                        None => {
+                            let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+                            kernels::reference::grouped_conv(&g, &x64, weight)
+                                .map_err(|_| shape_err("input/weight", g.input_len(), x.len()))?
+                        }
+                    };
                     let per = acc.len() / shape.c_o.max(1);
                     if bias.len() != shape.c_o {
                         return Err(shape_err("bias", shape.c_o, bias.len()));
@@ -426,8 +439,13 @@ fn conv_checked(sh: &ConvShape, x: &[i128], w: &[i64], b: &[i64]) -> Option<Vec<
     {
         return None;
     }
-    let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
-    let y = kernels::reference::conv(sh, &x64, w);
+    let y = match crate::gemm::conv_exact(sh, 1, x, w) {
+        Some(y) => y,
+        None => {
+            let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+            kernels::reference::conv(sh, &x64, w)
+        }
+    };
     let (ho, wo, _, _) = conv_output(sh);
     Some(
         y.into_iter()
@@ -438,37 +456,15 @@ fn conv_checked(sh: &ConvShape, x: &[i128], w: &[i64], b: &[i64]) -> Option<Vec<
 }
 
 fn conv_f32(sh: &ConvShape, groups: usize, x: &[f32], w: &[f32], b: Option<&Vec<f32>>) -> Vec<f32> {
-    let (ho, wo, pt, pl) = conv_output(sh);
-    let groups = groups.max(1);
-    let (gi, go) = (sh.c_i / groups, (sh.c_o / groups).max(1));
-    let mut out = Vec::with_capacity(sh.c_o * ho * wo);
-    for o in 0..sh.c_o {
-        let g = o / go;
-        for y in 0..ho {
-            for xx in 0..wo {
-                let mut acc = b.map_or(0.0, |b| b[o] as f64);
-                for ci in 0..gi {
-                    let c = g * gi + ci;
-                    for dy in 0..sh.k_h {
-                        let iy = (y * sh.stride + dy) as isize - pt as isize;
-                        if iy < 0 || iy >= sh.h as isize {
-                            continue;
-                        }
-                        for dx in 0..sh.k_w {
-                            let ix = (xx * sh.stride + dx) as isize - pl as isize;
-                            if ix < 0 || ix >= sh.w as isize {
-                                continue;
-                            }
-                            acc += x[(c * sh.h + iy as usize) * sh.w + ix as usize] as f64
-                                * w[((o * gi + ci) * sh.k_h + dy) * sh.k_w + dx] as f64;
-                        }
-                    }
-                }
-                out.push(acc as f32);
-            }
-        }
-    }
-    out
+    let (ho, wo, _, _) = conv_output(sh);
+    let xf: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    let wf: Vec<f64> = w.iter().map(|&v| v as f64).collect();
+    let per = (ho * wo).max(1);
+    crate::gemm::conv_f64(sh, groups, &xf, &wf)
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| (v + b.map_or(0.0, |b| b[i / per] as f64)) as f32)
+        .collect()
 }
 
 fn pool_f32(x: &[f32], shape: &[usize], k: usize, k2: usize, s: usize, max: bool) -> Vec<f32> {
@@ -523,14 +519,15 @@ pub fn run_float_all(net: &Network, x: &[f32]) -> Vec<Vec<f32>> {
                 cols,
                 weight,
                 bias,
-            } => (0..*rows)
-                .map(|r| {
-                    let acc: f64 = (0..*cols)
-                        .map(|c| weight[r * cols + c] as f64 * a[c] as f64)
-                        .sum();
-                    (acc + bias.as_ref().map_or(0.0, |b| b[r] as f64)) as f32
-                })
-                .collect(),
+            } => {
+                let wf: Vec<f64> = weight.iter().map(|&v| v as f64).collect();
+                let xf: Vec<f64> = a.iter().map(|&v| v as f64).collect();
+                crate::gemm::linear_f64(&wf, &xf, *rows, *cols)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(r, acc)| (acc + bias.as_ref().map_or(0.0, |b| b[r] as f64)) as f32)
+                    .collect()
+            }
             Op::Relu => a.iter().map(|&v| v.max(0.0)).collect(),
             Op::Square => a.iter().map(|&v| v * v).collect(),
             Op::MaxPool { k, stride } => pool_f32(a, sh, *k, *k, *stride, true),

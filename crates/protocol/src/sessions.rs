@@ -7,8 +7,7 @@
 
 use std::net::TcpListener;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -35,15 +34,21 @@ pub struct ServeOptions {
     pub session_memory: Option<u64>,
     /// Emulated link.
     pub link: Link,
-    /// Sessions that may run at once; more are refused with `Abort(Busy)`.
+    /// Sessions that may run at once; a connection beyond them waits up to
+    /// `busy_wait` for a slot, then is refused with `Abort(Busy)`.
     pub max_concurrent: usize,
+    /// How long a connection waits for a session slot before it is told `Busy` (a
+    /// client that starts its next session right after its last one would otherwise
+    /// race the last one's slot).
+    pub busy_wait: Duration,
     /// Stop accepting after this many connections (`None`: serve forever).
     pub stop_after: Option<usize>,
 }
 
 impl ServeOptions {
-    /// Frames up to `max_frame`, a 60 s frame timeout, no session limits, no link
-    /// emulation, 4 concurrent sessions, serving forever.
+    /// Frames up to `max_frame`, a 60 s frame timeout, the session deadline derived
+    /// from each session's plan and no memory limit, no link emulation, 4 concurrent
+    /// sessions (a fifth waits up to 2 s for a slot), serving forever.
     pub fn new(max_frame: usize) -> Self {
         Self {
             max_frame,
@@ -52,6 +57,7 @@ impl ServeOptions {
             session_memory: None,
             link: Link::NONE,
             max_concurrent: 4,
+            busy_wait: Duration::from_secs(2),
             stop_after: None,
         }
     }
@@ -87,12 +93,42 @@ pub struct SessionReport<T> {
     pub counters: Counters,
 }
 
+/// The sessions running, and a signal when one ends.
+#[derive(Default)]
+struct Running {
+    count: Mutex<usize>,
+    ended: Condvar,
+}
+
+impl Running {
+    /// Takes a slot if fewer than `max` are taken within `wait`.
+    fn take(self: &Arc<Self>, max: usize, wait: Duration) -> Option<Slot> {
+        let deadline = Instant::now() + wait;
+        let mut n = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        while *n >= max {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            n = self
+                .ended
+                .wait_timeout(n, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        *n += 1;
+        Some(Slot(self.clone()))
+    }
+}
+
 /// A taken session slot, given back when dropped (also when the session panicked).
-struct Slot(Arc<AtomicUsize>);
+struct Slot(Arc<Running>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        let mut n = self.0.count.lock().unwrap_or_else(|p| p.into_inner());
+        *n = n.saturating_sub(1);
+        self.0.ended.notify_all();
     }
 }
 
@@ -121,7 +157,7 @@ where
 {
     let session = Arc::new(session);
     let on_session = Arc::new(on_session);
-    let running = Arc::new(AtomicUsize::new(0));
+    let running = Arc::new(Running::default());
     let mut handles = Vec::new();
     let mut accepted = 0usize;
     for conn in listener.incoming() {
@@ -144,51 +180,52 @@ where
                 continue;
             }
         };
-        if running.load(Ordering::SeqCst) >= opts.max_concurrent {
-            warn!(%peer, "busy: refusing the session");
-            let _ = send(&mut ch, &Msg::Abort(AbortReason::Busy));
-            let counters = ch.counters();
-            ch.close(CLOSE_LINGER);
-            on_session(SessionReport {
-                peer,
-                result: Err(ProtocolError::PeerAborted(AbortReason::Busy)),
-                elapsed_ms: 0.0,
-                counters,
-            });
-        } else {
-            running.fetch_add(1, Ordering::SeqCst);
-            let slot = Slot(running.clone());
-            let (session, on_session) = (session.clone(), on_session.clone());
-            let session_timeout = opts.session_timeout;
-            handles.push(thread::spawn(move || {
-                info!(%peer, "session started");
-                let t = Instant::now();
-                ch.set_deadline(session_timeout.map(|d| t + d));
-                let result = match catch_unwind(AssertUnwindSafe(|| session(&mut ch))) {
-                    Ok(r) => r,
-                    Err(p) => {
-                        let detail = panic_text(p.as_ref());
-                        let _ = send(&mut ch, &Msg::Abort(AbortReason::Internal));
-                        Err(ProtocolError::Internal { detail })
-                    }
-                };
-                // the session is over: its slot is free before anyone hears of it
-                drop(slot);
-                match &result {
-                    Ok(_) => info!(%peer, ms = t.elapsed().as_secs_f64() * 1e3, "session done"),
-                    Err(e) => tracing::error!(%peer, error = %e, "session failed"),
-                }
-                let (elapsed_ms, counters) = (t.elapsed().as_secs_f64() * 1e3, ch.counters());
-                if result.is_err() {
-                    ch.close(CLOSE_LINGER);
-                }
+        match running.take(opts.max_concurrent, opts.busy_wait) {
+            None => {
+                warn!(%peer, "busy: refusing the session");
+                let _ = send(&mut ch, &Msg::Abort(AbortReason::Busy));
+                let counters = ch.counters();
+                ch.close(CLOSE_LINGER);
                 on_session(SessionReport {
                     peer,
-                    result,
-                    elapsed_ms,
+                    result: Err(ProtocolError::PeerAborted(AbortReason::Busy)),
+                    elapsed_ms: 0.0,
                     counters,
                 });
-            }));
+            }
+            Some(slot) => {
+                let (session, on_session) = (session.clone(), on_session.clone());
+                let session_timeout = opts.session_timeout;
+                handles.push(thread::spawn(move || {
+                    info!(%peer, "session started");
+                    let t = Instant::now();
+                    ch.set_deadline(session_timeout.map(|d| t + d));
+                    let result = match catch_unwind(AssertUnwindSafe(|| session(&mut ch))) {
+                        Ok(r) => r,
+                        Err(p) => {
+                            let detail = panic_text(p.as_ref());
+                            let _ = send(&mut ch, &Msg::Abort(AbortReason::Internal));
+                            Err(ProtocolError::Internal { detail })
+                        }
+                    };
+                    // the session is over: its slot is free before anyone hears of it
+                    drop(slot);
+                    match &result {
+                        Ok(_) => info!(%peer, ms = t.elapsed().as_secs_f64() * 1e3, "session done"),
+                        Err(e) => tracing::error!(%peer, error = %e, "session failed"),
+                    }
+                    let (elapsed_ms, counters) = (t.elapsed().as_secs_f64() * 1e3, ch.counters());
+                    if result.is_err() {
+                        ch.close(CLOSE_LINGER);
+                    }
+                    on_session(SessionReport {
+                        peer,
+                        result,
+                        elapsed_ms,
+                        counters,
+                    });
+                }));
+            }
         }
         handles.retain(|h| !h.is_finished());
         if opts.stop_after.is_some_and(|n| accepted >= n) {

@@ -1,0 +1,188 @@
+//! Convolutions and matrix products of the two interpreters as matrix products on a
+//! GEMM (ndarray's, on `matrixmultiply`): a convolution is its filters times the image's
+//! im2col matrix, per group.
+//!
+//! **Exact integers in f64.** The fixed-point reference must be exact. A product of
+//! integer matrices computed in f64 is: when every |x| ≤ X and every filter's
+//! Σ|w| ≤ L with X·L < 2^53, every product and every partial sum, in whatever order
+//! the GEMM adds them, is an integer of magnitude below 2^53, hence exactly
+//! representable, so the result is the integer result bit for bit. [`conv_exact`] and
+//! [`linear_exact`] check that bound on the actual values and return `None` otherwise
+//! (the caller then takes the exact 128-bit loops); at the fixed points the planner
+//! chooses, activations and weights are far below it.
+
+use kernels::reference::conv_output;
+use kernels::ConvShape;
+use ndarray::{Array2, ArrayView2};
+
+/// 2^53: integers below it are exact in f64.
+const EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// The im2col matrix of input channels `c0..c0 + cn` of `x` (c_i × h × w): one row per
+/// (channel, dy, dx), one column per output position, zero where a tap falls in the
+/// padding.
+fn im2col(sh: &ConvShape, x: &[f64], c0: usize, cn: usize) -> Array2<f64> {
+    let (ho, wo, pt, pl) = conv_output(sh);
+    let n = ho * wo;
+    let mut col = Array2::<f64>::zeros((cn * sh.k_h * sh.k_w, n));
+    for c in 0..cn {
+        let plane = &x[(c0 + c) * sh.h * sh.w..(c0 + c + 1) * sh.h * sh.w];
+        for dy in 0..sh.k_h {
+            for dx in 0..sh.k_w {
+                let mut row = col.row_mut((c * sh.k_h + dy) * sh.k_w + dx);
+                for y in 0..ho {
+                    let iy = (y * sh.stride + dy) as isize - pt as isize;
+                    if iy < 0 || iy >= sh.h as isize {
+                        continue;
+                    }
+                    let src = &plane[iy as usize * sh.w..(iy as usize + 1) * sh.w];
+                    for xx in 0..wo {
+                        let ix = (xx * sh.stride + dx) as isize - pl as isize;
+                        if ix >= 0 && ix < sh.w as isize {
+                            row[y * wo + xx] = src[ix as usize];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    col
+}
+
+/// The convolution of `x` (c_i × h × w) with `w` (c_o × c_i/groups × k_h × k_w, the
+/// ONNX layout: output channel o reads the input channels of group o / (c_o/groups)),
+/// in f64, as c_o × h_out × w_out. The caller checks the lengths.
+pub(crate) fn conv_f64(sh: &ConvShape, groups: usize, x: &[f64], w: &[f64]) -> Vec<f64> {
+    let groups = groups.max(1);
+    let (ho, wo, _, _) = conv_output(sh);
+    let (cig, cog) = (sh.c_i / groups, sh.c_o / groups);
+    let k = cig * sh.k_h * sh.k_w;
+    let mut out = Vec::with_capacity(sh.c_o * ho * wo);
+    for g in 0..groups {
+        let col = im2col(sh, x, g * cig, cig);
+        let filters = ArrayView2::from_shape((cog, k), &w[g * cog * k..(g + 1) * cog * k]);
+        let Ok(filters) = filters else {
+            return Vec::new();
+        };
+        out.extend(filters.dot(&col).iter());
+    }
+    out
+}
+
+/// The largest |v|.
+fn max_abs(v: impl Iterator<Item = f64>) -> f64 {
+    v.fold(0.0, |m, a| m.max(a.abs()))
+}
+
+/// The largest Σ|w| of a row of `rows`-long rows.
+fn max_l1(w: &[i64], len: usize) -> f64 {
+    w.chunks(len.max(1))
+        .map(|r| r.iter().map(|&v| (v as f64).abs()).sum::<f64>())
+        .fold(0.0, f64::max)
+}
+
+/// The integer convolution of [`conv_f64`], exactly, when its values allow f64 (see the
+/// module doc); `None` otherwise.
+pub(crate) fn conv_exact(
+    sh: &ConvShape,
+    groups: usize,
+    x: &[i128],
+    w: &[i64],
+) -> Option<Vec<i128>> {
+    let per = sh.c_i / groups.max(1) * sh.k_h * sh.k_w;
+    let xm = max_abs(x.iter().map(|&v| v as f64));
+    if xm * max_l1(w, per) >= EXACT {
+        return None;
+    }
+    let xf: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    let wf: Vec<f64> = w.iter().map(|&v| v as f64).collect();
+    Some(
+        conv_f64(sh, groups, &xf, &wf)
+            .into_iter()
+            .map(|v| v as i128)
+            .collect(),
+    )
+}
+
+/// W·x for a `rows` × `cols` matrix in f64.
+pub(crate) fn linear_f64(w: &[f64], x: &[f64], rows: usize, cols: usize) -> Vec<f64> {
+    match (
+        ArrayView2::from_shape((rows, cols), w),
+        ArrayView2::from_shape((cols, 1), x),
+    ) {
+        (Ok(w), Ok(x)) => w.dot(&x).iter().copied().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// W·x of integers, exactly, when its values allow f64; `None` otherwise.
+pub(crate) fn linear_exact(w: &[i64], x: &[i128], rows: usize, cols: usize) -> Option<Vec<i128>> {
+    let xm = max_abs(x.iter().map(|&v| v as f64));
+    if xm * max_l1(w, cols) >= EXACT {
+        return None;
+    }
+    let xf: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    let wf: Vec<f64> = w.iter().map(|&v| v as f64).collect();
+    Some(
+        linear_f64(&wf, &xf, rows, cols)
+            .into_iter()
+            .map(|v| v as i128)
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernels::Padding;
+    use rand::{Rng, SeedableRng};
+
+    /// Against the 128-bit loops, on odd shapes (stride, both paddings, groups, taps
+    /// outside the image), with values near the exactness bound; beyond it, `None`.
+    #[test]
+    fn exact_products_equal_the_integer_loops() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+        for (c_i, h, w, c_o, k, stride, padding, groups) in [
+            (3, 7, 9, 4, 3, 1, Padding::Same, 1),
+            (4, 8, 8, 6, 3, 2, Padding::Same, 2),
+            (6, 5, 6, 6, 3, 1, Padding::Valid, 6),
+            (2, 9, 7, 3, 1, 1, Padding::Valid, 1),
+            (3, 11, 10, 5, 5, 3, Padding::Same, 1),
+        ] {
+            let sh = ConvShape {
+                c_i,
+                h,
+                w,
+                c_o,
+                k_h: k,
+                k_w: k,
+                stride,
+                padding,
+            };
+            let x: Vec<i128> = (0..c_i * h * w)
+                .map(|_| rng.random_range(-(1i128 << 30)..1 << 30))
+                .collect();
+            let wt: Vec<i64> = (0..c_o * c_i / groups * k * k)
+                .map(|_| rng.random_range(-(1i64 << 14)..1 << 14))
+                .collect();
+            let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+            let g = crate::quant::grouped_shape(&sh, groups);
+            let want = kernels::reference::grouped_conv(&g, &x64, &wt).unwrap_or_default();
+            assert_eq!(conv_exact(&sh, groups, &x, &wt), Some(want));
+            let big: Vec<i128> = x.iter().map(|&v| v << 22).collect();
+            assert_eq!(conv_exact(&sh, groups, &big, &wt), None);
+        }
+        let (rows, cols) = (7, 300);
+        let x: Vec<i128> = (0..cols)
+            .map(|_| rng.random_range(-(1i128 << 30)..1 << 30))
+            .collect();
+        let wt: Vec<i64> = (0..rows * cols)
+            .map(|_| rng.random_range(-(1i64 << 13)..1 << 13))
+            .collect();
+        let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+        assert_eq!(
+            linear_exact(&wt, &x, rows, cols),
+            Some(kernels::reference::matvec(&wt, &x64, rows, cols))
+        );
+    }
+}
