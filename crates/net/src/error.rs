@@ -2,6 +2,7 @@
 
 /// Errors of the transport. Fields hold expected and actual values.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[non_exhaustive]
 pub enum NetError {
     /// A frame announced more bytes than the limit.
     #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
@@ -40,6 +41,20 @@ pub enum NetError {
         /// The error kind, as text.
         kind: String,
     },
+    /// TLS failed: the handshake (an untrusted or misnamed certificate, no common
+    /// version), or a record that did not authenticate (bytes changed on the path).
+    #[error("TLS: {detail}")]
+    Tls {
+        /// rustls's description.
+        detail: String,
+    },
+    /// A TLS configuration that cannot be used (a missing or malformed PEM file, a key
+    /// that does not match its certificate).
+    #[error("TLS configuration: {detail}")]
+    TlsConfig {
+        /// What is wrong.
+        detail: String,
+    },
     /// A link description that does not parse.
     #[error("link `{given}`: {why}")]
     BadLink {
@@ -55,6 +70,14 @@ pub type Result<T> = std::result::Result<T, NetError>;
 
 impl From<std::io::Error> for NetError {
     fn from(e: std::io::Error) -> Self {
+        if let Some(t) = e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return NetError::Tls {
+                detail: t.to_string(),
+            };
+        }
         match e.kind() {
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
                 NetError::Timeout { millis: 0 }

@@ -176,7 +176,7 @@ impl State {
 
 /// Reads exactly `buf.len()` bytes; returns how many arrived before EOF. A read that
 /// times out is `Timeout { millis: 0 }` (the caller knows its timeout).
-fn fill<R: Read>(r: &mut R, buf: &mut [u8]) -> Result<usize> {
+fn fill<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> Result<usize> {
     let mut at = 0;
     while at < buf.len() {
         match r.read(&mut buf[at..]) {
@@ -202,7 +202,7 @@ fn fill<R: Read>(r: &mut R, buf: &mut [u8]) -> Result<usize> {
 /// is refused before anything is allocated, and the buffer grows with the bytes that
 /// actually arrive (a peer that announces a large frame and sends little makes the
 /// reader allocate little).
-pub fn read_frame<R: Read>(r: &mut R, max: usize) -> Result<Vec<u8>> {
+pub fn read_frame<R: Read + ?Sized>(r: &mut R, max: usize) -> Result<Vec<u8>> {
     let mut header = [0u8; HEADER as usize];
     match fill(r, &mut header)? {
         0 => return Err(NetError::Disconnected),
@@ -243,29 +243,80 @@ pub fn read_frame<R: Read>(r: &mut R, max: usize) -> Result<Vec<u8>> {
     Ok(frame)
 }
 
-/// A TCP channel. Every frame, sent or received, must be done within `timeout` of its
-/// start (a peer that drips bytes cannot hold a frame open), and within the session
-/// deadline if one is set ([`Channel::set_deadline`]).
-#[derive(Debug)]
+/// A TCP channel, plain or TLS. Every frame, sent or received, must be done within
+/// `timeout` of its start (a peer that drips bytes cannot hold a frame open), and within
+/// the session deadline if one is set ([`Channel::set_deadline`]). The counters count
+/// the frames (payload and length prefix) either way: TLS's own record framing,
+/// handshake and encryption overhead are not in them.
 pub struct TcpChannel {
     stream: TcpStream,
+    tls: Option<Tls>,
     state: State,
 }
 
-/// Reads from a stream, each read bounded by what is left until a deadline.
-struct DeadlineReader<'a> {
+impl std::fmt::Debug for TcpChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpChannel")
+            .field("stream", &self.stream)
+            .field("tls", &self.tls.is_some())
+            .field("state", &self.state)
+            .finish()
+    }
+}
+
+/// A TLS connection of either side.
+enum Tls {
+    Server(Box<rustls::ServerConnection>),
+    Client(Box<rustls::ClientConnection>),
+}
+
+/// A byte stream (plain, or TLS over the socket).
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// The socket, each read and write bounded by what is left until a deadline.
+struct DeadlineIo<'a> {
     stream: &'a TcpStream,
     deadline: Instant,
 }
 
-impl Read for DeadlineReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+impl DeadlineIo<'_> {
+    fn left(&self) -> std::io::Result<Duration> {
         let left = self.deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(std::io::ErrorKind::TimedOut.into());
         }
-        self.stream.set_read_timeout(Some(left))?;
+        Ok(left)
+    }
+}
+
+impl Read for DeadlineIo<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.stream.set_read_timeout(Some(self.left()?))?;
         (&*self.stream).read(buf)
+    }
+}
+
+impl Write for DeadlineIo<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.stream.set_write_timeout(Some(self.left()?))?;
+        (&*self.stream).write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        (&*self.stream).flush()
+    }
+}
+
+/// Runs `f` on the channel's byte stream: the socket itself, or TLS over it.
+fn with_stream<R>(
+    tls: &mut Option<Tls>,
+    io: &mut DeadlineIo<'_>,
+    f: impl FnOnce(&mut dyn ReadWrite) -> R,
+) -> R {
+    match tls {
+        None => f(io),
+        Some(Tls::Server(c)) => f(&mut rustls::Stream::new(&mut **c, io)),
+        Some(Tls::Client(c)) => f(&mut rustls::Stream::new(&mut **c, io)),
     }
 }
 
@@ -278,8 +329,28 @@ impl TcpChannel {
         stream.set_write_timeout(Some(timeout))?;
         Ok(Self {
             stream,
+            tls: None,
             state: State::new(max, timeout, link),
         })
+    }
+
+    /// Wraps an accepted stream as the server's end of a TLS session. The handshake
+    /// runs with the first frame sent or received (on the session's thread, within that
+    /// frame's deadline); a client that fails it ends there with [`NetError::Tls`].
+    pub fn accept_tls(
+        stream: TcpStream,
+        tls: &crate::ServerTls,
+        max: usize,
+        timeout: Duration,
+        link: Link,
+    ) -> Result<Self> {
+        let conn = rustls::ServerConnection::new(tls.config.clone())
+            .map_err(|e| NetError::Tls {
+                detail: e.to_string(),
+            })?;
+        let mut ch = Self::new(stream, max, timeout, link)?;
+        ch.tls = Some(Tls::Server(Box::new(conn)));
+        Ok(ch)
     }
 
     /// Connects to `addr`.
@@ -287,18 +358,71 @@ impl TcpChannel {
         Self::new(TcpStream::connect(addr)?, max, timeout, link)
     }
 
-    /// Closes gracefully: no more sends, then whatever the peer still sends is read
-    /// and dropped for up to `linger` (at most 1 MiB) before the socket closes. A socket
-    /// closed with unread bytes resets the connection, and the peer may then lose the
-    /// last frame it was sent (an `Abort` it should read).
-    pub fn close(self, linger: Duration) {
-        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+    /// Connects to `addr` over TLS and completes the handshake (within `timeout`): a
+    /// server whose certificate does not chain to the trusted CA, or does not carry the
+    /// expected name, is refused here with [`NetError::Tls`].
+    pub fn connect_tls(
+        addr: &str,
+        tls: &crate::ClientTls,
+        max: usize,
+        timeout: Duration,
+        link: Link,
+    ) -> Result<Self> {
+        let name = tls.name_for(addr)?;
+        let mut conn = rustls::ClientConnection::new(tls.config.clone(), name).map_err(|e| {
+            NetError::Tls {
+                detail: e.to_string(),
+            }
+        })?;
+        let mut ch = Self::connect(addr, max, timeout, link)?;
+        let mut io = DeadlineIo {
+            stream: &ch.stream,
+            deadline: Instant::now() + timeout,
+        };
+        while conn.is_handshaking() {
+            conn.complete_io(&mut io)?;
+        }
+        ch.tls = Some(Tls::Client(Box::new(conn)));
+        Ok(ch)
+    }
+
+    /// Whether the channel runs over TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Closes gracefully: no more sends (over TLS, a `close_notify` first), then
+    /// whatever the peer still sends is read and dropped for up to `linger` (at most
+    /// 1 MiB) before the socket closes. A socket closed with unread bytes resets the
+    /// connection, and the peer may then lose the last frame it was sent (an `Abort` it
+    /// should read).
+    pub fn close(mut self, linger: Duration) {
         let deadline = Instant::now() + linger;
-        let mut r = DeadlineReader {
+        let mut io = DeadlineIo {
             stream: &self.stream,
             deadline,
         };
-        let _ = std::io::copy(&mut (&mut r).take(1 << 20), &mut std::io::sink());
+        match &mut self.tls {
+            Some(Tls::Server(c)) if !c.is_handshaking() => {
+                c.send_close_notify();
+                let _ = c.write_tls(&mut io);
+            }
+            Some(Tls::Client(c)) => {
+                c.send_close_notify();
+                let _ = c.write_tls(&mut io);
+            }
+            _ => {}
+        }
+        let _ = self.stream.shutdown(std::net::Shutdown::Write);
+        let _ = std::io::copy(&mut (&mut io).take(1 << 20), &mut std::io::sink());
+    }
+
+    /// The error for an I/O failure of a frame with `session` deadline.
+    fn failed(&self, e: std::io::Error, session: bool) -> NetError {
+        match NetError::from(e) {
+            NetError::Timeout { .. } => self.state.late(session),
+            e => e,
+        }
     }
 }
 
@@ -310,37 +434,17 @@ impl Channel for TcpChannel {
             max: u32::MAX as u64,
         })?;
         let (deadline, session) = self.state.frame_deadline();
-        let mut at = 0;
+        let mut io = DeadlineIo {
+            stream: &self.stream,
+            deadline,
+        };
         let header = len.to_be_bytes();
-        let total = HEADER as usize + frame.len();
-        while at < total {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(self.state.late(session));
-            }
-            self.stream.set_write_timeout(Some(left))?;
-            let chunk = if at < HEADER as usize {
-                &header[at..]
-            } else {
-                &frame[at - HEADER as usize..]
-            };
-            match self.stream.write(chunk) {
-                Ok(0) => return Err(NetError::Disconnected),
-                Ok(k) => at += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Err(self.state.late(session))
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        self.stream.flush()?;
-        Ok(())
+        let sent = with_stream(&mut self.tls, &mut io, |w| {
+            w.write_all(&header)?;
+            w.write_all(frame)?;
+            w.flush()
+        });
+        sent.map_err(|e| self.failed(e, session))
     }
 
     fn recv(&mut self) -> Result<Vec<u8>> {
@@ -349,15 +453,17 @@ impl Channel for TcpChannel {
 
     fn recv_at_most(&mut self, max: usize) -> Result<Vec<u8>> {
         let (deadline, session) = self.state.frame_deadline();
-        let mut r = DeadlineReader {
+        let mut io = DeadlineIo {
             stream: &self.stream,
             deadline,
         };
         let limit = max.min(self.state.recv_limit);
-        let frame = read_frame(&mut r, limit).map_err(|e| match e {
-            NetError::Timeout { .. } => self.state.late(session),
-            e => e,
-        })?;
+        let frame = with_stream(&mut self.tls, &mut io, |r| read_frame(r, limit)).map_err(
+            |e| match e {
+                NetError::Timeout { .. } => self.state.late(session),
+                e => e,
+            },
+        )?;
         self.state.after_recv(frame.len());
         Ok(frame)
     }
