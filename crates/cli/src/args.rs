@@ -166,6 +166,70 @@ impl LinkArgs {
     }
 }
 
+/// A server's TLS: its certificate and key, and optionally the CA of the clients it
+/// admits.
+#[derive(Args, Clone, Debug, Default)]
+pub struct ServerTlsArgs {
+    /// Serve over TLS with this certificate chain (PEM, leaf first); needs --tls-key.
+    /// Without it: plain TCP (loopback, benchmarks, or behind a TLS terminator).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Admit only clients whose certificate chains to this CA (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
+}
+
+impl ServerTlsArgs {
+    pub fn tls(&self) -> Res<Option<net::ServerTls>> {
+        Ok(match (&self.tls_cert, &self.tls_key) {
+            (Some(c), Some(k)) => Some(net::ServerTls::from_pem_files(
+                c,
+                k,
+                self.tls_client_ca.as_deref(),
+            )?),
+            _ => None,
+        })
+    }
+}
+
+/// A client's TLS: the CA it trusts, the name it expects, its own certificate.
+#[derive(Args, Clone, Debug, Default)]
+pub struct ClientTlsArgs {
+    /// Connect over TLS, trusting server certificates that chain to this CA (PEM).
+    #[arg(long)]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// The name the server's certificate must carry (default: the host of --connect).
+    #[arg(long, requires = "tls_ca")]
+    pub tls_server_name: Option<String>,
+    /// This client's certificate (PEM), for servers that admit only known clients;
+    /// needs --tls-key.
+    #[arg(long, requires_all = ["tls_ca", "tls_key"])]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// This client's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+}
+
+impl ClientTlsArgs {
+    pub fn tls(&self) -> Res<Option<net::ClientTls>> {
+        let Some(ca) = &self.tls_ca else {
+            return Ok(None);
+        };
+        let identity = match (&self.tls_cert, &self.tls_key) {
+            (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
+            _ => None,
+        };
+        let mut tls = net::ClientTls::from_pem_files(ca, identity)?;
+        if let Some(n) = &self.tls_server_name {
+            tls = tls.with_server_name(n);
+        }
+        Ok(Some(tls))
+    }
+}
+
 /// Planner options shared by `plan`, `inspect`, `infer`, `server` and `bench network`.
 #[derive(Args, Clone, Debug)]
 pub struct PlannerArgs {

@@ -25,17 +25,18 @@ fn keep_freed_memory() {
 mod args;
 mod bench_conv;
 mod bench_linear;
-mod bench_load;
 mod bench_matvec;
 mod bench_network;
 mod bench_nonlinear;
 mod bench_ops;
+mod bench_serve;
 mod demo;
 mod infer;
 mod inspect;
 mod plan;
 mod samples;
 mod timing;
+mod tls_certs;
 mod twoparty;
 
 use clap::{Parser, Subcommand};
@@ -78,6 +79,8 @@ enum Cmd {
     Server(twoparty::ServerArgs),
     /// Query a `helina server` with a private input.
     Client(twoparty::ClientArgs),
+    /// Write a throwaway CA with a server and a client certificate (for trying TLS).
+    TlsCerts(tls_certs::TlsCertsArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -140,9 +143,11 @@ enum BenchCmd {
     /// Every layer of a network: per-layer time, bytes and op counts by method, totals
     /// (bfv: run for real; count: op counts and predictions only).
     Network(bench_network::NetworkArgs),
-    /// A `helina server` process under several clients at once, round after round:
-    /// throughput, session times, and the server's resident memory after each round.
-    Load(bench_load::LoadArgs),
+    /// A `helina server` process under several clients at once, round after round, over
+    /// TCP or TLS: inferences/s, latency per inference (p50/p99), failures by cause, the
+    /// server's memory (start, peak, end of each round) and CPU time.
+    #[command(alias = "load")]
+    Serve(bench_serve::ServeBenchArgs),
 }
 
 fn main() {
@@ -173,6 +178,7 @@ fn main() {
         Cmd::Export(a) => export(&a),
         Cmd::Server(a) => twoparty::server(&a),
         Cmd::Client(a) => twoparty::client(&a),
+        Cmd::TlsCerts(a) => tls_certs::run(&a),
         Cmd::Bench { what } => match what {
             BenchCmd::Ops(a) => bench_ops::run(&a),
             BenchCmd::Matvec(a) => bench_matvec::run(&a),
@@ -181,7 +187,7 @@ fn main() {
             BenchCmd::Relu(a) => bench_nonlinear::nonlinear(&a, false),
             BenchCmd::Maxpool(a) => bench_nonlinear::nonlinear(&a, true),
             BenchCmd::Network(a) => bench_network::run(&a),
-            BenchCmd::Load(a) => bench_load::run(&a),
+            BenchCmd::Serve(a) => bench_serve::run(&a),
         },
     };
     if let Err(e) = result {

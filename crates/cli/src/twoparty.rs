@@ -22,7 +22,9 @@ use net::{Channel, Counters, TcpChannel, DEFAULT_MAX_FRAME};
 use protocol::{LayerMethod, LayerRequest, LayerShape, Model, Phase, ServeOptions, ServedLayer};
 use serde::Serialize;
 
-use crate::args::{FixedPointArgs, MethodArg, NonlinearArgs, PlannerArgs};
+use crate::args::{
+    ClientTlsArgs, FixedPointArgs, MethodArg, NonlinearArgs, PlannerArgs, ServerTlsArgs,
+};
 use crate::samples;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -69,6 +71,17 @@ pub struct ServerArgs {
     session_memory: Option<f64>,
     #[command(flatten)]
     link: LinkArgs,
+    #[command(flatten)]
+    tls: ServerTlsArgs,
+    /// Serve Prometheus metrics at http://ADDR/metrics (and a health check at
+    /// /healthz: 200 while serving, 503 while draining).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+    /// On SIGTERM or Ctrl-C the server stops taking sessions (new clients are told it
+    /// is shutting down), lets the running ones finish for up to this many seconds,
+    /// then exits 0. A second signal exits at once.
+    #[arg(long, default_value_t = 60)]
+    drain_timeout: u64,
     /// Planner options (network models; a single layer uses the reference costs).
     #[command(flatten)]
     planner: PlannerArgs,
@@ -112,6 +125,8 @@ pub struct ClientArgs {
     network: bool,
     #[command(flatten)]
     link: LinkArgs,
+    #[command(flatten)]
+    tls: ClientTlsArgs,
 }
 
 fn dims(s: &str) -> Res<Vec<usize>> {
@@ -275,7 +290,23 @@ pub fn load_model(path: &str) -> Res<(LayerShape, Vec<i64>)> {
     Ok((layer, w))
 }
 
-/// The accept loop's options: frame and session deadlines, concurrency, memory.
+/// Drains `shutdown` on the first SIGINT/SIGTERM/SIGHUP; a second one exits at once.
+fn drain_on_signals(shutdown: protocol::Shutdown, timeout: u64) -> Res<()> {
+    ctrlc::set_handler(move || {
+        if shutdown.requested() {
+            eprintln!("helina server: second signal: exiting now");
+            std::process::exit(130);
+        }
+        eprintln!(
+            "helina server: draining: no new sessions; the running ones have {timeout} s to finish"
+        );
+        shutdown.request();
+    })?;
+    Ok(())
+}
+
+/// The accept loop's options: frame and session deadlines, concurrency, memory, TLS,
+/// metrics (their endpoint started here), the drain on signals.
 fn serve_options(a: &ServerArgs) -> Res<ServeOptions> {
     let session_memory = match a.session_memory {
         Some(mb) if !(mb.is_finite() && mb > 0.0) => {
@@ -284,15 +315,29 @@ fn serve_options(a: &ServerArgs) -> Res<ServeOptions> {
         Some(mb) => Some((mb * 1e6) as u64),
         None => None,
     };
-    Ok(ServeOptions {
+    let metrics = match &a.metrics {
+        Some(addr) => {
+            let m = Arc::new(protocol::Metrics::new());
+            let bound = m.serve_http(addr)?;
+            eprintln!("helina server: metrics at http://{bound}/metrics");
+            Some(m)
+        }
+        None => None,
+    };
+    let opts = ServeOptions {
         timeout: Duration::from_secs(a.link.timeout),
         session_timeout: a.session_timeout.map(Duration::from_secs),
         session_memory,
         link: a.link.link()?,
         max_concurrent: a.max_clients.max(1),
         stop_after: a.sessions,
+        tls: a.tls.tls()?,
+        metrics,
+        drain_timeout: Duration::from_secs(a.drain_timeout),
         ..ServeOptions::new(DEFAULT_MAX_FRAME)
-    })
+    };
+    drain_on_signals(opts.shutdown.clone(), a.drain_timeout)?;
+    Ok(opts)
 }
 
 pub fn server(a: &ServerArgs) -> Res<()> {
@@ -333,8 +378,9 @@ pub fn server(a: &ServerArgs) -> Res<()> {
     let opts = serve_options(a)?;
     let listener = TcpListener::bind(&a.listen)?;
     eprintln!(
-        "helina server: listening on {} ({}; {} layer(s): {})",
+        "helina server: listening on {}{} ({}; {} layer(s): {})",
         listener.local_addr()?,
+        if opts.tls.is_some() { " (TLS)" } else { "" },
         params.name(),
         model.layers().len(),
         model
@@ -365,6 +411,7 @@ pub fn server(a: &ServerArgs) -> Res<()> {
         Err(e) => eprintln!("helina server: {}: session failed: {e}", rep.peer),
     }
     })?;
+    eprintln!("helina server: stopped");
     Ok(())
 }
 
@@ -445,12 +492,11 @@ pub fn client(a: &ClientArgs) -> Res<()> {
     }
     let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
     let t = Instant::now();
-    let mut ch = TcpChannel::connect(
-        &a.connect,
-        DEFAULT_MAX_FRAME,
-        Duration::from_secs(a.link.timeout),
-        a.link.link()?,
-    )
+    let (timeout, link) = (Duration::from_secs(a.link.timeout), a.link.link()?);
+    let mut ch = match a.tls.tls()? {
+        Some(tls) => TcpChannel::connect_tls(&a.connect, &tls, DEFAULT_MAX_FRAME, timeout, link),
+        None => TcpChannel::connect(&a.connect, DEFAULT_MAX_FRAME, timeout, link),
+    }
     .map_err(|e| format!("connecting to {}: {e}", a.connect))?;
     let pb = spinner();
     let out = protocol::query(
@@ -575,16 +621,19 @@ fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
     );
     let describe = crate::args::describe(model.program());
     let timings = model.timings;
+    let serve = serve_options(a)?;
+    let tls = serve.tls.is_some();
     let server = helina::Server::new(
         model,
         helina::ServerOptions {
             nonlinear: a.nonlinear.protocol(),
-            serve: serve_options(a)?,
+            serve,
         },
     )?;
     eprintln!(
-        "helina server: listening on {} (network {path}: {steps} steps, {preset}, {frac_bits} fractional bits, p = {p}; calibrated on {calibration}; {describe}; planned in {:.1} s + {:.1} s)",
+        "helina server: listening on {}{} (network {path}: {steps} steps, {preset}, {frac_bits} fractional bits, p = {p}; calibrated on {calibration}; {describe}; planned in {:.1} s + {:.1} s)",
         listener.local_addr()?,
+        if tls { " (TLS)" } else { "" },
         timings.fixed_point_ms / 1e3,
         timings.methods_ms / 1e3,
     );
@@ -614,6 +663,7 @@ fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
         ),
         Err(e) => eprintln!("helina server: {}: session failed: {e}", rep.peer),
     })?;
+    eprintln!("helina server: stopped");
     Ok(())
 }
 
@@ -630,6 +680,7 @@ fn network_client(a: &ClientArgs) -> Res<()> {
             expect_params: a.params.clone(),
             timeout: Duration::from_secs(a.link.timeout),
             link: a.link.link()?,
+            tls: a.tls.tls()?,
             ..Default::default()
         },
     );

@@ -20,6 +20,9 @@ pub struct ClientOptions {
     pub link: Link,
     /// Frame size limit.
     pub max_frame: usize,
+    /// TLS: the CA the server's certificate must chain to (and the client's own
+    /// certificate, if the server asks for one); `None`: plain TCP.
+    pub tls: Option<net::ClientTls>,
 }
 
 impl Default for ClientOptions {
@@ -29,6 +32,7 @@ impl Default for ClientOptions {
             timeout: Duration::from_secs(600),
             link: Link::NONE,
             max_frame: net::DEFAULT_MAX_FRAME,
+            tls: None,
         }
     }
 }
@@ -79,15 +83,18 @@ impl Client {
             .as_deref()
             .map(he::Params::preset)
             .transpose()?;
-        let mut ch = TcpChannel::connect(
-            &self.addr,
-            self.opts.max_frame,
-            self.opts.timeout,
-            self.opts.link,
-        )
-        .map_err(|e| Error::Option {
-            option: "server address",
-            detail: format!("connecting to {}: {e}", self.addr),
+        let (max, timeout, link) = (self.opts.max_frame, self.opts.timeout, self.opts.link);
+        let connected = match &self.opts.tls {
+            Some(tls) => TcpChannel::connect_tls(&self.addr, tls, max, timeout, link),
+            None => TcpChannel::connect(&self.addr, max, timeout, link),
+        };
+        let mut ch = connected.map_err(|e| match e {
+            // a server that fails TLS is not a wrong address: keep the error typed
+            e @ (net::NetError::Tls { .. } | net::NetError::TlsConfig { .. }) => Error::Net(e),
+            e => Error::Option {
+                option: "server address",
+                detail: format!("connecting to {}: {e}", self.addr),
+            },
         })?;
         let request = protocol::ClientRequest {
             layers: Vec::new(),

@@ -79,11 +79,11 @@ pub use server::{Server, ServerOptions};
 
 pub use gc::Garbler;
 pub use he::Params;
-pub use net::Link;
+pub use net::{ClientTls, Link, ServerTls};
 pub use nn::{Accuracy, InputRange, RangeBasis, DEFAULT_TOLERANCE};
 pub use protocol::{
-    MethodChoice, NetworkPlan, NonlinearProtocol, Objective, ServeOptions, ServerOutcome,
-    SessionReport, StepPlan, StepReport,
+    MethodChoice, Metrics, NetworkPlan, NonlinearProtocol, Objective, ServeOptions, ServerOutcome,
+    SessionReport, Shutdown, StepPlan, StepReport,
 };
 
 /// Private inference of the ONNX model at `path` on `inputs` with both parties in this

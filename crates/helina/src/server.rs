@@ -80,9 +80,31 @@ impl Server {
         Ok(self.network.serve(ch)?)
     }
 
+    /// Serves the metrics of this server (`GET /metrics`, Prometheus text format;
+    /// `GET /healthz`) on `addr` from a thread of its own, creating them if the options
+    /// have none; returns the address bound. Call before [`Server::serve`].
+    pub fn serve_metrics(&mut self, addr: &str) -> Result<std::net::SocketAddr> {
+        let metrics = self
+            .opts
+            .serve
+            .metrics
+            .get_or_insert_with(|| Arc::new(protocol::Metrics::new()))
+            .clone();
+        metrics.set_encoded_weight_bytes(self.network.encoded_bytes());
+        Ok(metrics.serve_http(addr)?)
+    }
+
+    /// The handle that drains this server ([`protocol::Shutdown::request`]): running
+    /// sessions finish (within `serve.drain_timeout`), new clients are told
+    /// `ShuttingDown`, then [`Server::serve`] returns.
+    pub fn shutdown_handle(&self) -> protocol::Shutdown {
+        self.opts.serve.shutdown.clone()
+    }
+
     /// Accepts clients on `listener` (at most `serve.max_concurrent` at once, the others
-    /// told `Busy`) until `serve.stop_after` sessions, or forever; `on_session` hears
-    /// of each one's end.
+    /// told `Busy`; over TLS when `serve.tls` is set) until `serve.stop_after`
+    /// sessions, until a drain asked for by [`Server::shutdown_handle`] is over, or
+    /// forever; `on_session` hears of each one's end.
     pub fn serve(
         &self,
         listener: TcpListener,
@@ -104,10 +126,20 @@ impl Server {
             stop_after: sessions,
             ..self.opts.serve.clone()
         };
+        let metrics = opts.metrics.clone();
+        if let Some(m) = &metrics {
+            m.set_encoded_weight_bytes(self.network.encoded_bytes());
+        }
         Ok(protocol::serve_sessions(
             listener,
             &opts,
-            move |ch| network.serve(ch),
+            move |ch| {
+                network.serve_observed(ch, &mut |r| {
+                    if let Some(m) = &metrics {
+                        m.inference(r.offline_ms, r.online_ms);
+                    }
+                })
+            },
             on_session,
         )?)
     }

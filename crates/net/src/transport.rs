@@ -344,8 +344,8 @@ impl TcpChannel {
         timeout: Duration,
         link: Link,
     ) -> Result<Self> {
-        let conn = rustls::ServerConnection::new(tls.config.clone())
-            .map_err(|e| NetError::Tls {
+        let conn =
+            rustls::ServerConnection::new(tls.config.clone()).map_err(|e| NetError::Tls {
                 detail: e.to_string(),
             })?;
         let mut ch = Self::new(stream, max, timeout, link)?;
@@ -369,11 +369,10 @@ impl TcpChannel {
         link: Link,
     ) -> Result<Self> {
         let name = tls.name_for(addr)?;
-        let mut conn = rustls::ClientConnection::new(tls.config.clone(), name).map_err(|e| {
-            NetError::Tls {
+        let mut conn =
+            rustls::ClientConnection::new(tls.config.clone(), name).map_err(|e| NetError::Tls {
                 detail: e.to_string(),
-            }
-        })?;
+            })?;
         let mut ch = Self::connect(addr, max, timeout, link)?;
         let mut io = DeadlineIo {
             stream: &ch.stream,
@@ -458,12 +457,11 @@ impl Channel for TcpChannel {
             deadline,
         };
         let limit = max.min(self.state.recv_limit);
-        let frame = with_stream(&mut self.tls, &mut io, |r| read_frame(r, limit)).map_err(
-            |e| match e {
+        let frame =
+            with_stream(&mut self.tls, &mut io, |r| read_frame(r, limit)).map_err(|e| match e {
                 NetError::Timeout { .. } => self.state.late(session),
                 e => e,
-            },
-        )?;
+            })?;
         self.state.after_recv(frame.len());
         Ok(frame)
     }

@@ -29,6 +29,7 @@
 pub mod client;
 pub mod engine;
 pub mod limits;
+pub mod metrics;
 mod msg;
 mod plan;
 mod server;
@@ -41,6 +42,7 @@ pub use engine::{
     architecture, gc_spec, layer_shape, local_step, InferenceReport, PhaseCounters, StepReport,
 };
 pub use limits::{SessionLimits, DEFAULT_OFFLINE_WINDOW};
+pub use metrics::Metrics;
 pub use msg::{
     decode, encode, recv, recv_at_most, send, AbortReason, LayerMethod, LayerRequest, LayerShape,
     LayerSpec, Msg, NonlinearProtocol, ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
@@ -50,7 +52,8 @@ pub use plan::{
     Objective, Plan, Planner, ServerBackend, StepPlan, DEFAULT_TIME_SLACK,
 };
 pub use server::{
-    peak_rss_bytes, serve, serve_tcp, serve_with, Encodings, Model, NetworkServer, PhaseTimes,
-    ServedLayer, ServerOutcome, ServerSessionReport, MAX_INPUTS_PER_SESSION,
+    peak_rss_bytes, serve, serve_tcp, serve_with, serve_with_observed, Encodings, Model,
+    NetworkServer, PhaseTimes, ServedLayer, ServerOutcome, ServerSessionReport,
+    MAX_INPUTS_PER_SESSION,
 };
-pub use sessions::{default_session_memory, serve_sessions, ServeOptions, SessionReport};
+pub use sessions::{default_session_memory, serve_sessions, ServeOptions, SessionReport, Shutdown};

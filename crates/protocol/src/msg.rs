@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 /// from its shape and method, may be the compact packing or the scalar path. 6: the
 /// plan states the session's response bound and offline segments; silent-OT batch
 /// messages carry a header).
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// The public architecture of one linear layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -217,6 +217,9 @@ pub enum AbortReason {
     Refused,
     /// Something else went wrong on the sender's side.
     Internal,
+    /// The server is draining before it stops: it finishes the sessions it runs and
+    /// takes no new one (try another replica, or again later).
+    ShuttingDown,
 }
 
 /// What the server announces after the client's `Hello`: the parameter set, the

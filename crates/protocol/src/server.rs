@@ -398,7 +398,17 @@ impl NetworkServer {
 
     /// Serves one session. A failure is answered with a coarse `Abort` and returned.
     pub fn serve<C: Channel>(&self, ch: &mut C) -> Result<ServerOutcome> {
-        let r = session(ch, self.session_memory, |layers, _reveal| {
+        self.serve_observed(ch, &mut |_| {})
+    }
+
+    /// [`NetworkServer::serve`], telling `on_inference` of each inference as it ends
+    /// (its report's per-step rows only for the session's first input).
+    pub fn serve_observed<C: Channel>(
+        &self,
+        ch: &mut C,
+        on_inference: &mut dyn FnMut(&InferenceReport),
+    ) -> Result<ServerOutcome> {
+        let r = session(ch, self.session_memory, on_inference, |layers, _reveal| {
             if !layers.is_empty() {
                 return Err(ProtocolError::TooManyLayers {
                     requested: layers.len(),
@@ -569,7 +579,20 @@ pub fn serve_with<C: Channel>(
     link: &Link,
     memory: Option<u64>,
 ) -> Result<ServerOutcome> {
-    let r = session(ch, memory, |layers, reveal| {
+    serve_with_observed(ch, params, model, encodings, link, memory, &mut |_| {})
+}
+
+/// [`serve_with`], telling `on_inference` of each inference as it ends.
+pub fn serve_with_observed<C: Channel>(
+    ch: &mut C,
+    params: &Params,
+    model: &Model,
+    encodings: &Encodings,
+    link: &Link,
+    memory: Option<u64>,
+    on_inference: &mut dyn FnMut(&InferenceReport),
+) -> Result<ServerOutcome> {
+    let r = session(ch, memory, on_inference, |layers, reveal| {
         let (i, spec) = model.plan(layers, params, link)?;
         if reveal && !model.public_weights {
             warn!("a client asked to learn a layer's output on private weights: refused");
@@ -596,6 +619,7 @@ pub fn serve_with<C: Channel>(
 fn session<'s, C: Channel>(
     ch: &mut C,
     memory: Option<u64>,
+    on_inference: &mut dyn FnMut(&InferenceReport),
     resolve: impl FnOnce(&[LayerRequest], bool) -> Result<std::borrow::Cow<'s, Served>>,
 ) -> Result<ServerOutcome> {
     let t0 = Instant::now();
@@ -697,6 +721,7 @@ fn session<'s, C: Channel>(
         out.times.online_ms += rep.online_ms;
         out.counts = rep.steps.iter().map(|s| s.counts).collect();
         out.inferences += 1;
+        on_inference(&rep);
         if k == 0 {
             out.first = Some(rep);
         }
@@ -775,10 +800,17 @@ where
         opts.session_memory
             .unwrap_or_else(|| crate::sessions::default_session_memory(opts.max_concurrent)),
     );
+    let metrics = opts.metrics.clone();
     serve_sessions(
         listener,
         opts,
-        move |ch| serve_with(ch, &params, &model, &encodings, &link, memory),
+        move |ch| {
+            serve_with_observed(ch, &params, &model, &encodings, &link, memory, &mut |r| {
+                if let Some(m) = &metrics {
+                    m.inference(r.offline_ms, r.online_ms);
+                }
+            })
+        },
         on_session,
     )
 }

@@ -3,18 +3,51 @@
 //! rest are told `Busy`), each with a deadline per frame and per session, and each
 //! contained: a session that fails — or panics — is logged, answered with a coarse
 //! `Abort` and reported, its slot is released whatever happened, and the server keeps
-//! serving.
+//! serving. Over TLS when [`ServeOptions::tls`] is set (the handshake runs on the
+//! session's thread); counted in [`ServeOptions::metrics`]; drained on
+//! [`Shutdown::request`]: no new session, running ones finish within
+//! [`ServeOptions::drain_timeout`], new connections meanwhile told `ShuttingDown`.
 
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use net::{Channel, Counters, Link, TcpChannel};
+use net::{Channel, Counters, Link, ServerTls, TcpChannel};
 use tracing::{info, warn};
 
+use crate::metrics::{outcome_label, Metrics};
 use crate::msg::{send, AbortReason, Msg, ProtocolError, Result};
+
+/// How often the accept loop looks for a drain request while no one connects.
+const ACCEPT_POLL: Duration = Duration::from_millis(5);
+
+/// Refusals (busy, shutting down) answered at once, each on a short thread of its own;
+/// connections beyond them are closed unanswered.
+const MAX_REFUSALS_IN_FLIGHT: usize = 64;
+
+/// A request to drain a server: shared between the accept loop and whoever asks (a
+/// signal handler, a test). Cloning shares it.
+#[derive(Clone, Debug, Default)]
+pub struct Shutdown(Arc<AtomicBool>);
+
+impl Shutdown {
+    /// Not requested yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Asks the server to drain: it takes no new session, lets the running ones finish
+    /// (within its drain timeout) and returns.
+    pub fn request(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    /// Whether a drain was asked for.
+    pub fn requested(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
 
 /// How long a refused or failed session's socket keeps reading what the peer still
 /// sends before it closes (so the peer reads the `Abort` instead of a reset).
@@ -43,12 +76,22 @@ pub struct ServeOptions {
     pub busy_wait: Duration,
     /// Stop accepting after this many connections (`None`: serve forever).
     pub stop_after: Option<usize>,
+    /// TLS (`None`: plain TCP, for loopback, benchmarks, or behind a TLS terminator).
+    pub tls: Option<ServerTls>,
+    /// Counters of sessions, inferences, bytes and time (`None`: none kept).
+    pub metrics: Option<Arc<Metrics>>,
+    /// Drains the server when requested.
+    pub shutdown: Shutdown,
+    /// How long running sessions may take to finish once a drain began; after it the
+    /// serve loop returns with them cut.
+    pub drain_timeout: Duration,
 }
 
 impl ServeOptions {
     /// Frames up to `max_frame`, a 60 s frame timeout, the session deadline derived
     /// from each session's plan and no memory limit, no link emulation, 4 concurrent
-    /// sessions (a fifth waits up to 2 s for a slot), serving forever.
+    /// sessions (a fifth waits up to 2 s for a slot), serving forever, plain TCP, no
+    /// metrics, a drain timeout of 60 s.
     pub fn new(max_frame: usize) -> Self {
         Self {
             max_frame,
@@ -59,6 +102,10 @@ impl ServeOptions {
             max_concurrent: 4,
             busy_wait: Duration::from_secs(2),
             stop_after: None,
+            tls: None,
+            metrics: None,
+            shutdown: Shutdown::new(),
+            drain_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -101,6 +148,9 @@ struct Running {
 }
 
 impl Running {
+    fn count(&self) -> usize {
+        *self.count.lock().unwrap_or_else(|p| p.into_inner())
+    }
     /// Takes a slot if fewer than `max` are taken within `wait`.
     fn take(self: &Arc<Self>, max: usize, wait: Duration) -> Option<Slot> {
         let deadline = Instant::now() + wait;
@@ -139,11 +189,60 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic".into())
 }
 
+/// Tells a connection that gets no session why (`Busy`, `ShuttingDown`) and closes it,
+/// on a thread of its own (a TLS handshake must not hold up the accept loop); its
+/// handle, if it got one.
+fn refuse<T, F>(
+    ch: TcpChannel,
+    peer: String,
+    reason: AbortReason,
+    refusing: &Arc<AtomicUsize>,
+    metrics: Option<Arc<Metrics>>,
+    on_session: Arc<F>,
+) -> Option<thread::JoinHandle<()>>
+where
+    T: Send + 'static,
+    F: Fn(SessionReport<T>) + Send + Sync + 'static,
+{
+    if refusing.fetch_add(1, Ordering::SeqCst) >= MAX_REFUSALS_IN_FLIGHT {
+        refusing.fetch_sub(1, Ordering::SeqCst);
+        return None;
+    }
+    let refusing = refusing.clone();
+    Some(thread::spawn(move || {
+        let mut ch = ch;
+        let _ = send(&mut ch, &Msg::Abort(reason));
+        let counters = ch.counters();
+        ch.close(CLOSE_LINGER);
+        refusing.fetch_sub(1, Ordering::SeqCst);
+        let result = Err(ProtocolError::PeerAborted(reason));
+        if let Some(m) = &metrics {
+            m.connection_refused(outcome_label(result.as_ref().err()), counters);
+        }
+        on_session(SessionReport {
+            peer,
+            result,
+            elapsed_ms: 0.0,
+            counters,
+        });
+    }))
+}
+
+/// The channel of an accepted connection: TLS when the options say so.
+fn channel(stream: TcpStream, opts: &ServeOptions) -> net::Result<TcpChannel> {
+    stream.set_nonblocking(false)?;
+    match &opts.tls {
+        Some(tls) => TcpChannel::accept_tls(stream, tls, opts.max_frame, opts.timeout, opts.link),
+        None => TcpChannel::new(stream, opts.max_frame, opts.timeout, opts.link),
+    }
+}
+
 /// Accepts connections and runs `session` for each on its own thread (at most
-/// `opts.max_concurrent` at once), with `opts`'s frame and session deadlines.
-/// `on_session` is called from the session's thread when it ends, with its report.
-/// Returns after `opts.stop_after` connections have been served (all of them joined),
-/// or never.
+/// `opts.max_concurrent` at once), with `opts`'s frame and session deadlines, over TLS
+/// when `opts.tls` is set. `on_session` is called from the session's thread when it
+/// ends, with its report. Returns after `opts.stop_after` connections have been served
+/// (all of them joined), once a drain requested by `opts.shutdown` is over (the
+/// running sessions finished, or `opts.drain_timeout` passed), or never.
 pub fn serve_sessions<T, S, F>(
     listener: TcpListener,
     opts: &ServeOptions,
@@ -158,46 +257,95 @@ where
     let session = Arc::new(session);
     let on_session = Arc::new(on_session);
     let running = Arc::new(Running::default());
+    let refusing = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::new();
     let mut accepted = 0usize;
-    for conn in listener.incoming() {
-        let stream = match conn {
-            Ok(s) => s,
+    let mut drain_until: Option<Instant> = None;
+    listener
+        .set_nonblocking(true)
+        .map_err(net::NetError::from)?;
+    loop {
+        if drain_until.is_none() && opts.shutdown.requested() {
+            let until = Instant::now() + opts.drain_timeout;
+            drain_until = Some(until);
+            if let Some(m) = &opts.metrics {
+                m.set_draining();
+            }
+            info!(
+                running = running.count(),
+                timeout_s = opts.drain_timeout.as_secs_f64(),
+                "draining: no new sessions, waiting for the running ones"
+            );
+        }
+        if let Some(until) = drain_until {
+            let left = running.count();
+            if left == 0 {
+                info!("drained: every session finished");
+                break;
+            }
+            if Instant::now() >= until {
+                warn!(
+                    cut = left,
+                    "drain timeout: stopping with sessions still running"
+                );
+                return Ok(());
+            }
+        }
+        let (stream, peer) = match listener.accept() {
+            Ok((s, a)) => (s, a.to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                thread::sleep(ACCEPT_POLL);
+                continue;
+            }
             Err(e) => {
                 warn!(error = %e, "accept failed");
+                thread::sleep(ACCEPT_POLL);
                 continue;
             }
         };
-        accepted += 1;
-        let peer = stream
-            .peer_addr()
-            .map(|p| p.to_string())
-            .unwrap_or_else(|_| "?".into());
-        let mut ch = match TcpChannel::new(stream, opts.max_frame, opts.timeout, opts.link) {
+        let ch = match channel(stream, opts) {
             Ok(c) => c,
             Err(e) => {
                 warn!(%peer, error = %e, "connection setup failed");
                 continue;
             }
         };
+        if drain_until.is_some() {
+            info!(%peer, "draining: refusing the session");
+            handles.extend(refuse(
+                ch,
+                peer,
+                AbortReason::ShuttingDown,
+                &refusing,
+                opts.metrics.clone(),
+                on_session.clone(),
+            ));
+            handles.retain(|h| !h.is_finished());
+            continue;
+        }
+        accepted += 1;
+        let mut ch = ch;
         match running.take(opts.max_concurrent, opts.busy_wait) {
             None => {
                 warn!(%peer, "busy: refusing the session");
-                let _ = send(&mut ch, &Msg::Abort(AbortReason::Busy));
-                let counters = ch.counters();
-                ch.close(CLOSE_LINGER);
-                on_session(SessionReport {
+                handles.extend(refuse(
+                    ch,
                     peer,
-                    result: Err(ProtocolError::PeerAborted(AbortReason::Busy)),
-                    elapsed_ms: 0.0,
-                    counters,
-                });
+                    AbortReason::Busy,
+                    &refusing,
+                    opts.metrics.clone(),
+                    on_session.clone(),
+                ));
             }
             Some(slot) => {
                 let (session, on_session) = (session.clone(), on_session.clone());
                 let session_timeout = opts.session_timeout;
+                let metrics = opts.metrics.clone();
+                if let Some(m) = &metrics {
+                    m.session_started();
+                }
                 handles.push(thread::spawn(move || {
-                    info!(%peer, "session started");
+                    info!(%peer, tls = ch.is_tls(), "session started");
                     let t = Instant::now();
                     ch.set_deadline(session_timeout.map(|d| t + d));
                     let result = match catch_unwind(AssertUnwindSafe(|| session(&mut ch))) {
@@ -215,6 +363,9 @@ where
                         Err(e) => tracing::error!(%peer, error = %e, "session failed"),
                     }
                     let (elapsed_ms, counters) = (t.elapsed().as_secs_f64() * 1e3, ch.counters());
+                    if let Some(m) = &metrics {
+                        m.session_ended(outcome_label(result.as_ref().err()), counters);
+                    }
                     if result.is_err() {
                         ch.close(CLOSE_LINGER);
                     }
