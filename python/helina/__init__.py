@@ -181,10 +181,34 @@ class Client:
 
     ``params`` asserts the parameter set the server plans (the client always takes it
     from the server's plan); ``timeout`` is the frame timeout in seconds.
+
+    TLS: ``tls_ca`` is the CA file (PEM) the server's certificate must chain to (the
+    session then runs over TLS), ``tls_server_name`` the name it must carry (default:
+    the host of ``addr``), ``tls_cert``/``tls_key`` this client's certificate for
+    servers that admit only known clients. A server that fails the check is refused
+    with a :class:`ProtocolError` naming the TLS failure.
     """
 
-    def __init__(self, addr: str, *, params: Optional[str] = None, timeout: float = 600.0):
-        self._inner = _helina.Client(addr, params=params, timeout=float(timeout))
+    def __init__(
+        self,
+        addr: str,
+        *,
+        params: Optional[str] = None,
+        timeout: float = 600.0,
+        tls_ca: Optional[str] = None,
+        tls_server_name: Optional[str] = None,
+        tls_cert: Optional[str] = None,
+        tls_key: Optional[str] = None,
+    ):
+        self._inner = _helina.Client(
+            addr,
+            params=params,
+            timeout=float(timeout),
+            tls_ca=tls_ca,
+            tls_server_name=tls_server_name,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+        )
         self.addr = addr
 
     def infer(self, x: Any, *, progress: Progress = None, report: bool = False):
@@ -258,6 +282,12 @@ class Server:
     refused as busy); ``timeout`` is the frame timeout and ``session_timeout`` the
     limit of a whole session, seconds (default: derived from the plan for each
     session, a generous multiple of its predicted time).
+
+    Production: ``tls_cert``/``tls_key`` (PEM files) serve over TLS, ``tls_client_ca``
+    admits only clients whose certificate chains to that CA; ``metrics="host:port"``
+    serves Prometheus metrics at ``http://host:port/metrics`` (and ``/healthz``);
+    :meth:`shutdown` (or Ctrl-C in :meth:`serve`) drains: running sessions finish within
+    ``drain_timeout`` seconds, new clients are told the server is shutting down.
     """
 
     def __init__(
@@ -274,6 +304,11 @@ class Server:
         max_clients: int = 4,
         timeout: float = 60.0,
         session_timeout: Optional[float] = None,
+        tls_cert: Optional[str] = None,
+        tls_key: Optional[str] = None,
+        tls_client_ca: Optional[str] = None,
+        metrics: Optional[str] = None,
+        drain_timeout: float = 60.0,
     ):
         if calibration is None and input_range is None:
             raise ModelError(
@@ -291,6 +326,11 @@ class Server:
             max_clients=int(max_clients),
             timeout=float(timeout),
             session_timeout=None if session_timeout is None else float(session_timeout),
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            tls_client_ca=tls_client_ca,
+            metrics=metrics,
+            drain_timeout=float(drain_timeout),
         )
         self.address: Optional[str] = None
         self._failure: Optional[HelinaError] = None
@@ -300,6 +340,16 @@ class Server:
         """The plan: parameter set, fractional bits, input range, agreement with float
         on the calibration inputs, the method of every linear layer."""
         return json.loads(self._inner.plan())
+
+    @property
+    def metrics_address(self) -> Optional[str]:
+        """``host:port`` of the metrics endpoint (``None`` without ``metrics=``)."""
+        return self._inner.metrics_address
+
+    def shutdown(self) -> None:
+        """Drains: no new sessions (new clients are told the server is shutting down),
+        the running ones finish within ``drain_timeout``, then :meth:`serve` returns."""
+        self._inner.shutdown()
 
     def listen(self, addr: str = "127.0.0.1:0") -> str:
         """Binds ``addr`` (port 0 picks a free one) and returns the address bound."""
@@ -311,10 +361,18 @@ class Server:
         ``sessions`` sessions have ended, or forever. Blocks; the GIL is released."""
         if addr is not None:
             self.listen(addr)
-        # served on a thread so that Ctrl-C reaches this one (joined in short waits)
+        # served on a thread so that Ctrl-C reaches this one (joined in short waits):
+        # the first Ctrl-C drains, a second one leaves at once
         t = self.serve_in_background(sessions=sessions)
+        draining = False
         while t.is_alive():
-            t.join(0.2)
+            try:
+                t.join(0.2)
+            except KeyboardInterrupt:
+                if draining:
+                    raise
+                draining = True
+                self.shutdown()
         if self._failure is not None:
             failure, self._failure = self._failure, None
             raise failure

@@ -233,19 +233,48 @@ struct Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (addr, params=None, timeout=600.0))]
-    fn new(addr: &str, params: Option<String>, timeout: f64) -> PyResult<Self> {
+    #[pyo3(signature = (addr, params=None, timeout=600.0, tls_ca=None, tls_server_name=None, tls_cert=None, tls_key=None))]
+    fn new(
+        addr: &str,
+        params: Option<String>,
+        timeout: f64,
+        tls_ca: Option<std::path::PathBuf>,
+        tls_server_name: Option<String>,
+        tls_cert: Option<std::path::PathBuf>,
+        tls_key: Option<std::path::PathBuf>,
+    ) -> PyResult<Self> {
         if !(timeout.is_finite() && timeout > 0.0) {
             return Err(InputError::new_err(format!(
                 "timeout {timeout}: give seconds > 0"
             )));
         }
+        let tls =
+            match (tls_ca, tls_cert, tls_key) {
+                (None, None, None) => None,
+                (Some(ca), cert, key) => {
+                    let identity = match (&cert, &key) {
+                        (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
+                        (None, None) => None,
+                        _ => return Err(InputError::new_err("tls_cert and tls_key go together")),
+                    };
+                    let mut t = helina::ClientTls::from_pem_files(&ca, identity)
+                        .map_err(|e| py_err(e.into()))?;
+                    if let Some(n) = &tls_server_name {
+                        t = t.with_server_name(n);
+                    }
+                    Some(t)
+                }
+                (None, _, _) => return Err(InputError::new_err(
+                    "a client certificate needs tls_ca (the CA the server's certificate chains to)",
+                )),
+            };
         Ok(Self {
             inner: helina::Client::new(
                 addr,
                 helina::ClientOptions {
                     expect_params: params,
                     timeout: Duration::from_secs_f64(timeout),
+                    tls,
                     ..Default::default()
                 },
             ),
@@ -325,12 +354,13 @@ impl Client {
 struct Server {
     inner: Arc<helina::Server>,
     listener: Mutex<Option<TcpListener>>,
+    metrics: Option<String>,
 }
 
 #[pymethods]
 impl Server {
     #[new]
-    #[pyo3(signature = (model_path, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", nonlinear="ot", garbler="server", max_clients=4, timeout=60.0, session_timeout=None))]
+    #[pyo3(signature = (model_path, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", nonlinear="ot", garbler="server", max_clients=4, timeout=60.0, session_timeout=None, tls_cert=None, tls_key=None, tls_client_ca=None, metrics=None, drain_timeout=60.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -345,6 +375,11 @@ impl Server {
         max_clients: usize,
         timeout: f64,
         session_timeout: Option<f64>,
+        tls_cert: Option<std::path::PathBuf>,
+        tls_key: Option<std::path::PathBuf>,
+        tls_client_ca: Option<std::path::PathBuf>,
+        metrics: Option<String>,
+        drain_timeout: f64,
     ) -> PyResult<Self> {
         let seconds = |what: &str, s: f64| {
             if s.is_finite() && s > 0.0 {
@@ -369,9 +404,22 @@ impl Server {
                 .map(|s| seconds("session_timeout", s))
                 .transpose()?,
             max_concurrent: max_clients.max(1),
+            tls: match (tls_cert, tls_key) {
+                (Some(c), Some(k)) => Some(
+                    helina::ServerTls::from_pem_files(&c, &k, tls_client_ca.as_deref())
+                        .map_err(|e| py_err(e.into()))?,
+                ),
+                (None, None) if tls_client_ca.is_none() => None,
+                _ => {
+                    return Err(InputError::new_err(
+                        "TLS needs tls_cert and tls_key (tls_client_ca is optional)",
+                    ))
+                }
+            },
+            drain_timeout: seconds("drain_timeout", drain_timeout)?,
             ..helina::ServerOptions::default().serve
         };
-        let server = py
+        let mut server = py
             .detach(|| {
                 helina::Server::new(
                     m,
@@ -382,10 +430,27 @@ impl Server {
                 )
             })
             .map_err(py_err)?;
+        let metrics = metrics
+            .map(|addr| server.serve_metrics(&addr).map(|a| a.to_string()))
+            .transpose()
+            .map_err(py_err)?;
         Ok(Self {
             inner: Arc::new(server),
             listener: Mutex::new(None),
+            metrics,
         })
+    }
+
+    /// The address of the metrics endpoint (`http://ADDR/metrics`), if one was asked for.
+    #[getter]
+    fn metrics_address(&self) -> Option<String> {
+        self.metrics.clone()
+    }
+
+    /// Drains the server: no new sessions (new clients are told it is shutting down),
+    /// the running ones finish within `drain_timeout`, then `serve` returns.
+    fn shutdown(&self) {
+        self.inner.shutdown_handle().request();
     }
 
     /// Binds `addr` (`host:port`; port 0 picks one) and returns the address bound.

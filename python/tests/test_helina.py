@@ -161,3 +161,46 @@ def test_sklearn_pipeline_labels_come_from_the_graph():
     assert probs.shape == (3, 10)
     assert np.max(np.abs(probs - np.asarray(ref["probabilities"][:3]))) <= 0.02
     assert r.matches_fixed_reference
+
+
+def test_tls_metrics_and_drain():
+    trustme = pytest.importorskip("trustme")
+    import tempfile
+    import urllib.request
+
+    model, calib, x, ref, _ = fixture("digits-mlp")
+    ca, stranger = trustme.CA(), trustme.CA()
+    leaf = ca.issue_cert("localhost", "127.0.0.1")
+    with tempfile.TemporaryDirectory() as d:
+        path = lambda name: os.path.join(d, name)
+        leaf.cert_chain_pems[0].write_to_path(path("server.pem"))
+        leaf.private_key_pem.write_to_path(path("server.key"))
+        ca.cert_pem.write_to_path(path("ca.pem"))
+        stranger.cert_pem.write_to_path(path("stranger.pem"))
+        server = helina.Server(
+            model,
+            calibration=calib,
+            tls_cert=path("server.pem"),
+            tls_key=path("server.key"),
+            metrics="127.0.0.1:0",
+            drain_timeout=30,
+        )
+        addr = server.listen("127.0.0.1:0")
+        serving = server.serve_in_background()
+        # over TLS: the results of a local run, bit for bit
+        r = helina.Client(addr, tls_ca=path("ca.pem")).infer(x[:2], report=True)
+        local = helina.infer(model, x[:2], calibration=calib, report=True)
+        assert [o["fixed"] for o in r.report["outputs"]] == [
+            o["fixed"] for o in local.report["outputs"]
+        ]
+        # a client trusting another CA is refused with the TLS failure named
+        with pytest.raises(helina.ProtocolError, match="certificate"):
+            helina.Client(addr, tls_ca=path("stranger.pem")).infer(x[:1])
+        # the metrics saw the session
+        text = urllib.request.urlopen(f"http://{server.metrics_address}/metrics").read().decode()
+        assert "helina_inferences_total 2" in text
+        assert 'helina_sessions_finished_total{outcome="ok"} 1' in text
+        # drain: serve returns, a new client is told the server is shutting down
+        server.shutdown()
+        serving.join(30)
+        assert not serving.is_alive()
