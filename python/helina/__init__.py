@@ -22,6 +22,11 @@ Three ways in:
 
       logits = helina.Client("server:7000").infer(x)
 
+A :class:`Model` is planned once and saved as one ``.helina`` file, which a server
+loads without calibration data (``helina.Server(helina.Model.load("m.helina"))`` or
+``helina server --model m.helina``). Servers and clients speak TLS when given
+certificates (``tls_cert``/``tls_key``, ``tls_ca``).
+
 Inputs are numpy arrays of shape ``(batch, *input_shape)`` (float32 or float64; a
 single input may omit the batch axis where the model is known, in :func:`infer`).
 The fixed point is chosen by agreement with the float model on calibration inputs
@@ -47,6 +52,7 @@ from ._helina import HelinaError, InputError, ModelError, ProtocolError, __versi
 
 __all__ = [
     "infer",
+    "Model",
     "Result",
     "Client",
     "Server",
@@ -61,6 +67,8 @@ Progress = Optional[Callable[[str], Any]]
 
 
 def _floats(x: Any, name: str) -> np.ndarray:
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor
+        x = x.detach().cpu().numpy()
     a = np.asarray(x)
     if a.dtype not in (np.float32, np.float64):
         if np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.bool_):
@@ -130,8 +138,93 @@ class Result:
         return max((c["float_max_abs_err"] for c in checks), default=0.0)
 
 
+class Model:
+    """A compiled model: an ONNX network with its fixed point (chosen on calibration
+    inputs or an input range) and a method per linear layer. Save it once, and a
+    server loads it without calibration data::
+
+        model = helina.Model.from_onnx("model.onnx", calibration=x_calib)
+        model.save("model.helina")
+        server = helina.Server(helina.Model.load("model.helina"))
+
+    ``helina server --model model.helina`` serves the same file.
+    """
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+
+    @staticmethod
+    def from_onnx(
+        onnx: Any,
+        *,
+        calibration: Any = None,
+        input_range: Optional[Sequence[float]] = None,
+        tolerance: float = 0.05,
+        params: Optional[str] = None,
+        method: str = "auto",
+    ) -> "Model":
+        """Plans the ONNX model at path ``onnx`` (or given as ``bytes``) on
+        ``calibration`` inputs (like the real ones, not those you test on) or an
+        ``input_range=(lo, hi)``; ``tolerance`` is the largest |private − float| accepted
+        on any logit."""
+        if calibration is None and input_range is None:
+            raise ModelError(
+                "a model needs calibration inputs or an input range to choose its fixed point"
+            )
+        return Model(
+            _helina.Model.from_onnx(
+                onnx if isinstance(onnx, bytes) else str(onnx),
+                calibration=None if calibration is None else _floats(calibration, "calibration"),
+                input_range=_range(input_range),
+                tolerance=float(tolerance),
+                params=params,
+                method=method,
+            )
+        )
+
+    @staticmethod
+    def load(path: Any) -> "Model":
+        """Reads a model written by :meth:`save`. A file of another format version,
+        truncated or changed is refused with a :class:`ModelError` saying which."""
+        return Model(_helina.Model.load(str(path)))
+
+    def save(self, path: Any) -> None:
+        """Writes the model as one versioned, checksummed ``.helina`` file."""
+        self._inner.save(str(path))
+
+    @property
+    def plan(self) -> dict:
+        """The plan: parameter set, fractional bits, input shape and range, agreement
+        with float on the calibration inputs, the method of every linear layer."""
+        return json.loads(self._inner.plan())
+
+    def __repr__(self) -> str:
+        p = self.plan
+        acc = p.get("accuracy") or {}
+        err = acc.get("max_abs_err")
+        return (
+            f"helina.Model(input {tuple(p['input_shape'])}, {p['params']}, "
+            f"{p['frac_bits']} fractional bits, p = {p['p']}, "
+            f"{len(p['layers'])} linear layers"
+            + (f", max |Δ| vs float {err:.4f} on calibration" if err is not None else "")
+            + ")"
+        )
+
+
+def _model_arg(model: Any) -> Any:
+    if isinstance(model, Model):
+        return model._inner
+    if isinstance(model, bytes):
+        return model
+    return str(model)
+
+
+def _compiled(model: Any) -> bool:
+    return isinstance(model, Model) or str(model).endswith(".helina")
+
+
 def infer(
-    model: str,
+    model: Any,
     x: Any,
     *,
     calibration: Any = None,
@@ -144,7 +237,8 @@ def infer(
     progress: Progress = None,
     report: bool = False,
 ):
-    """Private inference of the ONNX ``model`` on ``x`` with both parties here.
+    """Private inference of ``model`` on ``x`` with both parties here: a :class:`Model`,
+    a ``.helina`` file, or an ONNX model (a path or bytes) planned here.
 
     ``calibration`` (inputs like ``x``, but not the ones you test on) or
     ``input_range=(lo, hi)`` chooses the fixed point; without either the inputs
@@ -157,10 +251,10 @@ def infer(
     """
     xs = _floats(x, "x")
     calib = None if calibration is None else _floats(calibration, "calibration")
-    if calib is None and input_range is None:
+    if calib is None and input_range is None and not _compiled(model):
         calib = xs
     logits, text = _helina.infer(
-        str(model),
+        _model_arg(model),
         xs,
         calibration=calib,
         input_range=_range(input_range),
@@ -274,8 +368,9 @@ class Client:
 
 
 class Server:
-    """A server of the ONNX ``model``: the fixed point planned on ``calibration`` or
-    ``input_range``, the weights encoded once for all sessions.
+    """A server of ``model``: a :class:`Model` (or a ``.helina`` file), or an ONNX model
+    planned on ``calibration`` or ``input_range``; the weights encoded once for all
+    sessions.
 
     ``nonlinear`` (``"ot"`` or ``"gc"``, with ``garbler``) is how the nonlinear
     layers run; the plan tells clients. ``max_clients`` sessions run at once (more are
@@ -292,7 +387,7 @@ class Server:
 
     def __init__(
         self,
-        model: str,
+        model: Any,
         *,
         calibration: Any = None,
         input_range: Optional[Sequence[float]] = None,
@@ -310,12 +405,12 @@ class Server:
         metrics: Optional[str] = None,
         drain_timeout: float = 60.0,
     ):
-        if calibration is None and input_range is None:
+        if calibration is None and input_range is None and not _compiled(model):
             raise ModelError(
                 "a server needs calibration inputs or an input range to choose its fixed point"
             )
         self._inner = _helina.Server(
-            str(model),
+            _model_arg(model),
             calibration=None if calibration is None else _floats(calibration, "calibration"),
             input_range=_range(input_range),
             tolerance=float(tolerance),

@@ -52,7 +52,7 @@ fn py_err(e: helina::Error) -> PyErr {
         {
             InputError::new_err(msg)
         }
-        E::Model(_) => ModelError::new_err(msg),
+        E::Model(_) | E::SavedModel { .. } => ModelError::new_err(msg),
         E::Protocol(p) if is_input(p) => InputError::new_err(msg),
         E::Protocol(_) | E::Net(_) | E::Thread { .. } => ProtocolError::new_err(msg),
         E::Option { option, .. } if *option == "server address" => ProtocolError::new_err(msg),
@@ -144,18 +144,53 @@ fn nonlinear(name: &str, garbler: &str) -> PyResult<helina::NonlinearProtocol> {
     }
 }
 
-/// The fixed-point and planning options of a model.
+/// A model from what Python gave: a `Model` (compiled already), a path to a `.helina`
+/// file (loaded), or an ONNX model as a path or bytes (planned with the fixed-point
+/// and planning options).
 #[allow(clippy::too_many_arguments)]
 fn model(
     py: Python<'_>,
-    model_path: &str,
+    model: &Bound<'_, PyAny>,
     calibration: Option<&Bound<'_, PyAny>>,
     input_range: Option<(f32, f32)>,
     tolerance: f64,
     params: Option<String>,
     method: &str,
 ) -> PyResult<helina::Model> {
-    let network = nn::import(std::path::Path::new(model_path)).map_err(|e| py_err(e.into()))?;
+    let compiled_options = calibration.is_some() || input_range.is_some();
+    if let Ok(m) = model.cast::<Model>() {
+        if compiled_options {
+            return Err(InputError::new_err(
+                "the model is compiled: its fixed point and input range are in it (no calibration or input_range)",
+            ));
+        }
+        return Ok(m.get().inner.clone());
+    }
+    let planning = helina::Planning {
+        method: helina::MethodChoice::parse(method).map_err(|e| py_err(e.into()))?,
+        ..helina::Planning::default()
+    };
+    let network = if let Ok(bytes) = model.cast::<pyo3::types::PyBytes>() {
+        nn::import_bytes(bytes.as_bytes()).map_err(|e| py_err(e.into()))?
+    } else {
+        let path: std::path::PathBuf = model.extract().map_err(|_| {
+            InputError::new_err(
+                "model: give a helina.Model, a path (.onnx or .helina) or ONNX bytes",
+            )
+        })?;
+        if path.extension().is_some_and(|e| e == "helina") {
+            if compiled_options {
+                return Err(InputError::new_err(format!(
+                    "{} is compiled: its fixed point and input range are in it (no calibration or input_range)",
+                    path.display()
+                )));
+            }
+            return py
+                .detach(|| helina::Model::load(&path, &planning))
+                .map_err(py_err);
+        }
+        nn::import(&path).map_err(|e| py_err(e.into()))?
+    };
     let calibration = calibration
         .map(|c| rows(c, Some(network.input_shape())))
         .transpose()?;
@@ -166,12 +201,89 @@ fn model(
         input_range,
         ..helina::FixedPoint::default()
     };
-    let planning = helina::Planning {
-        method: helina::MethodChoice::parse(method).map_err(|e| py_err(e.into()))?,
-        ..helina::Planning::default()
-    };
     py.detach(|| helina::Model::new(network, &fixed, &planning))
         .map_err(py_err)
+}
+
+/// The plan of a model as JSON: parameter set, fractional bits, input range, float
+/// agreement, the method of every linear layer, planning time.
+fn plan_json(m: &helina::Model, nonlinear: Option<&str>) -> PyResult<String> {
+    let prog = m.program();
+    let layers: Vec<(String, String)> = m
+        .plan
+        .layers
+        .iter()
+        .map(|l| (l.name.clone(), l.pick.method().name().to_string()))
+        .collect();
+    serde_json::to_string(&serde_json::json!({
+        "params": m.params().name(),
+        "p": prog.p,
+        "frac_bits": prog.frac_bits,
+        "input_shape": m.input_shape(),
+        "input_range": prog.input_range,
+        "nonlinear": nonlinear,
+        "accuracy": prog.accuracy,
+        "layers": layers,
+        "planning": m.timings,
+    }))
+    .map_err(|e| HelinaError::new_err(e.to_string()))
+}
+
+/// A compiled model: an ONNX network with its fixed point and a method per linear
+/// layer; saved as one `.helina` file and loaded without calibration data.
+#[pyclass(module = "helina._helina", frozen)]
+struct Model {
+    inner: helina::Model,
+}
+
+#[pymethods]
+impl Model {
+    /// Plans an ONNX model (a path or the file's bytes).
+    #[staticmethod]
+    #[pyo3(signature = (onnx, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto"))]
+    fn from_onnx(
+        py: Python<'_>,
+        onnx: &Bound<'_, PyAny>,
+        calibration: Option<&Bound<'_, PyAny>>,
+        input_range: Option<(f32, f32)>,
+        tolerance: f64,
+        params: Option<String>,
+        method: &str,
+    ) -> PyResult<Self> {
+        if onnx.cast::<Model>().is_ok() {
+            return Err(InputError::new_err("from_onnx takes an ONNX path or bytes"));
+        }
+        Ok(Self {
+            inner: model(
+                py,
+                onnx,
+                calibration,
+                input_range,
+                tolerance,
+                params,
+                method,
+            )?,
+        })
+    }
+
+    /// Reads a model saved by `save` (no calibration, no fixed-point search).
+    #[staticmethod]
+    fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Self> {
+        let inner = py
+            .detach(|| helina::Model::load(&path, &helina::Planning::default()))
+            .map_err(py_err)?;
+        Ok(Self { inner })
+    }
+
+    /// Writes the model to `path` (one `.helina` file).
+    fn save(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        py.detach(|| self.inner.save(&path)).map_err(py_err)
+    }
+
+    /// The plan as JSON.
+    fn plan(&self) -> PyResult<String> {
+        plan_json(&self.inner, None)
+    }
 }
 
 /// Private inference of the ONNX model at `model_path` on `x` with both parties in
@@ -181,7 +293,7 @@ fn model(
 #[allow(clippy::too_many_arguments)]
 fn infer<'py>(
     py: Python<'py>,
-    model_path: &str,
+    model_path: &Bound<'py, PyAny>,
     x: &Bound<'py, PyAny>,
     calibration: Option<&Bound<'py, PyAny>>,
     input_range: Option<(f32, f32)>,
@@ -364,7 +476,7 @@ impl Server {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        model_path: &str,
+        model_path: &Bound<'_, PyAny>,
         calibration: Option<&Bound<'_, PyAny>>,
         input_range: Option<(f32, f32)>,
         tolerance: f64,
@@ -494,26 +606,10 @@ impl Server {
     /// The plan as JSON: parameter set, fractional bits, input range, float agreement,
     /// the method of every linear layer.
     fn plan(&self) -> PyResult<String> {
-        let m = self.inner.model();
-        let prog = m.program();
-        let layers: Vec<(String, String)> = m
-            .plan
-            .layers
-            .iter()
-            .map(|l| (l.name.clone(), l.pick.method().name().to_string()))
-            .collect();
-        serde_json::to_string(&serde_json::json!({
-            "params": m.params().name(),
-            "p": prog.p,
-            "frac_bits": prog.frac_bits,
-            "input_shape": m.input_shape(),
-            "input_range": prog.input_range,
-            "nonlinear": self.inner.options().nonlinear.name(),
-            "accuracy": prog.accuracy,
-            "layers": layers,
-            "planning": m.timings,
-        }))
-        .map_err(|e| HelinaError::new_err(e.to_string()))
+        plan_json(
+            self.inner.model(),
+            Some(self.inner.options().nonlinear.name()),
+        )
     }
 }
 
@@ -523,6 +619,7 @@ fn _helina(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(infer, m)?)?;
     m.add_class::<Client>()?;
     m.add_class::<Server>()?;
+    m.add_class::<Model>()?;
     let py = m.py();
     m.add("HelinaError", py.get_type::<HelinaError>())?;
     m.add("InputError", py.get_type::<InputError>())?;

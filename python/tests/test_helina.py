@@ -204,3 +204,38 @@ def test_tls_metrics_and_drain():
         server.shutdown()
         serving.join(30)
         assert not serving.is_alive()
+
+
+def test_compiled_model_is_saved_loaded_and_served_without_calibration(tmp_path):
+    model, calib, x, ref, _ = fixture("digits-cnn-bn")
+    m = helina.Model.from_onnx(model, calibration=calib)
+    assert repr(m).startswith("helina.Model(input (") and "fractional bits" in repr(m)
+    path = tmp_path / "digits.helina"
+    m.save(path)
+    loaded = helina.Model.load(path)
+    assert loaded.plan["layers"] == m.plan["layers"]
+    assert loaded.plan["frac_bits"] == m.plan["frac_bits"]
+    # a server of the loaded model needs no calibration data
+    server = helina.Server(loaded)
+    addr = server.listen("127.0.0.1:0")
+    done = server.serve_in_background(sessions=1)
+    r = helina.Client(addr).infer(x[:3], report=True)
+    done.join(60)
+    assert not done.is_alive()
+    assert np.max(np.abs(r.logits - ref[:3])) <= 0.05
+    # the same fixed-point results as the model planned from ONNX, run locally
+    local = helina.infer(m, x[:3], report=True)
+    assert local.matches_fixed_reference is True
+    assert [o["fixed"] for o in r.report["outputs"]] == [o["fixed"] for o in local.report["outputs"]]
+    # a path to the saved file works wherever a model goes
+    assert np.array_equal(helina.infer(str(path), x[:1]), local.logits[:1])
+    # a damaged file is refused, saying why
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    bad = tmp_path / "bad.helina"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(helina.ModelError, match="checksum"):
+        helina.Model.load(bad)
+    bad.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(helina.ModelError, match="truncated"):
+        helina.Model.load(bad)

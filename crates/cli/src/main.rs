@@ -30,6 +30,7 @@ mod bench_network;
 mod bench_nonlinear;
 mod bench_ops;
 mod bench_serve;
+mod compile;
 mod demo;
 mod infer;
 mod inspect;
@@ -73,6 +74,9 @@ enum Cmd {
     /// Per linear layer of a network: every method's predicted time and bytes, and the
     /// pick.
     Plan(plan::PlanArgs),
+    /// Plan an ONNX model once and save it (`.helina`): a server loads it without
+    /// calibration data.
+    Compile(compile::CompileArgs),
     /// Write a built-in network as ONNX (seeded public weights), or list them.
     Export(ExportArgs),
     /// Serve linear layers to clients over TCP (concurrent sessions).
@@ -179,6 +183,7 @@ fn main() {
         Cmd::Server(a) => twoparty::server(&a),
         Cmd::Client(a) => twoparty::client(&a),
         Cmd::TlsCerts(a) => tls_certs::run(&a),
+        Cmd::Compile(a) => compile::run(&a),
         Cmd::Bench { what } => match what {
             BenchCmd::Ops(a) => bench_ops::run(&a),
             BenchCmd::Matvec(a) => bench_matvec::run(&a),

@@ -37,7 +37,8 @@ pub struct ServerArgs {
     #[arg(long, default_value = "127.0.0.1:7000")]
     listen: String,
     /// Weights: one layer (`.safetensors`, `layer0.weight`) or a whole network
-    /// (`.onnx`); without it, the demo's sample layers.
+    /// (`.onnx`, or a model compiled by `helina compile`: `.helina`, no calibration
+    /// needed); without it, the demo's sample layers.
     #[arg(long)]
     model: Option<String>,
     /// How a network's nonlinear layers run (the plan tells the client).
@@ -341,7 +342,11 @@ fn serve_options(a: &ServerArgs) -> Res<ServeOptions> {
 }
 
 pub fn server(a: &ServerArgs) -> Res<()> {
-    if let Some(path) = a.model.as_deref().filter(|p| p.ends_with(".onnx")) {
+    if let Some(path) = a
+        .model
+        .as_deref()
+        .filter(|p| p.ends_with(".onnx") || p.ends_with(".helina"))
+    {
         return network_server(a, path);
     }
     let params = Params::preset(if a.fixed.params == "auto" {
@@ -602,11 +607,21 @@ pub fn client(a: &ClientArgs) -> Res<()> {
 /// (`helina::Server`: the model planned and its weights encoded once, sessions through
 /// the one accept loop).
 fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
-    let network = nn::import(std::path::Path::new(path))?;
-    let (fixed, calibration) = a.fixed.fixed_point(network.input_shape(), None)?;
     let link = a.link.link()?;
     let planning = a.planner.planning(link, a.method.choice())?;
-    let model = helina::Model::new(network, &fixed, &planning)?;
+    let (model, calibration) = if path.ends_with(".helina") {
+        if a.fixed.calibration.is_some() || a.fixed.input_range.is_some() {
+            return Err(format!("{path} is compiled: its fixed point and input range are saved in it (drop --calibration / --input-range, or serve the ONNX model)").into());
+        }
+        (
+            helina::Model::load(path, &planning)?,
+            "the compiled model's calibration".to_string(),
+        )
+    } else {
+        let network = nn::import(std::path::Path::new(path))?;
+        let (fixed, calibration) = a.fixed.fixed_point(network.input_shape(), None)?;
+        (helina::Model::new(network, &fixed, &planning)?, calibration)
+    };
     tracing::info!(
         "planner: objective {:?}, per-op costs {}",
         planning.objective,

@@ -28,6 +28,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A saved model (`.helina`) that cannot be read.
+    #[error("{path}: {error}")]
+    SavedModel {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        #[source]
+        error: crate::saved::SavedModelError,
+    },
     /// An array file that is not what it should be.
     #[error("{path}: {detail}")]
     Array {

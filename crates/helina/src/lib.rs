@@ -65,6 +65,7 @@ mod error;
 mod local;
 mod model;
 mod report;
+mod saved;
 mod server;
 
 pub use client::{Client, ClientOptions, Progress};
@@ -75,6 +76,7 @@ pub use model::{
     CalibrationSource, FixedPoint, Model, PlanTimings, Planning, RANGE_SAMPLES, RANGE_SAMPLES_SEED,
 };
 pub use report::{argmax, Inference, Output};
+pub use saved::{SavedModelError, FORMAT_VERSION as SAVED_MODEL_FORMAT};
 pub use server::{Server, ServerOptions};
 
 pub use gc::Garbler;

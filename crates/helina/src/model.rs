@@ -221,6 +221,27 @@ impl Model {
         let t = std::time::Instant::now();
         let prog = nn::plan_fixed_point(&network, &calibration, &opts)?;
         let fixed_point_ms = t.elapsed().as_secs_f64() * 1e3;
+        Self::from_program(
+            network,
+            prog,
+            planning,
+            source,
+            PlanTimings {
+                fixed_point_ms,
+                methods_ms: 0.0,
+            },
+        )
+    }
+
+    /// Plans every linear step of a fixed-point program already chosen for `network`
+    /// (its parameter set named by the program; `timings.methods_ms` is set here).
+    pub(crate) fn from_program(
+        network: Network,
+        prog: nn::Program,
+        planning: &Planning,
+        calibration: CalibrationSource,
+        timings: PlanTimings,
+    ) -> Result<Self> {
         let t = std::time::Instant::now();
         let params = Params::preset(&prog.preset)?;
         let (planner, costs) = planning.planner(&params)?;
@@ -235,11 +256,11 @@ impl Model {
         Ok(Self {
             network,
             plan,
-            calibration: source,
+            calibration,
             costs,
             timings: PlanTimings {
-                fixed_point_ms,
                 methods_ms: t.elapsed().as_secs_f64() * 1e3,
+                ..timings
             },
         })
     }

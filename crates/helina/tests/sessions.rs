@@ -4,7 +4,7 @@
 //! tests run one at a time (this process's resident memory is both parties'); the
 //! full-size runs (4096 inputs; the CIFAR-sized fixture) are `--ignored`. The server's
 //! own memory under concurrent clients is measured in a process of its own by `helina
-//! bench load` (`crates/cli/tests/bench_load.rs`): here, in one process with the
+//! bench serve` (`crates/cli/tests/production.rs`): here, in one process with the
 //! clients, the system allocator's per-thread arenas blur it.
 #![allow(clippy::unwrap_used)]
 

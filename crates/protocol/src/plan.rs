@@ -472,6 +472,9 @@ pub enum MethodChoice {
     /// This method (by name) for every layer it applies to; the planner's pick for the
     /// others.
     Named(String),
+    /// The method of each linear step, by step index (a saved model's plan); the
+    /// planner's pick for steps not listed.
+    PerStep(Vec<(usize, LayerMethod)>),
 }
 
 impl MethodChoice {
@@ -490,10 +493,11 @@ impl MethodChoice {
         }
         Ok(MethodChoice::Named(s.to_string()))
     }
-    fn fixed(&self, shape: &LayerShape) -> Option<LayerMethod> {
+    fn fixed(&self, step: usize, shape: &LayerShape) -> Option<LayerMethod> {
         match self {
             MethodChoice::Auto => None,
             MethodChoice::Named(n) => LayerMethod::parse(shape, n),
+            MethodChoice::PerStep(m) => m.iter().find(|(s, _)| *s == step).map(|(_, m)| *m),
         }
     }
 }
@@ -621,7 +625,7 @@ impl NetworkPlan {
             };
             let plan_one = |on_the_fly: bool| -> Result<(LayerSpec, Vec<Candidate>)> {
                 let (auto, candidates) = planner.choose(&shape, params, on_the_fly)?;
-                Ok(match method.fixed(&shape) {
+                Ok(match method.fixed(i, &shape) {
                     Some(m) => (shape.with(m)?, candidates),
                     None => (auto, candidates),
                 })
@@ -641,7 +645,7 @@ impl NetworkPlan {
             } else {
                 held += size;
             }
-            fixed.push(method.fixed(&shape).is_some());
+            fixed.push(method.fixed(i, &shape).is_some());
             layers.push(StepPlan {
                 step: i,
                 name: step.name().to_string(),
