@@ -55,6 +55,10 @@ pub struct ServeBenchArgs {
     /// with curl or Prometheus.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// The server's `--session-timeout` (default: derived from each session's plan,
+    /// which a debug build or a loaded machine can exceed).
+    #[arg(long, value_name = "SECS")]
+    session_timeout: Option<u64>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -188,6 +192,9 @@ pub fn run(a: &ServeBenchArgs) -> Res<()> {
     }
     if let Some(m) = &a.metrics {
         cmd.args(["--metrics", m]);
+    }
+    if let Some(t) = a.session_timeout {
+        cmd.args(["--session-timeout", &t.to_string()]);
     }
     if let Some(p) = &pki {
         cmd.arg("--tls-cert")

@@ -3,27 +3,11 @@
 //! bit; a damaged file is refused at the server's start, saying why.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_helina");
+use std::process::Command;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(name)
-}
-
-fn fixed(json: &[u8]) -> Vec<serde_json::Value> {
-    let j: serde_json::Value = serde_json::from_slice(json).unwrap();
-    j["outputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["fixed"].clone())
-        .collect()
-}
+use common::{fixed_outputs, fixture, local_fixed_outputs, spawn_server, succeeded, BIN};
 
 #[test]
 fn a_compiled_model_is_served_without_calibration_and_gives_the_same_results() {
@@ -39,35 +23,14 @@ fn a_compiled_model_is_served_without_calibration_and_gives_the_same_results() {
         .arg(&saved)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
 
-    let mut server = Command::new(BIN)
-        .args([
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--sessions",
-            "1",
-            "--model",
-        ])
-        .arg(&saved)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(server.stderr.take().unwrap());
-    let addr = loop {
-        let mut line = String::new();
-        if err.read_line(&mut line).unwrap() == 0 {
-            panic!("the server stopped: {:?}", server.wait());
-        }
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
+    let (mut server, addr, _, _log) = spawn_server(&[
+        "--sessions".as_ref(),
+        "1".as_ref(),
+        "--model".as_ref(),
+        saved.as_os_str(),
+    ]);
     let client = Command::new(BIN)
         .args([
             "client",
@@ -80,29 +43,11 @@ fn a_compiled_model_is_served_without_calibration_and_gives_the_same_results() {
         .arg(fixture("digits-cnn-bn-test.npy"))
         .output()
         .unwrap();
-    assert!(
-        client.status.success(),
-        "{}",
-        String::from_utf8_lossy(&client.stderr)
-    );
+    succeeded(&client);
     assert!(server.wait().unwrap().success());
-    let local = Command::new(BIN)
-        .args(["infer", "--json", "--model"])
-        .arg(fixture("digits-cnn-bn.onnx"))
-        .arg("--calibration")
-        .arg(fixture("digits-cnn-bn-calibration.npy"))
-        .arg("--input")
-        .arg(fixture("digits-cnn-bn-test.npy"))
-        .output()
-        .unwrap();
-    assert!(
-        local.status.success(),
-        "{}",
-        String::from_utf8_lossy(&local.stderr)
-    );
-    let private = fixed(&client.stdout);
+    let private = fixed_outputs(&client.stdout);
     assert_eq!(private.len(), 32);
-    assert_eq!(private, fixed(&local.stdout));
+    assert_eq!(private, local_fixed_outputs("digits-cnn-bn"));
 
     // one byte changed: the server refuses to start, naming the file and the reason
     let mut bytes = std::fs::read(&saved).unwrap();

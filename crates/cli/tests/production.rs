@@ -6,20 +6,17 @@
 //! round after round, and the server drains and exits 0 at the end.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
 use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_helina");
-const MODEL: &str = "digits-cnn-bn";
+use common::{fixed_outputs, fixture, local_fixed_outputs, succeeded, BIN};
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(name)
-}
+const MODEL: &str = "digits-cnn-bn";
 
 fn model() -> PathBuf {
     fixture(&format!("{MODEL}.onnx"))
@@ -43,42 +40,23 @@ fn certs(dir: &Path) {
         .arg(dir)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
 }
 
-/// A network server with `extra` options; its address and metrics address (if any)
-/// read from its log, and the rest of its log. The caller waits for it.
-#[allow(clippy::zombie_processes)]
+/// A network server of the fixture with `extra` options (and a session deadline that
+/// a debug build on a loaded machine does not reach: the default assumes release
+/// speed).
 fn server(extra: &[&str]) -> (Child, String, Option<String>, BufReader<ChildStderr>) {
-    let mut s = Command::new(BIN)
-        .args(["server", "--listen", "127.0.0.1:0", "--model"])
-        .arg(model())
-        .arg("--calibration")
-        .arg(calibration())
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(s.stderr.take().unwrap());
-    let mut metrics = None;
-    loop {
-        let mut line = String::new();
-        if err.read_line(&mut line).unwrap() == 0 {
-            let status = s.wait();
-            panic!("the server stopped: {status:?}");
-        }
-        if let Some(rest) = line.split("metrics at http://").nth(1) {
-            metrics = Some(rest.trim().trim_end_matches("/metrics").to_string());
-        }
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            let addr = rest.split_whitespace().next().unwrap().to_string();
-            return (s, addr, metrics, err);
-        }
-    }
+    let mut args = vec![
+        "--model".to_string(),
+        model().display().to_string(),
+        "--calibration".to_string(),
+        calibration().display().to_string(),
+        "--session-timeout".to_string(),
+        "900".to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    common::spawn_server(&args)
 }
 
 /// `GET path` on `addr`: (status, body).
@@ -114,16 +92,6 @@ fn client(addr: &str, extra: &[&str]) -> Output {
         .args(extra)
         .output()
         .unwrap()
-}
-
-fn fixed_outputs(json: &[u8]) -> Vec<serde_json::Value> {
-    let j: serde_json::Value = serde_json::from_slice(json).unwrap();
-    j["outputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["fixed"].clone())
-        .collect()
 }
 
 #[test]
@@ -167,29 +135,10 @@ fn tls_sessions_give_the_reference_results_and_metrics_move() {
         &addr,
         &["--tls-ca", dir.join("ca.pem").to_str().unwrap(), "--json"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let private = fixed_outputs(&out.stdout);
     assert_eq!(private.len(), 32);
-    let local = Command::new(BIN)
-        .args(["infer", "--model"])
-        .arg(model())
-        .arg("--calibration")
-        .arg(calibration())
-        .arg("--input")
-        .arg(test_inputs())
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        local.status.success(),
-        "{}",
-        String::from_utf8_lossy(&local.stderr)
-    );
-    assert_eq!(private, fixed_outputs(&local.stdout));
+    assert_eq!(private, local_fixed_outputs(MODEL));
 
     assert!(s.wait().unwrap().success());
     let _ = (
@@ -204,11 +153,7 @@ fn metrics_count_sessions_inferences_and_bytes_while_serving() {
     let metrics = metrics.unwrap();
     for k in 1..=2u32 {
         let out = client(&addr, &[]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(&out);
         // the client is done once it sent Close; the server's thread records the end
         // just after
         let text = scrape_until(&metrics, |t| {
@@ -259,7 +204,9 @@ fn scrape_until(addr: &str, ready: impl Fn(&str) -> bool) -> String {
 
 #[test]
 fn sigterm_lets_the_running_session_finish_and_refuses_new_ones() {
-    let (mut s, addr, metrics, err) = server(&["--metrics", "127.0.0.1:0"]);
+    // a drain timeout far beyond the session's time, whatever the machine's load
+    let (mut s, addr, metrics, err) =
+        server(&["--metrics", "127.0.0.1:0", "--drain-timeout", "600"]);
     let metrics = metrics.unwrap();
     // a session slowed by a 40 ms round trip on the client's side
     let mut running = Command::new(BIN)
@@ -288,7 +235,12 @@ fn sigterm_lets_the_running_session_finish_and_refuses_new_ones() {
     assert!(e.contains("ShuttingDown"), "{e}");
     // the running session finishes with every result
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
-    assert!(running.wait().unwrap().success());
+    let done = running.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
     assert_eq!(rest.iter().filter(|l| l.contains("\"logits\"")).count(), 31);
     assert!(rest.last().unwrap().contains("\"summary\":true"));
     // and the server exits 0
@@ -316,12 +268,17 @@ fn bench_serve_over_tls_with_four_clients_reports_and_stays_flat() {
             "4",
             "--tls",
             "--json",
+            // a debug build on a loaded machine may take longer than the default
+            // deadline, which assumes release speed
+            "--session-timeout",
+            "900",
         ])
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "{}",
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
