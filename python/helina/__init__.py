@@ -43,7 +43,7 @@ import json
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -64,6 +64,8 @@ __all__ = [
 ]
 
 Progress = Optional[Callable[[str], Any]]
+#: A session's report, as the JSON of the Rust library decodes.
+Report = Dict[str, Any]
 
 
 def _floats(x: Any, name: str) -> np.ndarray:
@@ -96,7 +98,7 @@ class Result:
     """
 
     logits: np.ndarray
-    report: dict = field(repr=False)
+    report: Report = field(repr=False)
 
     @property
     def labels(self) -> np.ndarray:
@@ -104,15 +106,17 @@ class Result:
         skl2onnx: ints or strings), else the argmax of each row of ``logits``."""
         g = self.graph_outputs
         if "label" in g:
-            return g["label"].reshape(len(self.logits), -1)[:, 0]
-        return np.argmax(self.logits, axis=1)
+            labels: np.ndarray = g["label"].reshape(len(self.logits), -1)[:, 0]
+            return labels
+        argmax: np.ndarray = np.argmax(self.logits, axis=1)
+        return argmax
 
     @property
-    def graph_outputs(self) -> dict:
+    def graph_outputs(self) -> Dict[str, np.ndarray]:
         """The graph's own outputs by name (e.g. ``label`` and ``probabilities``),
         computed by the client's head from the private logits; each a numpy array whose
         first axis is the batch."""
-        rows: dict = {}
+        rows: Dict[str, List[np.ndarray]] = {}
         for o in self.report.get("outputs", []):
             for g in o.get("graph_outputs", []):
                 dtype = object if g["dtype"] == "string" else g["dtype"]
@@ -193,10 +197,11 @@ class Model:
         self._inner.save(str(path))
 
     @property
-    def plan(self) -> dict:
+    def plan(self) -> Report:
         """The plan: parameter set, fractional bits, input shape and range, agreement
         with float on the calibration inputs, the method of every linear layer."""
-        return json.loads(self._inner.plan())
+        plan: Report = json.loads(self._inner.plan())
+        return plan
 
     def __repr__(self) -> str:
         p = self.plan
@@ -236,7 +241,7 @@ def infer(
     garbler: str = "server",
     progress: Progress = None,
     report: bool = False,
-):
+) -> Union[np.ndarray, "Result"]:
     """Private inference of ``model`` on ``x`` with both parties here: a :class:`Model`,
     a ``.helina`` file, or an ONNX model (a path or bytes) planned here.
 
@@ -305,12 +310,14 @@ class Client:
         )
         self.addr = addr
 
-    def infer(self, x: Any, *, progress: Progress = None, report: bool = False):
+    def infer(
+        self, x: Any, *, progress: Progress = None, report: bool = False
+    ) -> Union[np.ndarray, Result]:
         """Logits of ``x`` (shape ``(batch, *input_shape)``), computed privately with
         the server in one session. Returns a :class:`Result` with ``report=True``."""
         logits = self._inner.infer(_floats(x, "x"), progress=progress)
         if report:
-            return Result(logits, self.last_report)
+            return Result(logits, self.last_report or {})
         return logits
 
     def infer_iter(self, x: Any, *, progress: Progress = None) -> Iterator[Tuple[int, np.ndarray]]:
@@ -325,7 +332,7 @@ class Client:
         """
         xs = _floats(x, "x")
         results: "queue.Queue[Optional[Tuple[int, np.ndarray]]]" = queue.Queue(maxsize=16)
-        failure: list = []
+        failure: List[BaseException] = []
         stop = threading.Event()
 
         def on_output(k: int, logits: np.ndarray) -> None:
@@ -361,7 +368,7 @@ class Client:
             raise failure[0]
 
     @property
-    def last_report(self) -> Optional[dict]:
+    def last_report(self) -> Optional[Report]:
         """The report of the last session, as a dict."""
         text = self._inner.last_report()
         return None if text is None else json.loads(text)
@@ -431,10 +438,11 @@ class Server:
         self._failure: Optional[HelinaError] = None
 
     @property
-    def plan(self) -> dict:
+    def plan(self) -> Report:
         """The plan: parameter set, fractional bits, input range, agreement with float
         on the calibration inputs, the method of every linear layer."""
-        return json.loads(self._inner.plan())
+        plan: Report = json.loads(self._inner.plan())
+        return plan
 
     @property
     def metrics_address(self) -> Optional[str]:
