@@ -14,6 +14,7 @@
 
 use std::path::Path;
 
+use bincode::Options;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -158,64 +159,37 @@ impl Model {
             .with_limit(body.len() as u64)
             .deserialize(body)
             .map_err(|e| fail(invalid(e)))?;
-        Self::from_body(body).and_then(|(network, program, methods, source, timings)| {
-            Self::from_program(
-                network,
-                program,
-                &Planning {
-                    method: protocol::MethodChoice::PerStep(methods.clone()),
-                    ..planning.clone()
-                },
-                source,
-                timings,
-            )
-            .and_then(|m| {
-                let planned: Vec<_> = m
-                    .plan
-                    .layers
-                    .iter()
-                    .map(|l| (l.step, l.pick.method()))
-                    .collect();
-                if planned != methods {
-                    return Err(fail(invalid(
-                        "the saved methods do not match the program's linear steps",
-                    )));
-                }
-                Ok(m)
-            })
-        })
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn from_body(
-        body: Body,
-    ) -> Result<(
-        nn::Network,
-        nn::Program,
-        Vec<(usize, protocol::LayerMethod)>,
-        CalibrationSource,
-        PlanTimings,
-    )> {
         let source = if body.calibration_from_range {
             CalibrationSource::Range
         } else {
             CalibrationSource::Inputs
         };
-        Ok((
+        let planning = Planning {
+            method: protocol::MethodChoice::PerStep(body.methods.clone()),
+            ..planning.clone()
+        };
+        // no fixed-point search runs when a model is loaded
+        let m = Self::from_program(
             body.network,
             body.program,
-            body.methods,
+            &planning,
             source,
-            // no fixed-point search runs when a model is loaded
-            PlanTimings {
-                fixed_point_ms: 0.0,
-                methods_ms: 0.0,
-            },
-        ))
+            PlanTimings::default(),
+        )?;
+        let planned: Vec<_> = m
+            .plan
+            .layers
+            .iter()
+            .map(|l| (l.step, l.pick.method()))
+            .collect();
+        if planned != body.methods {
+            return Err(fail(invalid(
+                "the saved methods do not match the program's linear steps",
+            )));
+        }
+        Ok(m)
     }
 }
-
-use bincode::Options;
 
 /// The body of a `.helina` file, checked: magic, version, length, checksum.
 fn read_body(bytes: &[u8]) -> std::result::Result<&[u8], SavedModelError> {
