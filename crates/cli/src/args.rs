@@ -403,6 +403,28 @@ pub fn network(model: &Option<String>, net: &Option<String>) -> Res<(String, nn:
     }
 }
 
+/// Whether `path` names a compiled model (`helina compile` writes `.helina` files).
+pub fn is_compiled(path: &str) -> bool {
+    path.ends_with(".helina")
+}
+
+/// Loads the compiled model at `path`, planned for this machine by `planning`, and
+/// says where its calibration came from; a fixed point given on the command line is
+/// refused (the file carries its own).
+pub fn load_compiled(
+    path: &str,
+    fixed: &FixedPointArgs,
+    planning: &helina::Planning,
+) -> Res<(helina::Model, String)> {
+    if fixed.calibration.is_some() || fixed.input_range.is_some() {
+        return Err(format!("{path} is compiled: its fixed point and input range are saved in it (drop --calibration / --input-range, or give the ONNX model)").into());
+    }
+    Ok((
+        helina::Model::load(path, planning)?,
+        "the compiled model's calibration".to_string(),
+    ))
+}
+
 /// `n` seeded random inputs in [0, 1) of `len` values (public demo data for built-in
 /// networks).
 pub fn seeded_inputs(seed: u64, n: usize, len: usize) -> Vec<Vec<f32>> {

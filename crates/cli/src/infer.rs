@@ -13,7 +13,8 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 #[derive(Args)]
 pub struct InferArgs {
-    /// The model (ONNX, as exported by torch.onnx.export).
+    /// The model: ONNX (as exported by torch.onnx.export), or a compiled `.helina`
+    /// file (`helina compile`), which carries its fixed point and methods.
     #[arg(long, conflicts_with = "net")]
     model: Option<String>,
     /// A built-in network instead (seeded public weights): mlp, mnist-a, mnist-b,
@@ -96,12 +97,11 @@ struct Report {
     layers: Vec<helina::Layer>,
 }
 
-pub fn run(a: &InferArgs) -> Res<()> {
-    let (name, network) = crate::args::network(&a.model, &a.net)?;
-    let sample = network.input_shape().to_vec();
+/// The inputs of `--input` (or seeded ones for `--net`), at most `--limit`.
+fn inputs(a: &InferArgs, sample: &[usize]) -> Res<Vec<Vec<f32>>> {
     let len: usize = sample.iter().product();
     let mut inputs = match &a.input {
-        Some(path) => helina::array::read_batch(path, &sample)?,
+        Some(path) => helina::array::read_batch(path, sample)?,
         None if a.net.is_some() => crate::args::seeded_inputs(7, a.limit.unwrap_or(1), len),
         None => return Err("--input x.npy is needed with --model".into()),
     };
@@ -111,21 +111,39 @@ pub fn run(a: &InferArgs) -> Res<()> {
     if inputs.is_empty() {
         return Err("no inputs".into());
     }
-    let default_calibration = if a.net.is_some() {
-        (
-            crate::args::seeded_inputs(11, 32, len),
-            "32 seeded random inputs in [0, 1)",
-        )
-    } else {
-        (
-            inputs.clone(),
-            "the inputs themselves (give --calibration to plan on other data)",
-        )
-    };
-    let (fixed, calibration) = a.fixed.fixed_point(&sample, Some(default_calibration))?;
+    Ok(inputs)
+}
+
+pub fn run(a: &InferArgs) -> Res<()> {
     let link = a.link.link()?;
     let planning = a.planner.planning(link, a.method.choice())?;
-    let model = helina::Model::new(network, &fixed, &planning)?;
+    let (name, model, inputs, calibration) = match a.model.as_deref() {
+        // a compiled model (`helina compile`) carries its fixed point and methods
+        Some(path) if crate::args::is_compiled(path) => {
+            let (model, calibration) = crate::args::load_compiled(path, &a.fixed, &planning)?;
+            let inputs = inputs(a, model.input_shape())?;
+            (path.to_string(), model, inputs, calibration)
+        }
+        _ => {
+            let (name, network) = crate::args::network(&a.model, &a.net)?;
+            let sample = network.input_shape().to_vec();
+            let inputs = inputs(a, &sample)?;
+            let default_calibration = if a.net.is_some() {
+                (
+                    crate::args::seeded_inputs(11, 32, sample.iter().product()),
+                    "32 seeded random inputs in [0, 1)",
+                )
+            } else {
+                (
+                    inputs.clone(),
+                    "the inputs themselves (give --calibration to plan on other data)",
+                )
+            };
+            let (fixed, calibration) = a.fixed.fixed_point(&sample, Some(default_calibration))?;
+            let model = helina::Model::new(network, &fixed, &planning)?;
+            (name, model, inputs, calibration)
+        }
+    };
     let opts = helina::LocalOptions {
         server: helina::ServerOptions {
             nonlinear: a.nonlinear.protocol(),

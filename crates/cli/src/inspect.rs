@@ -11,7 +11,7 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// The model (ONNX).
+    /// The model: ONNX, or a compiled `.helina` file (`helina compile`).
     #[arg(conflicts_with = "net")]
     model: Option<String>,
     /// A built-in network instead (calibrated on seeded random inputs in [0, 1)).
@@ -93,17 +93,25 @@ fn kind(st: &nn::Step) -> String {
 }
 
 pub fn run(a: &InspectArgs) -> Res<()> {
-    let (name, network) = crate::args::network(&a.model, &a.net)?;
-    let len: usize = network.input_shape().iter().product();
-    let default = a.net.as_ref().map(|_| {
-        (
-            crate::args::seeded_inputs(11, 32, len),
-            "32 seeded random inputs in [0, 1)",
-        )
-    });
-    let (fixed, source) = a.fixed.fixed_point(network.input_shape(), default)?;
     let planning = a.planner.planning(a.link.link()?, a.method.choice())?;
-    let model = helina::Model::new(network, &fixed, &planning)?;
+    let (name, model, source) = match a.model.as_deref() {
+        Some(path) if crate::args::is_compiled(path) => {
+            let (model, source) = crate::args::load_compiled(path, &a.fixed, &planning)?;
+            (path.to_string(), model, source)
+        }
+        _ => {
+            let (name, network) = crate::args::network(&a.model, &a.net)?;
+            let len: usize = network.input_shape().iter().product();
+            let default = a.net.as_ref().map(|_| {
+                (
+                    crate::args::seeded_inputs(11, 32, len),
+                    "32 seeded random inputs in [0, 1)",
+                )
+            });
+            let (fixed, source) = a.fixed.fixed_point(network.input_shape(), default)?;
+            (name, helina::Model::new(network, &fixed, &planning)?, source)
+        }
+    };
     let (network, prog, params) = (&model.network, model.program(), model.params());
     let layers = &model.plan.layers;
     let nodes = network

@@ -609,14 +609,8 @@ pub fn client(a: &ClientArgs) -> Res<()> {
 fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
     let link = a.link.link()?;
     let planning = a.planner.planning(link, a.method.choice())?;
-    let (model, calibration) = if path.ends_with(".helina") {
-        if a.fixed.calibration.is_some() || a.fixed.input_range.is_some() {
-            return Err(format!("{path} is compiled: its fixed point and input range are saved in it (drop --calibration / --input-range, or serve the ONNX model)").into());
-        }
-        (
-            helina::Model::load(path, &planning)?,
-            "the compiled model's calibration".to_string(),
-        )
+    let (model, calibration) = if crate::args::is_compiled(path) {
+        crate::args::load_compiled(path, &a.fixed, &planning)?
     } else {
         let network = nn::import(std::path::Path::new(path))?;
         let (fixed, calibration) = a.fixed.fixed_point(network.input_shape(), None)?;

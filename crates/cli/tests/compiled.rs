@@ -1,6 +1,7 @@
-//! `helina compile` then `helina server --model m.helina` without calibration data: a
-//! client's private results equal those of `helina infer` on the ONNX model bit for
-//! bit; a damaged file is refused at the server's start, saying why.
+//! `helina compile` then `helina server --model m.helina` (and `helina infer --model
+//! m.helina`) without calibration data: the private results equal those of `helina
+//! infer` on the ONNX model bit for bit; a damaged file is refused at the server's
+//! start, saying why.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -47,7 +48,38 @@ fn a_compiled_model_is_served_without_calibration_and_gives_the_same_results() {
     assert!(server.wait().unwrap().success());
     let private = fixed_outputs(&client.stdout);
     assert_eq!(private.len(), 32);
-    assert_eq!(private, local_fixed_outputs("digits-cnn-bn"));
+    let reference = local_fixed_outputs("digits-cnn-bn");
+    assert_eq!(private, reference);
+
+    // `helina infer` runs the compiled model too, with the same results; a fixed point
+    // given beside it is refused (the file carries its own)
+    let local = Command::new(BIN)
+        .args(["infer", "--json", "--limit", "8", "--model"])
+        .arg(&saved)
+        .arg("--input")
+        .arg(fixture("digits-cnn-bn-test.npy"))
+        .output()
+        .unwrap();
+    succeeded(&local);
+    assert_eq!(fixed_outputs(&local.stdout), reference[..8]);
+    let j: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
+    assert!(j["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|o| o["matches_fixed_reference"] == true));
+    let refused = Command::new(BIN)
+        .args(["infer", "--model"])
+        .arg(&saved)
+        .arg("--input")
+        .arg(fixture("digits-cnn-bn-test.npy"))
+        .arg("--calibration")
+        .arg(fixture("digits-cnn-bn-calibration.npy"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let e = String::from_utf8_lossy(&refused.stderr);
+    assert!(e.contains("is compiled"), "{e}");
 
     // one byte changed: the server refuses to start, naming the file and the reason
     let mut bytes = std::fs::read(&saved).unwrap();
