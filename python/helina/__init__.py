@@ -1,37 +1,37 @@
-"""helina: two-party private inference of ONNX networks from Python.
+"""helina: two-party private inference of PyTorch and ONNX networks from Python.
 
-The server holds an ONNX model, the client a private input; the client learns the
-logits, the server learns nothing about the input, the client nothing about the
-weights beyond the output (semi-honest, 128-bit security).
+The server holds a model, the client a private input; the client learns the logits,
+the server learns nothing about the input, the client nothing about the weights beyond
+the output (semi-honest, 128-bit security).
 
-Three ways in:
+From a PyTorch model to a private service::
 
+    model = helina.compile(net, calibration=x_calib)   # a torch.nn.Module, or ONNX
+    model.save("net.helina")                             # one versioned file
+    helina.Server(helina.Model.load("net.helina")).serve("0.0.0.0:7000")
+
+and on the client's side::
+
+    logits = helina.Client("server:7000").infer(x)
+
+* :func:`compile` exports a ``torch.nn.Module`` with ``torch.onnx.export`` (PyTorch is
+  the optional extra ``helina[torch]``) or takes an ONNX model, and chooses the fixed
+  point on calibration inputs; :class:`Model` is the result, saved and loaded as one
+  ``.helina`` file that a server (``helina server --model net.helina`` too) loads
+  without calibration data.
 * :func:`infer` runs both parties in this process (to try a model, to measure it, to
-  check the fixed point against the float model)::
+  check the fixed point against the float model).
+* :class:`Server` serves a model to clients over TCP or TLS; :class:`Client` is the
+  other party (of a ``helina server`` or a :class:`Server`); :meth:`Client.infer_iter`
+  streams a long batch's results as they arrive.
 
-      import numpy as np, helina
-      logits = helina.infer("model.onnx", x, calibration=x_calib)
-
-* :class:`Server` serves a model to clients over TCP (the same protocol as
-  ``helina server --network``)::
-
-      server = helina.Server("model.onnx", calibration=x_calib)
-      server.serve("0.0.0.0:7000")
-
-* :class:`Client` is the other party (of a ``helina server`` or a :class:`Server`)::
-
-      logits = helina.Client("server:7000").infer(x)
-
-A :class:`Model` is planned once and saved as one ``.helina`` file, which a server
-loads without calibration data (``helina.Server(helina.Model.load("m.helina"))`` or
-``helina server --model m.helina``). Servers and clients speak TLS when given
-certificates (``tls_cert``/``tls_key``, ``tls_ca``).
-
-Inputs are numpy arrays of shape ``(batch, *input_shape)`` (float32 or float64; a
-single input may omit the batch axis where the model is known, in :func:`infer`).
-The fixed point is chosen by agreement with the float model on calibration inputs
-(``calibration=``, separate from the inputs you test on) or on an input range
-(``input_range=(lo, hi)``); the server refuses inputs outside the range it planned for.
+Inputs are numpy arrays or torch tensors of shape ``(batch, *input_shape)`` (a single
+input may omit the batch axis); logits come back as numpy, or as torch when the inputs
+were torch. Batches show a progress bar when tqdm is installed and standard error is a
+terminal (``progress=``). The fixed point is chosen by agreement with the float model
+on calibration inputs (``calibration=``, separate from the inputs you test on) or on an
+input range (``input_range=(lo, hi)``); the server refuses inputs outside the range it
+planned for.
 
 Errors are :class:`HelinaError` and its subclasses :class:`InputError`,
 :class:`ModelError` and :class:`ProtocolError`.
@@ -39,18 +39,34 @@ Errors are :class:`HelinaError` and its subclasses :class:`InputError`,
 
 from __future__ import annotations
 
+import importlib
 import json
 import queue
+import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Literal,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+    overload,
+)
 
 import numpy as np
 
 from . import _helina
+from ._compile import compile
 from ._helina import HelinaError, InputError, ModelError, ProtocolError, __version__
 
 __all__ = [
+    "compile",
     "infer",
     "Model",
     "Result",
@@ -63,13 +79,62 @@ __all__ = [
     "__version__",
 ]
 
-Progress = Optional[Callable[[str], Any]]
+#: ``None``: a progress bar (tqdm) for batches when tqdm is installed and standard error
+#: is a terminal; ``True``: always a bar (tqdm needed); ``False``: none; a callable: called
+#: with the description of each stage of the session instead.
+Progress = Union[None, bool, Callable[[str], Any]]
 #: A session's report, as the JSON of the Rust library decodes.
 Report = Dict[str, Any]
 
 
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def _like(x: Any, logits: np.ndarray) -> Any:
+    """``logits`` as a torch tensor where the input ``x`` was one, else as is."""
+    if _is_torch(x):
+        import torch
+
+        return torch.from_numpy(logits)
+    return logits
+
+
+class _Progress:
+    """What a session tells of its progress: the user's callback, or a tqdm bar over the
+    ``total`` inputs (see :data:`Progress`)."""
+
+    def __init__(self, progress: Progress, total: int):
+        self.callback = progress if callable(progress) else None
+        self.bar: Any = None
+        self.total = total
+        if progress is True or (progress is None and total > 1 and sys.stderr.isatty()):
+            try:  # optional, and without type stubs of its own
+                tqdm = importlib.import_module("tqdm.auto").tqdm
+            except ImportError:
+                if progress is True:
+                    raise HelinaError("progress=True draws a bar with tqdm: pip install tqdm")
+                return
+            self.bar = tqdm(total=total, unit="input", desc="helina", leave=False)
+
+    def __call__(self, stage: str, index: Optional[int]) -> None:
+        if self.callback is not None:
+            self.callback(stage)
+        if index is not None:  # input `index` started: those before it are done
+            self.done(index)
+
+    def done(self, inputs: int) -> None:
+        """``inputs`` inputs have their results."""
+        if self.bar is not None and inputs > self.bar.n:
+            self.bar.update(min(inputs, self.total) - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def _floats(x: Any, name: str) -> np.ndarray:
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor
+    if _is_torch(x):
         x = x.detach().cpu().numpy()
     a = np.asarray(x)
     if a.dtype not in (np.float32, np.float64):
@@ -78,6 +143,11 @@ def _floats(x: Any, name: str) -> np.ndarray:
         else:
             raise InputError(f"{name}: an array of numbers is needed, got dtype {a.dtype}")
     return np.ascontiguousarray(a)
+
+
+def _batch(xs: np.ndarray) -> int:
+    """Inputs in ``xs`` (an array without a batch axis is one input)."""
+    return int(xs.shape[0]) if xs.ndim >= 2 else 1
 
 
 def _range(input_range: Optional[Sequence[float]]) -> Optional[Tuple[float, float]]:
@@ -151,7 +221,21 @@ class Model:
         model.save("model.helina")
         server = helina.Server(helina.Model.load("model.helina"))
 
-    ``helina server --model model.helina`` serves the same file.
+    ``helina server --model model.helina`` serves the same file; :func:`compile` makes
+    one from a PyTorch module.
+
+    >>> import os, tempfile, numpy as np, torch, helina
+    >>> _ = torch.manual_seed(0); np.random.seed(0)
+    >>> net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    >>> model = helina.compile(net, calibration=np.random.randn(32, 8))
+    >>> path = os.path.join(tempfile.mkdtemp(), "net.helina")
+    >>> model.save(path)
+    >>> loaded = helina.Model.load(path)
+    >>> loaded.plan["frac_bits"] == model.plan["frac_bits"]
+    True
+    >>> x = np.random.randn(2, 8)
+    >>> bool((helina.infer(loaded, x) == helina.infer(model, x)).all())
+    True
     """
 
     def __init__(self, inner: Any):
@@ -215,6 +299,33 @@ class Model:
             + ")"
         )
 
+    def summary(self) -> str:
+        """What ``helina inspect`` says of the plan, as text: parameter set and fixed
+        point, the input range, agreement with float, planning time, and the method of
+        every linear layer."""
+        p = self.plan
+        lines = [repr(self)]
+        r = p.get("input_range")
+        if r:
+            basis = r.get("basis")
+            kind = basis if isinstance(basis, str) else next(iter(basis or {}), "")
+            lines.append(f"  input range [{r['lo']:.4g}, {r['hi']:.4g}] ({kind})")
+        acc = p.get("accuracy")
+        if acc:
+            lines.append(
+                f"  float agreement on calibration: max |Δ| {acc['max_abs_err']:.4f} "
+                f"(tolerance {acc['tolerance']})"
+            )
+        t = p.get("planning") or {}
+        if t:
+            lines.append(
+                f"  planned in {t.get('fixed_point_ms', 0) / 1e3:.2f} s (fixed point) + "
+                f"{t.get('methods_ms', 0) / 1e3:.2f} s (methods)"
+            )
+        width = max((len(name) for name, _ in p["layers"]), default=0)
+        lines += [f"  {name:<{width}}  {method}" for name, method in p["layers"]]
+        return "\n".join(lines)
+
 
 def _model_arg(model: Any) -> Any:
     if isinstance(model, Model):
@@ -226,6 +337,57 @@ def _model_arg(model: Any) -> Any:
 
 def _compiled(model: Any) -> bool:
     return isinstance(model, Model) or str(model).endswith(".helina")
+
+
+@overload
+def infer(
+    model: Any,
+    x: Any,
+    *,
+    calibration: Any = ...,
+    input_range: Optional[Sequence[float]] = ...,
+    tolerance: float = ...,
+    params: Optional[str] = ...,
+    method: str = ...,
+    nonlinear: str = ...,
+    garbler: str = ...,
+    progress: Progress = ...,
+    report: Literal[True],
+) -> Result: ...
+
+
+@overload
+def infer(
+    model: Any,
+    x: np.ndarray,
+    *,
+    calibration: Any = ...,
+    input_range: Optional[Sequence[float]] = ...,
+    tolerance: float = ...,
+    params: Optional[str] = ...,
+    method: str = ...,
+    nonlinear: str = ...,
+    garbler: str = ...,
+    progress: Progress = ...,
+    report: Literal[False] = ...,
+) -> np.ndarray: ...
+
+
+@overload
+def infer(
+    model: Any,
+    x: Any,
+    *,
+    calibration: Any = ...,
+    input_range: Optional[Sequence[float]] = ...,
+    tolerance: float = ...,
+    params: Optional[str] = ...,
+    method: str = ...,
+    nonlinear: str = ...,
+    garbler: str = ...,
+    progress: Progress = ...,
+    report: Literal[False] = ...,
+) -> Any: ...
 
 
 def infer(
@@ -241,7 +403,7 @@ def infer(
     garbler: str = "server",
     progress: Progress = None,
     report: bool = False,
-) -> Union[np.ndarray, "Result"]:
+) -> Any:
     """Private inference of ``model`` on ``x`` with both parties here: a :class:`Model`,
     a ``.helina`` file, or an ONNX model (a path or bytes) planned here.
 
@@ -251,28 +413,41 @@ def infer(
     ``tolerance`` is the largest |private − float| accepted on any logit.
     ``nonlinear`` is how ReLU, MaxPool and truncation run: ``"ot"`` (silent OT and
     millionaire comparisons, the default) or ``"gc"`` (garbled circuits, garbled by
-    ``garbler``). Returns the logits (``(batch, classes)``), or a :class:`Result` with
-    ``report=True``.
+    ``garbler``). ``progress``: see :data:`Progress`. Returns the logits (``(batch,
+    classes)``, numpy, or torch when ``x`` is a torch tensor), or a :class:`Result`
+    (numpy) with ``report=True``.
+
+    >>> import numpy as np, torch, helina
+    >>> _ = torch.manual_seed(0); np.random.seed(0)
+    >>> net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    >>> model = helina.compile(net, calibration=np.random.randn(32, 8))
+    >>> r = helina.infer(model, np.random.randn(2, 8), report=True)
+    >>> r.logits.shape, r.matches_fixed_reference
+    ((2, 3), True)
     """
     xs = _floats(x, "x")
     calib = None if calibration is None else _floats(calibration, "calibration")
     if calib is None and input_range is None and not _compiled(model):
         calib = xs
-    logits, text = _helina.infer(
-        _model_arg(model),
-        xs,
-        calibration=calib,
-        input_range=_range(input_range),
-        tolerance=float(tolerance),
-        params=params,
-        method=method,
-        nonlinear=nonlinear,
-        garbler=garbler,
-        progress=progress,
-    )
+    bar = _Progress(progress, _batch(xs))
+    try:
+        logits, text = _helina.infer(
+            _model_arg(model),
+            xs,
+            calibration=calib,
+            input_range=_range(input_range),
+            tolerance=float(tolerance),
+            params=params,
+            method=method,
+            nonlinear=nonlinear,
+            garbler=garbler,
+            progress=bar,
+        )
+    finally:
+        bar.close()
     if report:
         return Result(logits, json.loads(text))
-    return logits
+    return _like(x, logits)
 
 
 class Client:
@@ -286,6 +461,18 @@ class Client:
     the host of ``addr``), ``tls_cert``/``tls_key`` this client's certificate for
     servers that admit only known clients. A server that fails the check is refused
     with a :class:`ProtocolError` naming the TLS failure.
+
+    >>> import numpy as np, torch, helina
+    >>> _ = torch.manual_seed(0); np.random.seed(0)
+    >>> net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    >>> server = helina.Server(helina.compile(net, calibration=np.random.randn(32, 8)))
+    >>> addr = server.listen("127.0.0.1:0")
+    >>> serving = server.serve_in_background(sessions=1)
+    >>> x = torch.randn(4, 8)
+    >>> logits = helina.Client(addr).infer(x)
+    >>> serving.join()
+    >>> bool((logits - net(x)).abs().max() < 0.05)
+    True
     """
 
     def __init__(
@@ -310,17 +497,31 @@ class Client:
         )
         self.addr = addr
 
+    @overload
+    def infer(self, x: Any, *, progress: Progress = ..., report: Literal[True]) -> Result: ...
+
+    @overload
     def infer(
-        self, x: Any, *, progress: Progress = None, report: bool = False
-    ) -> Union[np.ndarray, Result]:
+        self, x: np.ndarray, *, progress: Progress = ..., report: Literal[False] = ...
+    ) -> np.ndarray: ...
+
+    @overload
+    def infer(self, x: Any, *, progress: Progress = ..., report: Literal[False] = ...) -> Any: ...
+
+    def infer(self, x: Any, *, progress: Progress = None, report: bool = False) -> Any:
         """Logits of ``x`` (shape ``(batch, *input_shape)``), computed privately with
         the server in one session. Returns a :class:`Result` with ``report=True``."""
-        logits = self._inner.infer(_floats(x, "x"), progress=progress)
+        xs = _floats(x, "x")
+        bar = _Progress(progress, _batch(xs))
+        try:
+            logits = self._inner.infer(xs, progress=bar)
+        finally:
+            bar.close()
         if report:
             return Result(logits, self.last_report or {})
-        return logits
+        return _like(x, logits)
 
-    def infer_iter(self, x: Any, *, progress: Progress = None) -> Iterator[Tuple[int, np.ndarray]]:
+    def infer_iter(self, x: Any, *, progress: Progress = None) -> Iterator[Tuple[int, Any]]:
         """Yields ``(index, logits)`` for each input of ``x`` as soon as its result
         arrives, in one session: a batch of any size (up to 4096 inputs a session) runs
         in the memory of one input, and the first results are usable while the rest are
@@ -331,6 +532,7 @@ class Client:
         ...     print(i, logits.argmax())
         """
         xs = _floats(x, "x")
+        bar = _Progress(progress, _batch(xs))
         results: "queue.Queue[Optional[Tuple[int, np.ndarray]]]" = queue.Queue(maxsize=16)
         failure: List[BaseException] = []
         stop = threading.Event()
@@ -342,7 +544,7 @@ class Client:
 
         def run() -> None:
             try:
-                self._inner.infer_each(xs, on_output, progress=progress)
+                self._inner.infer_each(xs, on_output, progress=bar)
             except BaseException as e:  # raised in the consumer below
                 failure.append(e)
             finally:
@@ -350,13 +552,17 @@ class Client:
 
         t = threading.Thread(target=run, daemon=True)
         t.start()
+        received = 0
         try:
             while True:
                 item = results.get()
                 if item is None:
                     break
-                yield item
+                received += 1
+                bar.done(received)
+                yield item[0], _like(x, item[1])
         finally:
+            bar.close()
             stop.set()
             while t.is_alive():
                 try:

@@ -7,6 +7,9 @@ import numpy.typing as npt
 
 __version__: str
 
+#: Called with each stage's description and the index of the input it belongs to.
+Stage = Callable[[str, Optional[int]], Any]
+
 class HelinaError(Exception): ...
 class InputError(HelinaError): ...
 class ModelError(HelinaError): ...
@@ -22,7 +25,7 @@ def infer(
     method: str = ...,
     nonlinear: str = ...,
     garbler: str = ...,
-    progress: Optional[Callable[[str], Any]] = ...,
+    progress: Optional[Stage] = ...,
 ) -> Tuple[npt.NDArray[np.float32], str]: ...
 
 class Model:
@@ -52,13 +55,13 @@ class Client:
         tls_key: Optional[str] = ...,
     ) -> None: ...
     def infer(
-        self, x: npt.NDArray[Any], progress: Optional[Callable[[str], Any]] = ...
+        self, x: npt.NDArray[Any], progress: Optional[Stage] = ...
     ) -> npt.NDArray[np.float32]: ...
     def infer_each(
         self,
         x: npt.NDArray[Any],
         on_output: Callable[[int, npt.NDArray[np.float32]], Any],
-        progress: Optional[Callable[[str], Any]] = ...,
+        progress: Optional[Stage] = ...,
     ) -> None: ...
     def last_report(self) -> Optional[str]: ...
 

@@ -112,13 +112,21 @@ fn logits<'py>(py: Python<'py>, outputs: &[helina::Output]) -> PyResult<Bound<'p
     Ok(a.into_pyarray(py).into_any())
 }
 
-/// A progress callback of Python, called with a description of each stage (the GIL is
-/// taken for the call; an exception in it is ignored).
+/// A progress callback of Python, called with a description of each stage and the
+/// index of the input it belongs to (`None` for the session's own stages: handshake,
+/// keys, closing), so that `k` inputs are done when input `k` starts. The GIL is taken
+/// for the call; an exception in it is ignored.
 fn progress(cb: &Option<Py<PyAny>>) -> impl FnMut(helina::Progress) + '_ {
     move |p| {
         if let Some(cb) = cb {
+            let input = match p {
+                helina::Progress::Offline { input } | helina::Progress::Step { input, .. } => {
+                    Some(input)
+                }
+                _ => None,
+            };
             Python::attach(|py| {
-                let _ = cb.call1(py, (p.to_string(),));
+                let _ = cb.call1(py, (p.to_string(), input));
             });
         }
     }
