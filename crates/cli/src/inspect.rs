@@ -109,7 +109,11 @@ pub fn run(a: &InspectArgs) -> Res<()> {
                 )
             });
             let (fixed, source) = a.fixed.fixed_point(network.input_shape(), default)?;
-            (name, helina::Model::new(network, &fixed, &planning)?, source)
+            (
+                name,
+                helina::Model::new(network, &fixed, &planning)?,
+                source,
+            )
         }
     };
     let (network, prog, params) = (&model.network, model.program(), model.params());
