@@ -32,7 +32,7 @@ pub enum Encoding {
     /// rotations permute slots.
     Slots,
     /// Coefficient encoding: the values are the coefficients of m(X) = Σ v_i X^i in
-    /// Z_p[X]/(X^n + 1); a ciphertext × plaintext product is the negacyclic polynomial
+    /// Z_p\[X\]/(X^n + 1); a ciphertext × plaintext product is the negacyclic polynomial
     /// product (the same ring operation as in slot encoding), and there are no rotations.
     Coeffs,
 }

@@ -110,7 +110,7 @@ impl Slot {
 /// A ciphertext's two polynomials and its level: what fhe.rs's `Ciphertext` holds,
 /// without its constructor's cost (fhe.rs finds the level by cloning the top context,
 /// NTT tables included, for every ciphertext below the top level) and with each
-/// polynomial's form kept as made ([`Slot`]). Indexing gives the NTT form. fhe.rs's own
+/// polynomial's form kept as made (`Slot`). Indexing gives the NTT form. fhe.rs's own
 /// operations get a `Ciphertext` from [`Bfv::fhe_ct`].
 #[derive(Clone, Debug)]
 struct Polys {
@@ -140,7 +140,7 @@ impl Polys {
     }
 }
 
-/// A BFV ciphertext: c0 and c1, each in NTT form or in the power basis ([`Slot`]).
+/// A BFV ciphertext: c0 and c1, each in NTT form or in the power basis (`Slot`).
 #[derive(Clone, Debug)]
 pub struct BfvCt {
     ct: Polys,
@@ -191,7 +191,7 @@ pub struct BfvPt {
 
 /// A plaintext prepared for multiplication: centred coefficients, NTT form; or, for a
 /// plaintext constant on each row (the conv scalar path), its NTT form's four distinct
-/// values per modulus ([`RowBasis`]): 128 bytes at n = 8192 instead of 256 KiB.
+/// values per modulus (`RowBasis`): 128 bytes at n = 8192 instead of 256 KiB.
 #[derive(Clone, Debug)]
 pub struct BfvPrepared(PreparedForm);
 
@@ -692,7 +692,7 @@ impl Bfv {
     }
 
     /// A server: the client's public material, validated (public key as in
-    /// [`decode_public_key`], every Galois key decoded and checked, exactly the declared
+    /// `decode_public_key`, every Galois key decoded and checked, exactly the declared
     /// ones).
     pub fn server(params: &Params, public: &PublicKeys) -> Result<Self> {
         let pk = decode_public_key(&public.public_key, params)?;

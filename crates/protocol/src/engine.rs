@@ -1,10 +1,10 @@
 //! The session engine: one inference of an [`nn::Program`] between the two parties,
 //! every tensor held as additive shares mod p. The same loop runs on both sides; only
-//! the steps that talk to the peer differ between them ([`Side`]):
+//! the steps that talk to the peer differ between them (`Side`):
 //!
 //! - Linear / Conv: the client encrypts its share x_C in the packing the layer's method
-//!   wants ([`ClientSide`]); the server runs the kernel and `share_output` on it and adds,
-//!   in cleartext, W·x_S + b to its own share ([`ServerSide`]). By linearity
+//!   wants (`ClientSide`); the server runs the kernel and `share_output` on it and adds,
+//!   in cleartext, W·x_S + b to its own share (`ServerSide`). By linearity
 //!   W·(x_C + x_S) = W·x_C + W·x_S: this is GAZELLE's HomRec without an HE operation or
 //!   any extra noise (for ENSEI layers likewise, the transform is linear).
 //! - Nonlinear (ReLU, MaxPool, rounding truncation), by the plan's
@@ -25,7 +25,7 @@
 //! material fits it): offline (flooding zeros, OT precomputation or garbling for the
 //! segment's steps) → `Ready` → the segment's steps online; a tensor is dropped as soon
 //! as no later step reads it. The session around it (handshake, keys, the output's
-//! share) is in [`crate::server`] and [`crate::client`].
+//! share) is in `server.rs` and [`crate::client`].
 
 use std::sync::Arc;
 use std::time::Instant;

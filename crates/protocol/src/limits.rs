@@ -244,7 +244,7 @@ impl SessionLimits {
     }
 
     /// The default deadline of a session of `inputs` inputs: the predicted work
-    /// [`SLOW_MACHINE`] times slower, every byte over a 1 MB/s link, and half a second
+    /// `SLOW_MACHINE` times slower, every byte over a 1 MB/s link, and half a second
     /// of round trips per interactive step, plus 10 s.
     pub fn deadline(&self, inputs: u32) -> Duration {
         let p = &self.predicted;

@@ -27,7 +27,7 @@ pub(crate) fn rotation_us(g: &ConvGeometry, b1: usize) -> f64 {
 }
 
 /// The baby-step count b₁ (a power of two dividing c_n; 1 = HELiKs's fold): the one
-/// of least [`rotation_us`].
+/// of least `rotation_us`.
 pub fn baby(g: &ConvGeometry) -> usize {
     let mut best = 1;
     let mut b1 = 2;

@@ -366,7 +366,7 @@ impl ConvGeometry {
     /// operation counts in this geometry: fused products, rotations (plain, hoisting
     /// decompositions, hoisted; the row swap per input), and per query and response
     /// ciphertext the client's and the share step's fixed work. Only used to choose the
-    /// packing (and `bsgs`'s baby step), not a prediction: [`crate::estimate`] prices
+    /// packing (and `bsgs`'s baby step), not a prediction: [`mod@crate::estimate`] prices
     /// the counted kernel.
     pub fn reference_us(&self, method: ConvMethod) -> f64 {
         let (i, o, c, v, f) = (

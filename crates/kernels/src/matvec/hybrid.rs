@@ -4,7 +4,7 @@
 //! [rL, (r+1)L) with L = min(T, n/R); diagonal plaintext k (k < K = T/L) holds
 //! W[r][(t + kL) mod T] at slot g of segment r (t = g mod S). u = Σ_k P_k ⊙ rot(x, kL)
 //! (one hoisted group of K − 1 input rotations per query ciphertext), then a
-//! rotate-and-sum over the segment (L/2, …, 1) leaves y[r] in slot rL.
+//! rotate-and-sum over the segment (L/2, …, 1) leaves y\[r\] in slot rL.
 //! Cost (ideal, n_i·n_o ≥ n): n_i n_o/n ScMult, n_i n_o/n − 1 HstPerm, log2(n/n_o) Perm,
 //! n_i n_o/n + log2(n/n_o) − 1 Add, one output ciphertext (GALA Table II row 2).
 //! Keys: K − 1 input steps + log2 L RaS steps.

@@ -11,11 +11,11 @@
 //! | [`cheetah`] | Cheetah HomFC (coefficient encoding) | none | 0 |
 //!
 //! One interface for every method ([`MatvecPlan`]): the server encodes W offline
-//! ([`MatvecPlan::encode`]); the client encrypts x ([`MatvecPlan::query`], seeded
+//! ([`MatvecPlan::encode`]); the client encrypts x ([`LinearLayer::query`](crate::LinearLayer::query), seeded
 //! symmetric, and generates only the keys [`MatvecPlan::galois`] lists); the server
-//! computes and shares ([`MatvecPlan::respond`]: kernel, then [`crate::share_output`],
+//! computes and shares ([`LinearLayer::respond`](crate::LinearLayer::respond): kernel, then [`crate::share_output`],
 //! then its own cleartext finishing step on −r); the client decrypts and finishes
-//! ([`MatvecPlan::decrypt`]). The shares satisfy client + server ≡ W·x (mod p).
+//! ([`LinearLayer::decrypt`](crate::LinearLayer::decrypt)). The shares satisfy client + server ≡ W·x (mod p).
 //!
 //! ## Layout
 //! Slots are numbered globally 0..n; in the real 2 x n/2 layout slot g is row g / (n/2),
@@ -28,7 +28,7 @@
 //!
 //! The segment methods (hybrid, gala, heliks) give output row r of a block the L slots
 //! [rL, (r+1)L) (L = min(T, n/R) for R rows per block) and K = T/L diagonal plaintexts:
-//! P_k[g] = W[r][(t + kL) mod T] with t = g mod S, so Σ_k P_k ⊙ rot(x, kL) holds, in
+//! P_k\[g\] = W\[r\]\[(t + kL) mod T\] with t = g mod S, so Σ_k P_k ⊙ rot(x, kL) holds, in
 //! segment r, partial sums whose total is row r of W·x. GALA and HELiKs pre-rotate P_k
 //! by −kL (row encoding) and rotate the products instead; all three leave the final
 //! in-segment sum to the cleartext shares (GALA, HELiKs) or to log2 L HE rotations
