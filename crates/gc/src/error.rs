@@ -5,7 +5,8 @@
 use thiserror::Error;
 
 /// Errors of garbling, oblivious transfer and the two-party protocol.
-#[derive(Debug, Error)]
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GcError {
     /// The transport failed (disconnect, timeout, oversized frame, ...).
     #[error("transport: {0}")]

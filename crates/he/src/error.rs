@@ -5,6 +5,7 @@
 
 /// Errors of the HE layer. Fields hold the expected and actual values.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[non_exhaustive]
 pub enum HeError {
     /// The ring degree is not a power of two in the supported range.
     #[error("ring degree {n} is not supported (powers of two from 1024 to 32768)")]

@@ -3,6 +3,7 @@
 /// Everything that can go wrong in a private inference, from reading a model to the
 /// session with the peer. Each variant carries the detail of the crate it comes from.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Importing, planning or checking a model or an input (`nn`).
     #[error(transparent)]

@@ -4,6 +4,7 @@ use he::HeError;
 
 /// Kernel errors. Fields hold expected and actual values.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[non_exhaustive]
 pub enum KernelError {
     /// An error of the HE layer.
     #[error(transparent)]

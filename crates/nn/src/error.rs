@@ -38,6 +38,7 @@ fn list(items: &[Unsupported]) -> String {
 
 /// Everything that can go wrong in this crate.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum NnError {
     /// The model file could not be read.
     #[error("reading {path}: {source}")]

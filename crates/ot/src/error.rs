@@ -8,7 +8,8 @@
 use thiserror::Error;
 
 /// Errors of silent OT, the OT flavours built on it and the nonlinear layers.
-#[derive(Debug, Error)]
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OtError {
     /// The transport failed (disconnect, timeout, oversized frame, ...).
     #[error("transport: {0}")]

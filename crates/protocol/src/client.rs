@@ -19,7 +19,7 @@ use crate::engine::{
 };
 use crate::limits::{valid_segments, SessionLimits, PLAN_MAX_BYTES};
 use crate::msg::{
-    recv_at_most, send, unexpected, LayerRequest, LayerSpec, Msg, ProtocolError, Result,
+    recv_at_most, send, unexpected, LayerRequest, LayerSpec, Msg, PlanError, ProtocolError, Result,
     SessionPlan, PROTOCOL_VERSION,
 };
 use crate::plan::Plan;
@@ -294,20 +294,31 @@ fn run_inner<C: Channel>(
         }
     }
     let prog = &plan.program;
-    if plan.methods.len() != prog.steps.len()
-        || prog.p != params.p()
-        || plan.inputs != count
-        || !ids_in_range(prog)
-        || !valid_segments(&plan.segments, prog.steps.len())
-    {
-        return Err(ProtocolError::Plan);
+    let inconsistent = if plan.methods.len() != prog.steps.len() {
+        Some("a method slot per step")
+    } else if prog.p != params.p() {
+        Some("the program's p is the parameters'")
+    } else if plan.inputs != count {
+        Some("the inputs asked for")
+    } else if !ids_in_range(prog) {
+        Some("tensor ids within the program")
+    } else if !valid_segments(&plan.segments, prog.steps.len()) {
+        Some("offline segments within the steps, in order")
+    } else {
+        None
+    };
+    if let Some(what) = inconsistent {
+        return Err(PlanError::Offer { what }.into());
     }
     // a layer server must serve the layer asked for, with the method asked for
     if let [r] = request.layers.as_slice() {
         let agrees = matches!(plan.methods.as_slice(), [Some(s)]
             if s.shape() == r.shape && r.method.is_none_or(|m| m == s.method()));
         if !agrees {
-            return Err(ProtocolError::Plan);
+            return Err(PlanError::Offer {
+                what: "the layer and method asked for",
+            }
+            .into());
         }
     }
     // the program's public weight bound and the plan's response bound size the
@@ -328,7 +339,11 @@ fn run_inner<C: Channel>(
                 Plan::new(spec, &params).map(Some)
             }
             (None, None) => Ok(None),
-            _ => Err(ProtocolError::Plan),
+            _ => Err(PlanError::MethodCount {
+                methods: plan.methods.iter().flatten().count(),
+                steps: prog.steps.len(),
+            }
+            .into()),
         })
         .collect::<Result<Vec<_>>>()?;
     let limits = SessionLimits::new(&params, prog, &plans, plan.nonlinear, false)?;

@@ -40,8 +40,8 @@ use serde::Serialize;
 
 use crate::limits::{SessionLimits, SMALL_MAX_BYTES};
 use crate::msg::{
-    recv_at_most, recv_cts, send, unexpected, CtMessage, Msg, NonlinearProtocol, ProtocolError,
-    Result,
+    recv_at_most, recv_cts, send, unexpected, CtMessage, Msg, NonlinearProtocol, PlanError,
+    ProtocolError, Result,
 };
 use crate::plan::{answer, Encoded, Plan, ServerBackend};
 
@@ -184,7 +184,7 @@ impl NonlinearSession {
                 r.cots = cots(&spec);
                 Pre::Ot(ot_offline(session, ch, &spec).map_err(ot_err)?)
             }
-            NonlinearSession::None => return Err(ProtocolError::Plan),
+            NonlinearSession::None => return Err(PlanError::NoNonlinearProtocol.into()),
         })
     }
 }
@@ -299,7 +299,10 @@ pub(crate) fn run_inference<S: Side, C: Channel>(
         shares
             .get(id)
             .and_then(|s| s.clone())
-            .ok_or(ProtocolError::Plan)
+            .ok_or(ProtocolError::Plan(PlanError::Missing {
+                what: "share of tensor",
+                index: id,
+            }))
     };
     for segment in crate::limits::segment_ranges(starts, prog.steps.len()) {
         let c_off = ch.counters();
@@ -449,7 +452,11 @@ fn run_step<S: Side, C: Channel>(
 pub fn local_step(prog: &Program, step: &Step, inputs: &[Vec<u64>]) -> Result<Vec<u64>> {
     let p = prog.p;
     let shape = |t: usize| &prog.tensors[t].shape;
-    let x = inputs.first().ok_or(ProtocolError::Plan)?;
+    let missing = |index| PlanError::Missing {
+        what: "input of a local step, number",
+        index,
+    };
+    let x = inputs.first().ok_or(missing(0))?;
     match step {
         Step::SumPool {
             input,
@@ -482,15 +489,21 @@ pub fn local_step(prog: &Program, step: &Step, inputs: &[Vec<u64>]) -> Result<Ve
             Ok(x.clone())
         }
         Step::Add { mul_a, mul_b, .. } => {
-            let y = inputs.get(1).ok_or(ProtocolError::Plan)?;
+            let y = inputs.get(1).ok_or(missing(1))?;
             if x.len() != y.len() {
-                return Err(ProtocolError::Malformed {
-                    detail: format!("adding shares of {} and {} values", x.len(), y.len()),
-                });
+                return Err(PlanError::Length {
+                    what: "adding shares",
+                    left: x.len(),
+                    right: y.len(),
+                }
+                .into());
             }
             Ok(mul_add(x, *mul_a, y, *mul_b, p))
         }
-        _ => Err(ProtocolError::Plan),
+        _ => Err(PlanError::NotLocal {
+            step: step.name().to_string(),
+        }
+        .into()),
     }
 }
 
@@ -517,7 +530,10 @@ pub fn gc_spec(
     op: NonlinearOp,
     trunc_bits: u32,
 ) -> Result<NonlinSpec> {
-    let t = prog.tensors.get(input).ok_or(ProtocolError::Plan)?;
+    let t = prog.tensors.get(input).ok_or(PlanError::Missing {
+        what: "tensor",
+        index: input,
+    })?;
     let (op, count) = match op {
         NonlinearOp::Relu => (Nonlinear::Relu, t.len()),
         NonlinearOp::Clip { hi, .. } => (Nonlinear::Relu, t.len() * (1 + hi.is_some() as usize)),
@@ -731,13 +747,21 @@ fn clear_linear(step: &Step, x: &[u64], p: u64) -> Result<Vec<u64>> {
                 kernels::clear::conv_mod_p(&g, x, weight, bias, p)?
             })
         }
-        _ => Err(ProtocolError::Plan),
+        _ => Err(PlanError::NotLinear {
+            step: step.name().to_string(),
+        }
+        .into()),
     }
 }
 
 fn add_mod(a: &[u64], b: &[u64], p: u64) -> Result<Vec<u64>> {
     if a.len() != b.len() {
-        return Err(ProtocolError::Plan);
+        return Err(PlanError::Length {
+            what: "adding shares",
+            left: a.len(),
+            right: b.len(),
+        }
+        .into());
     }
     Ok(a.iter().zip(b).map(|(x, y)| (x + y) % p).collect())
 }
@@ -745,18 +769,14 @@ fn add_mod(a: &[u64], b: &[u64], p: u64) -> Result<Vec<u64>> {
 pub(crate) fn ot_err(e: ot::OtError) -> ProtocolError {
     match e {
         ot::OtError::Net(n) => ProtocolError::Net(n),
-        e => ProtocolError::Malformed {
-            detail: e.to_string(),
-        },
+        e => ProtocolError::Ot(e),
     }
 }
 
 pub(crate) fn gc_err(e: gc::GcError) -> ProtocolError {
     match e {
         gc::GcError::Net(n) => ProtocolError::Net(n),
-        e => ProtocolError::Malformed {
-            detail: e.to_string(),
-        },
+        e => ProtocolError::Gc(e),
     }
 }
 
@@ -827,7 +847,10 @@ impl<'a> ServerSide<'a> {
             .get(i)
             .copied()
             .flatten()
-            .ok_or(ProtocolError::Plan)?;
+            .ok_or(PlanError::Missing {
+                what: "wire sizes of step",
+                index: i,
+            })?;
         recv_cts(ch, CtMessage::Query, i, wire.query_cts, wire.query_max)
     }
 
@@ -884,17 +907,31 @@ impl Side for ServerSide<'_> {
     ) -> Result<Vec<u64>> {
         let step = &self.prog.steps[i];
         let cts = self.query_cts(ch, i)?;
-        let pool = self.pools[i].as_mut().ok_or(ProtocolError::Plan)?;
+        let pool = self.pools[i].as_mut().ok_or(PlanError::Missing {
+            what: "offline pool of step",
+            index: i,
+        })?;
         let (resp, mine) = match self.layers.get(i).and_then(|l| l.as_ref()) {
             Some(LayerState::Held(e)) => e.answer(self.b, pool, &cts)?,
             Some(LayerState::OnTheFly(plan)) => {
                 let w = match step {
                     Step::Linear { weight, .. } | Step::Conv { weight, .. } => weight,
-                    _ => return Err(ProtocolError::Plan),
+                    _ => {
+                        return Err(PlanError::NotLinear {
+                            step: step.name().to_string(),
+                        }
+                        .into())
+                    }
                 };
                 plan.answer_on_the_fly(self.b, w, pool, &cts)?
             }
-            None => return Err(ProtocolError::Plan),
+            None => {
+                return Err(PlanError::Missing {
+                    what: "encoded layer of step",
+                    index: i,
+                }
+                .into())
+            }
         };
         self.respond(ch, i, resp)?;
         let p = self.prog.p;
@@ -912,14 +949,20 @@ impl Side for ServerSide<'_> {
         let cts = self.query_cts(ch, i)?;
         let w: Vec<i64> = x.iter().map(|&v| v as i64).collect();
         let m = sq.encode_weights(self.b, &w)?;
-        let pool = self.pools[i].as_mut().ok_or(ProtocolError::Plan)?;
+        let pool = self.pools[i].as_mut().ok_or(PlanError::Missing {
+            what: "offline pool of step",
+            index: i,
+        })?;
         let (resp, cross) = answer(&sq, self.b, &m, pool, &cts)?;
         self.respond(ch, i, resp)?;
         Ok(sq.server_output(&x, &cross)?)
     }
 
     fn nonlinear<C: Channel>(&mut self, ch: &mut C, i: usize, x: Vec<u64>) -> Result<Vec<u64>> {
-        match self.pres[i].take().ok_or(ProtocolError::Plan)? {
+        match self.pres[i].take().ok_or(PlanError::Missing {
+            what: "offline material of step",
+            index: i,
+        })? {
             Pre::Gc(pre) => gc::server_online(ch, pre, &x).map_err(gc_err),
             Pre::Ot(pre) => ot::server_online(ch, pre, &x).map_err(ot_err),
         }
@@ -996,7 +1039,10 @@ impl<'a> ClientSide<'a> {
             .get(i)
             .copied()
             .flatten()
-            .ok_or(ProtocolError::Plan)?
+            .ok_or(PlanError::Missing {
+                what: "wire sizes of step",
+                index: i,
+            })?
             .response_max;
         let cts = recv_cts(ch, CtMessage::Response, i, plan.output_cts(), max)?;
         let resp = cts
@@ -1044,7 +1090,11 @@ impl Side for ClientSide<'_> {
         let plans = self.plans;
         match plans.get(i).and_then(|p| p.as_ref()) {
             Some(plan) => crate::plan::with_plan!(plan, pl => self.ask(ch, pl, i, &x, r)),
-            None => Err(ProtocolError::Plan),
+            None => Err(PlanError::Missing {
+                what: "layer plan of step",
+                index: i,
+            }
+            .into()),
         }
     }
 
@@ -1061,9 +1111,40 @@ impl Side for ClientSide<'_> {
     }
 
     fn nonlinear<C: Channel>(&mut self, ch: &mut C, i: usize, x: Vec<u64>) -> Result<Vec<u64>> {
-        match self.pres[i].take().ok_or(ProtocolError::Plan)? {
+        match self.pres[i].take().ok_or(PlanError::Missing {
+            what: "offline material of step",
+            index: i,
+        })? {
             Pre::Gc(pre) => gc::client_online(ch, pre, &x).map_err(gc_err),
             Pre::Ot(pre) => ot::client_online(ch, pre, &x).map_err(ot_err),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// OT and garbled-circuit failures stay typed through the engine (a transport
+    /// failure inside them is the session's `Net` error), and count as malformed traffic
+    /// in the metrics.
+    #[test]
+    fn nonlinear_errors_keep_their_type() {
+        let length = ot::OtError::Length {
+            what: "millionaire leaf OT",
+            expected: 64,
+            actual: 3,
+        };
+        assert_eq!(ot_err(length.clone()), ProtocolError::Ot(length));
+        assert_eq!(
+            ot_err(ot::OtError::Net(net::NetError::Disconnected)),
+            ProtocolError::Net(net::NetError::Disconnected)
+        );
+        let tag = gc::GcError::Internal("label");
+        assert_eq!(gc_err(tag.clone()), ProtocolError::Gc(tag.clone()));
+        assert_eq!(
+            crate::metrics::outcome_label(Some(&ProtocolError::Gc(tag))),
+            "malformed"
+        );
     }
 }

@@ -45,7 +45,8 @@ pub use limits::{SessionLimits, DEFAULT_OFFLINE_WINDOW};
 pub use metrics::Metrics;
 pub use msg::{
     decode, encode, recv, recv_at_most, send, AbortReason, LayerMethod, LayerRequest, LayerShape,
-    LayerSpec, Msg, NonlinearProtocol, ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
+    LayerSpec, Msg, NonlinearProtocol, PlanError, ProtocolError, Result, SessionPlan,
+    PROTOCOL_VERSION,
 };
 pub use plan::{
     choose, default_weight_memory, layer_params, Candidate, Encoded, MethodChoice, NetworkPlan,

@@ -26,7 +26,7 @@ use kernels::{CostModel, LinearLayer, SquarePlan};
 use nn::{Program, Step};
 
 use crate::engine::{gc_spec, slots};
-use crate::msg::{NonlinearProtocol, ProtocolError, Result};
+use crate::msg::{NonlinearProtocol, PlanError, Result};
 use crate::plan::Plan;
 
 /// The largest `Hello` a server reads (a network session's is about 20 bytes, a layer
@@ -129,7 +129,11 @@ impl SessionLimits {
         predict: bool,
     ) -> Result<Self> {
         if plans.len() != prog.steps.len() {
-            return Err(ProtocolError::Plan);
+            return Err(PlanError::MethodCount {
+                methods: plans.len(),
+                steps: prog.steps.len(),
+            }
+            .into());
         }
         let seeded = params.ct_wire_size(0, true);
         let full = params.ct_wire_size(0, false);

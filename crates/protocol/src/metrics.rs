@@ -78,6 +78,8 @@ pub fn outcome_label(error: Option<&ProtocolError>) -> &'static str {
         ProtocolError::Net(NetError::Disconnected | NetError::Truncated { .. }) => "disconnected",
         ProtocolError::Net(NetError::Tls { .. }) => "tls",
         ProtocolError::Malformed { .. }
+        | ProtocolError::Ot(_)
+        | ProtocolError::Gc(_)
         | ProtocolError::Unexpected { .. }
         | ProtocolError::CiphertextCount { .. }
         | ProtocolError::GaloisKeys { .. }
@@ -88,7 +90,7 @@ pub fn outcome_label(error: Option<&ProtocolError>) -> &'static str {
         | ProtocolError::NotReduced { .. } => "input",
         ProtocolError::Version { .. }
         | ProtocolError::Params { .. }
-        | ProtocolError::Plan
+        | ProtocolError::Plan(_)
         | ProtocolError::NoMethod { .. }
         | ProtocolError::TooManyLayers { .. }
         | ProtocolError::NotServed { .. }

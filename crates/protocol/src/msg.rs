@@ -99,7 +99,11 @@ impl LayerShape {
             (LayerShape::Grouped(shape), LayerMethod::Grouped(method)) => {
                 Ok(LayerSpec::Grouped { method, shape })
             }
-            _ => Err(ProtocolError::Plan),
+            (shape, method) => Err(PlanError::MethodKind {
+                method: format!("{method:?}"),
+                shape: format!("{shape:?}"),
+            }
+            .into()),
         }
     }
 }
@@ -339,8 +343,101 @@ impl Msg {
     }
 }
 
+/// What does not hold together in a session plan: [`ProtocolError::Plan`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// A program planned for another plaintext modulus than the parameters'.
+    #[error("the program's p = {program} is not the parameters' p = {params}")]
+    Modulus {
+        /// The program's p.
+        program: u64,
+        /// The parameters' p.
+        params: u64,
+    },
+    /// Weights beyond the program's public bound.
+    #[error("the program's weights exceed its public bound 2^{bits}")]
+    WeightBound {
+        /// The bound, bits.
+        bits: u32,
+    },
+    /// A step, tensor or layer the plan refers to is not there.
+    #[error("no {what} {index}")]
+    Missing {
+        /// What was looked for.
+        what: &'static str,
+        /// Its index.
+        index: usize,
+    },
+    /// A linear method planned for a step that is not a linear layer.
+    #[error("step {step} is not a linear layer")]
+    NotLinear {
+        /// The step's name.
+        step: String,
+    },
+    /// A method planned for another layer shape than its step's.
+    #[error("step {step}: the method is planned for another layer shape")]
+    ShapeMismatch {
+        /// The step.
+        step: usize,
+    },
+    /// Methods that do not match the linear steps one for one.
+    #[error("{methods} method slots for {steps} steps, or a method on a step without a layer")]
+    MethodCount {
+        /// Method slots.
+        methods: usize,
+        /// Steps.
+        steps: usize,
+    },
+    /// A method of one kind of layer (matvec, convolution, grouped) for another.
+    #[error("method {method} is not for a layer of shape {shape}")]
+    MethodKind {
+        /// The method.
+        method: String,
+        /// The layer's shape.
+        shape: String,
+    },
+    /// The client asks for a method other than the one the server fixed.
+    #[error("the client asks for method {client}, the server runs {server}")]
+    MethodConflict {
+        /// The server's method.
+        server: String,
+        /// The client's.
+        client: String,
+    },
+    /// The server's offer contradicts itself or the request.
+    #[error("the server's offer: {what}")]
+    Offer {
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// Two share vectors that must have one length.
+    #[error("{what}: {left} values against {right}")]
+    Length {
+        /// Which operation.
+        what: &'static str,
+        /// One length.
+        left: usize,
+        /// The other.
+        right: usize,
+    },
+    /// A step that does not run on local shares.
+    #[error("step {step} does not run on local shares")]
+    NotLocal {
+        /// The step's name.
+        step: String,
+    },
+    /// Grouped convolutions are served in networks only.
+    #[error("a grouped convolution is not served as a single layer")]
+    GroupedLayer,
+    /// A nonlinear step in a session without a nonlinear protocol.
+    #[error("a nonlinear step in a session without a nonlinear protocol")]
+    NoNonlinearProtocol,
+}
+
 /// Protocol errors.
 #[derive(Debug, thiserror::Error, PartialEq, Clone)]
+#[non_exhaustive]
 pub enum ProtocolError {
     /// Transport error.
     #[error(transparent)]
@@ -373,9 +470,16 @@ pub enum ProtocolError {
         /// Their hash.
         theirs: String,
     },
-    /// Layer plan mismatch.
-    #[error("layer plan mismatch")]
-    Plan,
+    /// A session plan that does not hold together (the server's offer, a method for a
+    /// layer, a program and its parameters).
+    #[error("plan: {0}")]
+    Plan(#[from] PlanError),
+    /// Silent OT or an OT-based nonlinear layer failed (transport failures are `Net`).
+    #[error("OT: {0}")]
+    Ot(ot::OtError),
+    /// A garbled-circuit nonlinear layer failed (transport failures are `Net`).
+    #[error("garbled circuits: {0}")]
+    Gc(gc::GcError),
     /// No method of the layer fits the parameters.
     #[error("no method can run layer {layer:?} on these parameters")]
     NoMethod {

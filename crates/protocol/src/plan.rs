@@ -11,7 +11,9 @@ use kernels::{
 use net::Link;
 
 use crate::limits::responses_log2;
-use crate::msg::{GroupedMethod, LayerMethod, LayerShape, LayerSpec, ProtocolError, Result};
+use crate::msg::{
+    GroupedMethod, LayerMethod, LayerShape, LayerSpec, PlanError, ProtocolError, Result,
+};
 
 /// A planned layer.
 #[derive(Clone, Debug)]
@@ -571,15 +573,19 @@ impl NetworkPlan {
         max_layers: Option<usize>,
     ) -> Result<Self> {
         if program.p != params.p() {
-            return Err(ProtocolError::Plan);
+            return Err(PlanError::Modulus {
+                program: program.p,
+                params: params.p(),
+            }
+            .into());
         }
         // The program's public weight bound sizes the noise of coefficient-encoded
         // kernels: it must hold for the weights served.
-        if program
+        if let Some(bits) = program
             .weight_bound_bits
-            .is_some_and(|b| !program.weights_within(b))
+            .filter(|&b| !program.weights_within(b))
         {
-            return Err(ProtocolError::Plan);
+            return Err(PlanError::WeightBound { bits }.into());
         }
         let params = params.with_weight_bound(program.weight_bound_bits);
         // the flooding is sized for the session's responses, which the methods decide:
@@ -712,7 +718,10 @@ fn responses_per_input(program: &nn::Program, layers: &[StepPlan], params: &Para
             let len = program
                 .tensors
                 .get(*input)
-                .ok_or(ProtocolError::Plan)?
+                .ok_or(PlanError::Missing {
+                    what: "tensor",
+                    index: *input,
+                })?
                 .len();
             n += kernels::SquarePlan::new(len, crate::engine::slots(params))?.output_cts() as u64;
         }

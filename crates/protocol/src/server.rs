@@ -43,7 +43,7 @@ use crate::limits::{
 };
 use crate::msg::{
     recv_at_most, send, unexpected, AbortReason, LayerMethod, LayerRequest, LayerShape, LayerSpec,
-    Msg, NonlinearProtocol, ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
+    Msg, NonlinearProtocol, PlanError, ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
 };
 use crate::plan::{choose, layer_params, Encoded, NetworkPlan, Plan, ServerBackend};
 use crate::sessions::{serve_sessions, ServeOptions, SessionReport};
@@ -125,7 +125,13 @@ impl Model {
             .position(|l| l.shape == r.shape)
             .ok_or(ProtocolError::NotServed { shape: r.shape })?;
         let spec = match (self.layers[i].method, r.method) {
-            (Some(m), Some(w)) if m != w => return Err(ProtocolError::Plan),
+            (Some(m), Some(w)) if m != w => {
+                return Err(PlanError::MethodConflict {
+                    server: format!("{m:?}"),
+                    client: format!("{w:?}"),
+                }
+                .into())
+            }
             (Some(m), _) | (None, Some(m)) => r.shape.with(m)?,
             (None, None) => choose(&r.shape, params, link)?.0,
         };
@@ -158,7 +164,14 @@ impl Encodings {
         if let Some(e) = made.get(&key) {
             return Ok(e.clone());
         }
-        let weights = &model.layers.get(layer).ok_or(ProtocolError::Plan)?.weights;
+        let weights = &model
+            .layers
+            .get(layer)
+            .ok_or(PlanError::Missing {
+                what: "served layer",
+                index: layer,
+            })?
+            .weights;
         let params = layer_params(&self.params, spec)?;
         let e = Arc::new(Plan::new(spec, &params)?.encode(&self.encoder, weights)?);
         made.insert(key, e.clone());
@@ -286,18 +299,30 @@ impl NetworkServer {
         let t = Instant::now();
         let (params, prog) = (&plan.params, &plan.program);
         if prog.p != params.p() {
-            return Err(ProtocolError::Plan);
+            return Err(PlanError::Modulus {
+                program: prog.p,
+                params: params.p(),
+            }
+            .into());
         }
         let encoder: ServerBackend = Counting::new(Bfv::encoder(params)?);
         let mut layers: Vec<Option<LayerState>> = vec![None; prog.steps.len()];
         for l in &plan.layers {
-            let step = prog.steps.get(l.step).ok_or(ProtocolError::Plan)?;
+            let step = prog.steps.get(l.step).ok_or(PlanError::Missing {
+                what: "step",
+                index: l.step,
+            })?;
             let weight = match step {
                 Step::Linear { weight, .. } | Step::Conv { weight, .. } => weight,
-                _ => return Err(ProtocolError::Plan),
+                _ => {
+                    return Err(PlanError::NotLinear {
+                        step: step.name().to_string(),
+                    }
+                    .into())
+                }
             };
             if layer_shape(step) != Some(l.pick.shape()) {
-                return Err(ProtocolError::Plan);
+                return Err(PlanError::ShapeMismatch { step: l.step }.into());
             }
             let p = Plan::new(&l.pick, params)?;
             layers[l.step] = Some(if l.on_the_fly {
@@ -313,7 +338,11 @@ impl NetworkServer {
             .zip(&methods)
             .any(|(s, m)| layer_shape(s).is_some() != m.is_some())
         {
-            return Err(ProtocolError::Plan);
+            return Err(PlanError::MethodCount {
+                methods: methods.iter().flatten().count(),
+                steps: prog.steps.len(),
+            }
+            .into());
         }
         Ok(Self {
             served: Served::new(
@@ -486,7 +515,10 @@ fn one_step(
     params: &Params,
     reveal: bool,
 ) -> Result<Served> {
-    let served = model.layers.get(i).ok_or(ProtocolError::Plan)?;
+    let served = model.layers.get(i).ok_or(PlanError::Missing {
+        what: "served layer",
+        index: i,
+    })?;
     let t = |shape: Vec<usize>, name: &str| TensorInfo {
         shape,
         scale_bits: 0,
@@ -529,7 +561,7 @@ fn one_step(
                 },
             )
         }
-        LayerShape::Grouped(_) => return Err(ProtocolError::Plan),
+        LayerShape::Grouped(_) => return Err(PlanError::GroupedLayer.into()),
     };
     let prog = Program {
         input_shape: input.shape.clone(),
@@ -744,7 +776,7 @@ pub(crate) fn abort<C: Channel>(ch: &mut C, e: &ProtocolError) {
     let reason = match e {
         ProtocolError::Version { .. } => AbortReason::Version,
         ProtocolError::Params { .. } => AbortReason::Params,
-        ProtocolError::Plan
+        ProtocolError::Plan(_)
         | ProtocolError::NoMethod { .. }
         | ProtocolError::TooManyLayers { .. }
         | ProtocolError::NotServed { .. }
@@ -753,6 +785,8 @@ pub(crate) fn abort<C: Channel>(ch: &mut C, e: &ProtocolError) {
         ProtocolError::SessionMemory { .. } => AbortReason::Busy,
         ProtocolError::RevealRefused => AbortReason::Refused,
         ProtocolError::Malformed { .. }
+        | ProtocolError::Ot(_)
+        | ProtocolError::Gc(_)
         | ProtocolError::Unexpected { .. }
         | ProtocolError::CiphertextCount { .. }
         | ProtocolError::GaloisKeys { .. }

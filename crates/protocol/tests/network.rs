@@ -453,7 +453,12 @@ fn a_plan_with_unknown_tensors_is_refused() {
         s.send(&protocol::encode(&m).unwrap()).unwrap();
     });
     let e = infer(&mut c, None, &[vec![0f32; 784]], &mut |_, _| {});
-    assert_eq!(e.unwrap_err(), ProtocolError::Plan);
+    assert_eq!(
+        e.unwrap_err(),
+        ProtocolError::Plan(protocol::PlanError::Offer {
+            what: "tensor ids within the program"
+        })
+    );
     server.join().unwrap();
 }
 
