@@ -66,7 +66,7 @@ fn fixture() -> &'static Fixture {
             weights: vec![3; 16],
         }])
         .expect("model");
-        let plan = protocol::Plan::new(&SHAPE.with(method).expect("spec"), &params).expect("plan");
+        let plan = protocol::LayerLayout::new(&SHAPE.with(method).expect("spec"), &params).expect("plan");
         let client = Bfv::keygen(&params, plan.galois()).expect("keys");
         let hello = Msg::Hello {
             version: protocol::PROTOCOL_VERSION,
@@ -121,7 +121,7 @@ fn fixture() -> &'static Fixture {
         .expect("network server");
         let galois = plan.layers.iter().fold(GaloisSpec::none(), |g, l| {
             g.union(
-                &protocol::Plan::new(&l.pick, &params)
+                &protocol::LayerLayout::new(&l.pick, &params)
                     .expect("plan")
                     .galois(),
             )

@@ -4,7 +4,7 @@
 use clap::Args;
 use he::Params;
 use kernels::rotate::DEFAULT_KEY_BUDGET;
-use kernels::{ConvMethod, ConvPlan, ConvShape, Packing, Padding};
+use kernels::{ConvLayout, ConvMethod, ConvShape, Packing, Padding};
 use rand::Rng;
 
 use crate::bench_linear::{measure, report};
@@ -158,7 +158,7 @@ fn shape(input: &str, filters: &str, stride: usize, padding: &str) -> Result<Con
 }
 
 /// Plaintext integer convolution, c_o x h_out x w_out, reduced mod p.
-fn reference(plan: &ConvPlan, x: &[i64], f: &[i64], p: u64) -> Vec<u64> {
+fn reference(plan: &ConvLayout, x: &[i64], f: &[i64], p: u64) -> Vec<u64> {
     let g = plan.geometry();
     let sh = g.shape;
     let mut out = Vec::with_capacity(sh.c_o * g.h_out * g.w_out);
@@ -239,8 +239,8 @@ pub fn run(a: &ConvArgs) -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     let plan_for = |m: ConvMethod, packing: Option<Packing>, params: &Params| match packing {
-        None => ConvPlan::new(m, sh, slots(params)),
-        Some(k) => ConvPlan::with_packing(m, sh, slots(params), Some(DEFAULT_KEY_BUDGET), k),
+        None => ConvLayout::new(m, sh, slots(params)),
+        Some(k) => ConvLayout::with_packing(m, sh, slots(params), Some(DEFAULT_KEY_BUDGET), k),
     };
     let pb = progress(runs.len() as u64, "bench conv");
     let mut rows = Vec::new();

@@ -3,7 +3,7 @@
 
 use clap::Args;
 use he::{Layout, Params, SlotInfo};
-use kernels::{noise::NoiseModel, MatvecPlan, Method};
+use kernels::{noise::NoiseModel, MatvecLayout, Method};
 use rand::Rng;
 
 use crate::bench_linear::{measure, report};
@@ -71,7 +71,7 @@ pub fn leaves_ten_bits(p: &Params, noise: impl Fn(&NoiseModel) -> f64) -> bool {
 
 fn auto_params(method: Method, n_o: usize, n_i: usize, budget: usize) -> Result<Params, String> {
     for p in auto_candidates() {
-        let plan = MatvecPlan::with_key_budget(method, n_o, n_i, slots(&p), Some(budget))
+        let plan = MatvecLayout::with_key_budget(method, n_o, n_i, slots(&p), Some(budget))
             .map_err(|e| e.to_string())?;
         if leaves_ten_bits(&p, |m| plan.kernel_noise(m)) {
             return Ok(p);
@@ -107,7 +107,7 @@ pub fn run(a: &MatvecArgs) -> Result<(), Box<dyn std::error::Error>> {
             })
             .collect();
         let plan =
-            MatvecPlan::with_key_budget(m, a.rows, a.cols, slots(&params), Some(a.key_budget))?;
+            MatvecLayout::with_key_budget(m, a.rows, a.cols, slots(&params), Some(a.key_budget))?;
         let mut row = measure(&plan, &params, &w, &xr, &want, a.reps)?;
         row.extra_hops = plan.rotations().composed();
         rows.push(row);

@@ -31,8 +31,8 @@ use std::time::Instant;
 
 use clap::Args;
 use he::{Count, Layout, OpCounts, Params, SlotInfo};
-use kernels::{reference, ConvMethod, ConvPlan, LinearLayer, MatvecPlan, Method};
-use protocol::{LayerMethod, LayerShape, Plan};
+use kernels::{reference, ConvLayout, ConvMethod, LinearLayer, MatvecLayout, Method};
+use protocol::{LayerLayout, LayerMethod, LayerShape};
 use serde::Serialize;
 
 use crate::bench_linear::measure_with;
@@ -365,7 +365,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                         return Err(format!("{}: no estimate for {}", l.name, method.name()).into())
                     }
                 };
-                let plan = Plan::new(&l.shape.with(method)?, &params)?;
+                let plan = LayerLayout::new(&l.shape.with(method)?, &params)?;
                 let parallel = plan.parallel();
                 row.predicted_server_ms =
                     planner.server_ms(est.server_ms, est.encode_ms, parallel, l.on_the_fly);
@@ -513,7 +513,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
                     p: params.p(),
                     layout: Layout::TwoRows,
                 };
-                let plan = kernels::SquarePlan::new(count, slots)?;
+                let plan = kernels::SquareLayout::new(count, slots)?;
                 let e = kernels::estimate(&plan, &params, &planner.model)?;
                 let mut row = LayerRow {
                     step: i,
@@ -781,13 +781,17 @@ fn measure_chunked(
         };
         let w = &weights[start * per_weight..(start + n) * per_weight];
         let want = &want[start * per_output..(start + n) * per_output];
-        let m = match Plan::new(&part.with(method)?, params)? {
-            Plan::Matvec(pl) => measure_with(&pl, params, w, &xr, want, reps, on_the_fly)?,
-            Plan::Conv(pl) => measure_with(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?,
-            Plan::Depthwise(pl) => {
+        let m = match LayerLayout::new(&part.with(method)?, params)? {
+            LayerLayout::Matvec(pl) => measure_with(&pl, params, w, &xr, want, reps, on_the_fly)?,
+            LayerLayout::Conv(pl) => {
                 measure_with(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?
             }
-            Plan::Grouped(pl) => measure_with(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?,
+            LayerLayout::Depthwise(pl) => {
+                measure_with(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?
+            }
+            LayerLayout::Grouped(pl) => {
+                measure_with(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?
+            }
         };
         total.correct &= m.correct;
         total.server_ms += m.server_ms;
@@ -924,7 +928,7 @@ fn table_ix(name: &str, prog: &nn::Program) -> Res<Option<TableIx>> {
         match protocol::layer_shape(step) {
             Some(LayerShape::Matvec { rows, cols }) => {
                 for (m, acc) in [(Method::Hybrid, &mut gz), (Method::Gala, &mut ga)] {
-                    let plan = MatvecPlan::with_key_budget(m, rows, cols, slots, None)?;
+                    let plan = MatvecLayout::with_key_budget(m, rows, cols, slots, None)?;
                     *acc = *acc + kernel_counts(&plan, N, P)?;
                 }
             }
@@ -933,7 +937,7 @@ fn table_ix(name: &str, prog: &nn::Program) -> Res<Option<TableIx>> {
                     (ConvMethod::GazelleOut, &mut gz),
                     (ConvMethod::Gala, &mut ga),
                 ] {
-                    let plan = ConvPlan::with_key_budget(m, sh, slots, None)?;
+                    let plan = ConvLayout::with_key_budget(m, sh, slots, None)?;
                     *acc = *acc + kernel_counts(&plan, N, P)?;
                 }
             }

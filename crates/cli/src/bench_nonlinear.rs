@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use he::{Bfv, Params};
-use kernels::{FloodPool, LinearLayer, SquarePlan};
+use kernels::{FloodPool, LinearLayer, SquareLayout};
 use net::{Channel, Counters, Link, TcpChannel, DEFAULT_MAX_FRAME};
 use protocol::{recv, send, Msg, ProtocolError};
 use rand::Rng;
@@ -78,7 +78,7 @@ fn bytes(c: Counters) -> u64 {
 
 /// One Square between two threads: the client's share a, the server's share b.
 fn square_once(params: &Params, count: usize) -> Res<Row> {
-    let plan = SquarePlan::new(count, slots(params))?;
+    let plan = SquareLayout::new(count, slots(params))?;
     let p = params.p();
     let (y, a, b) = random_shares(p, count);
     let (mut sch, mut cch) = loopback()?;

@@ -156,7 +156,8 @@ fn trained_fixture_models_agree_with_float() {
         let (_, reference) = read_f32(&fixture(&format!("{model}-test-reference.npy")));
         let len: usize = network.input_shape().iter().product();
         let cal: Vec<Vec<f32>> = cal.chunks(len).map(<[f32]>::to_vec).collect();
-        let prog = nn::plan_fixed_point(&network, &cal, &nn::FixedPointOptions::default()).unwrap();
+        let prog =
+            nn::choose_fixed_point(&network, &cal, &nn::FixedPointOptions::default()).unwrap();
         for (i, x) in test.chunks(len).enumerate() {
             nn::check_input(&prog, x).unwrap();
             let y = nn::dequantise(

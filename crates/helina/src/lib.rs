@@ -84,8 +84,8 @@ pub use he::Params;
 pub use net::{ClientTls, Link, ServerTls};
 pub use nn::{Accuracy, InputRange, RangeBasis, DEFAULT_TOLERANCE};
 pub use protocol::{
-    MethodChoice, Metrics, NetworkPlan, NonlinearProtocol, Objective, ServeOptions, ServerOutcome,
-    SessionReport, Shutdown, StepPlan, StepReport,
+    LayerPick, MethodChoice, Metrics, NetworkPlan, NonlinearProtocol, Objective, ServeOptions,
+    ServerOutcome, SessionReport, Shutdown, StepReport,
 };
 
 /// Private inference of the ONNX model at `path` on `inputs` with both parties in this

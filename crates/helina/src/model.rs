@@ -158,7 +158,7 @@ pub struct Model {
 /// How long a model's planning took, ms (wall clock).
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct PlanTimings {
-    /// The fixed-point search and calibration (`nn::plan_fixed_point`).
+    /// The fixed-point search and calibration (`nn::choose_fixed_point`).
     pub fixed_point_ms: f64,
     /// The method of every linear layer (`protocol::NetworkPlan::new`).
     pub methods_ms: f64,
@@ -219,7 +219,7 @@ impl Model {
             input_range: fixed.input_range,
         };
         let t = std::time::Instant::now();
-        let prog = nn::plan_fixed_point(&network, &calibration, &opts)?;
+        let prog = nn::choose_fixed_point(&network, &calibration, &opts)?;
         let fixed_point_ms = t.elapsed().as_secs_f64() * 1e3;
         Self::from_program(
             network,

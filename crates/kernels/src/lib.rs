@@ -16,12 +16,12 @@ pub mod rotate;
 mod share;
 pub mod square;
 
-pub use conv::grouped::{DepthwisePlan, EncodedGroups, GroupedConvShape, GroupedPlan};
-pub use conv::{ConvMethod, ConvPlan, ConvShape, EncodedFilters, Packing, Padding};
+pub use conv::grouped::{DepthwiseLayout, EncodedGroups, GroupedConvShape, GroupedLayout};
+pub use conv::{ConvLayout, ConvMethod, ConvShape, EncodedFilters, Packing, Padding};
 pub use error::{KernelError, Result};
 pub use estimate::{estimate, CostModel, Estimate};
 pub use layer::LinearLayer;
-pub use matvec::{EncodedMatrix, Geometry, MatvecPlan, Method};
+pub use matvec::{EncodedMatrix, Geometry, MatvecLayout, Method};
 pub use noise::check_weight_bound;
 pub use share::{share_output, share_output_encoded, FloodPool, Shared};
-pub use square::SquarePlan;
+pub use square::SquareLayout;

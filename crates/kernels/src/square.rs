@@ -22,12 +22,12 @@ use crate::noise::NoiseModel;
 
 /// A planned Square of `count` shared values.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SquarePlan {
+pub struct SquareLayout {
     count: usize,
     slots: SlotInfo,
 }
 
-impl SquarePlan {
+impl SquareLayout {
     /// Squares `count` values with the slots of a parameter set.
     pub fn new(count: usize, slots: SlotInfo) -> Result<Self> {
         if count == 0 {
@@ -91,7 +91,7 @@ impl SquarePlan {
     }
 }
 
-impl LinearLayer for SquarePlan {
+impl LinearLayer for SquareLayout {
     type Encoded<B: Backend> = Vec<B::PreparedPt>;
     fn method_name(&self) -> String {
         "square".into()
@@ -112,7 +112,7 @@ impl LinearLayer for SquarePlan {
         self.count
     }
     fn kernel_noise(&self, m: &NoiseModel) -> f64 {
-        SquarePlan::kernel_noise(self, m)
+        SquareLayout::kernel_noise(self, m)
     }
     fn flood_bits(&self, params: &Params) -> Result<u32> {
         let model = self.query_model(params);

@@ -13,8 +13,8 @@ use he::{
     SlotInfo,
 };
 use kernels::{
-    estimate, ConvMethod, ConvPlan, ConvShape, CostModel, FloodPool, KernelError, LinearLayer,
-    MatvecPlan, Method, Padding,
+    estimate, ConvLayout, ConvMethod, ConvShape, CostModel, FloodPool, KernelError, LinearLayer,
+    MatvecLayout, Method, Padding,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -146,7 +146,7 @@ fn matvec_reconstructs_on_sim() {
     {
         let mut r = ChaCha20Rng::seed_from_u64(i as u64);
         let (w, x) = (random(n_o * n_i, 1000, &mut r), random(n_i, 1000, &mut r));
-        let plan = MatvecPlan::new(Method::Cheetah, n_o, n_i, real(p)).unwrap();
+        let plan = MatvecLayout::new(Method::Cheetah, n_o, n_i, real(p)).unwrap();
         let g = plan.geometry();
         assert!(g.block_rows * g.tile <= g.n, "{n_o}x{n_i}: {g:?}");
         if n_i > g.n {
@@ -172,7 +172,7 @@ fn matvec_reconstructs_in_small_ideal_rings() {
     {
         let mut r = ChaCha20Rng::seed_from_u64(10 + i as u64);
         let (w, x) = (random(n_o * n_i, 50, &mut r), random(n_i, 50, &mut r));
-        let plan = MatvecPlan::with_key_budget(Method::Cheetah, n_o, n_i, slots, None).unwrap();
+        let plan = MatvecLayout::with_key_budget(Method::Cheetah, n_o, n_i, slots, None).unwrap();
         let sim = Sim::ideal(1024, slots.p, plan.galois());
         let (c, s) = run(&sim, &plan, &w, &x, 0);
         assert_eq!(
@@ -186,13 +186,13 @@ fn matvec_reconstructs_in_small_ideal_rings() {
 /// The split: d0·d1 ≤ n, and the 2·queries + responses it minimises.
 #[test]
 fn matvec_split() {
-    let plan = MatvecPlan::new(Method::Cheetah, 512, 512, real(params())).unwrap();
+    let plan = MatvecLayout::new(Method::Cheetah, 512, 512, real(params())).unwrap();
     let g = plan.geometry();
     // d1 = 128: 4 query chunks; d0 = 64 rows per block: 8 responses (2·4 + 8 = 16).
     assert_eq!((g.tile, g.block_rows), (128, 64));
     assert_eq!((plan.query_cts(), plan.output_cts()), (4, 8));
     for (n_o, n_i) in [(1, 1), (10, 100000), (100000, 10), (777, 3333)] {
-        let plan = MatvecPlan::new(Method::Cheetah, n_o, n_i, real(params())).unwrap();
+        let plan = MatvecLayout::new(Method::Cheetah, n_o, n_i, real(params())).unwrap();
         let g = plan.geometry();
         assert!(g.block_rows * g.tile <= 8192 && g.block_rows <= n_o && g.tile <= n_i);
         assert_eq!(plan.query_cts(), n_i.div_ceil(g.tile));
@@ -205,7 +205,7 @@ fn matvec_split() {
 /// reconstruct W·x; no rotation; the same counts on Sim and Count.
 fn bfv_matvec(n_o: usize, n_i: usize, seed: u64) {
     let p = params();
-    let plan = MatvecPlan::new(Method::Cheetah, n_o, n_i, real(p)).unwrap();
+    let plan = MatvecLayout::new(Method::Cheetah, n_o, n_i, real(p)).unwrap();
     assert_eq!(plan.galois(), GaloisSpec::none());
     let mut r = ChaCha20Rng::seed_from_u64(seed);
     let w = random(n_o * n_i, (p.p() / 2) as i64, &mut r); // the whole centred range
@@ -328,7 +328,7 @@ fn conv_reconstructs_on_sim() {
     ];
     for (i, sh) in shapes.iter().enumerate() {
         let (x, f) = conv_problem(sh, 30 + i as u64);
-        let plan = ConvPlan::new(ConvMethod::Cheetah, *sh, real(p)).unwrap();
+        let plan = ConvLayout::new(ConvMethod::Cheetah, *sh, real(p)).unwrap();
         assert_eq!(plan.galois().key_count(p.n() / 2), 0);
         let sim = Sim::new(p, plan.galois());
         let (c, s) = run(&sim, &plan, &f, &x, 0);
@@ -339,7 +339,7 @@ fn conv_reconstructs_on_sim() {
         );
     }
     // The slot methods cannot lay out the wide row; Cheetah tiles it.
-    assert!(ConvPlan::new(
+    assert!(ConvLayout::new(
         ConvMethod::Gala,
         shape(1, 3, 5000, 2, 3, 1, Padding::Same),
         real(p)
@@ -361,7 +361,7 @@ fn conv_reconstructs_in_small_ideal_rings() {
     .enumerate()
     {
         let (x, f) = conv_problem(sh, 50 + i as u64);
-        let plan = ConvPlan::with_key_budget(ConvMethod::Cheetah, *sh, slots, None).unwrap();
+        let plan = ConvLayout::with_key_budget(ConvMethod::Cheetah, *sh, slots, None).unwrap();
         let sim = Sim::ideal(1024, slots.p, plan.galois());
         let (c, s) = run(&sim, &plan, &f, &x, 0);
         assert_eq!(
@@ -378,7 +378,7 @@ fn conv_reconstructs_in_small_ideal_rings() {
 fn conv_packing_of_the_benchmark_shape() {
     let p = params();
     let sh = shape(128, 16, 16, 128, 3, 1, Padding::Same);
-    let plan = ConvPlan::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
+    let plan = ConvLayout::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
     assert_eq!((plan.query_cts(), plan.output_cts()), (16, 43));
     assert_eq!(plan.encoded_plaintexts(), 16 * 43);
     let e = estimate(&plan, p, &CostModel::reference(p)).unwrap();
@@ -404,7 +404,7 @@ fn conv_packing_of_the_benchmark_shape() {
 
 fn bfv_conv(sh: ConvShape, seed: u64) {
     let p = params();
-    let plan = ConvPlan::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
+    let plan = ConvLayout::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
     assert_eq!(plan.galois(), GaloisSpec::none());
     let mut r = ChaCha20Rng::seed_from_u64(seed);
     let x = random(sh.c_i * sh.h * sh.w, 1000, &mut r);
@@ -441,7 +441,7 @@ fn conv_on_bfv() {
 #[test]
 fn responses_are_flooded_rerandomised_and_at_the_last_level() {
     let p = params();
-    let plan = MatvecPlan::new(Method::Cheetah, 30, 200, real(p)).unwrap();
+    let plan = MatvecLayout::new(Method::Cheetah, 30, 200, real(p)).unwrap();
     let bits = plan.flood_bits(p).unwrap();
     let client = client();
     let server = Bfv::server(p, client.public_keys()).unwrap();
@@ -515,7 +515,7 @@ fn mask_covers_every_coefficient_and_only_read_ones_are_sent() {
     // share_output masks all n coefficients: the decrypted coefficients are
     // uniform-looking everywhere, including the ones the finish map never reads.
     let p = params();
-    let plan = MatvecPlan::new(Method::Cheetah, 4, 5, real(p)).unwrap();
+    let plan = MatvecLayout::new(Method::Cheetah, 4, 5, real(p)).unwrap();
     let sim = Sim::new(p, plan.galois());
     let m = plan.encode(&sim, &[1; 20]).unwrap();
     let q = plan.query(&sim, &[1; 5]).unwrap();
@@ -552,18 +552,18 @@ fn flooding_budget_errors_are_typed() {
         .moduli(he::Moduli::Bits(vec![36, 36]))
         .build()
         .unwrap();
-    let plan = MatvecPlan::new(Method::Cheetah, 16, 128, real(&small)).unwrap();
+    let plan = MatvecLayout::new(Method::Cheetah, 16, 128, real(&small)).unwrap();
     match plan.flood_bits(&small) {
         Err(KernelError::NoiseBudget { suggestion, .. }) => {
             // the preset it names affords the layer
             let name = suggestion.trim_start_matches("preset ");
             let named = Params::preset(name).unwrap();
-            let plan = MatvecPlan::new(Method::Cheetah, 16, 128, real(&named)).unwrap();
+            let plan = MatvecLayout::new(Method::Cheetah, 16, 128, real(&named)).unwrap();
             assert!(plan.flood_bits(&named).is_ok(), "{suggestion}");
         }
         other => panic!("expected a noise-budget error, got {other:?}"),
     }
-    let conv = ConvPlan::new(
+    let conv = ConvLayout::new(
         ConvMethod::Cheetah,
         shape(4, 8, 8, 4, 3, 1, Padding::Same),
         real(&small),
@@ -581,10 +581,10 @@ fn bad_inputs_are_typed_errors() {
     let p = params();
     let s = real(p);
     assert!(matches!(
-        MatvecPlan::new(Method::Cheetah, 0, 4, s),
+        MatvecLayout::new(Method::Cheetah, 0, 4, s),
         Err(KernelError::EmptyDimension { .. })
     ));
-    let plan = MatvecPlan::new(Method::Cheetah, 2, 3, s).unwrap();
+    let plan = MatvecLayout::new(Method::Cheetah, 2, 3, s).unwrap();
     let sim = Sim::new(p, plan.galois());
     assert!(matches!(
         plan.encode(&sim, &[1, 2, 3]),
@@ -611,7 +611,7 @@ fn bad_inputs_are_typed_errors() {
         plan.compute(&sim, &m, &[]),
         Err(KernelError::CiphertextCount { .. })
     ));
-    let other = MatvecPlan::new(Method::Gala, 2, 3, s).unwrap();
+    let other = MatvecLayout::new(Method::Gala, 2, 3, s).unwrap();
     let q_slots = other.query(&sim, &[1, 2, 3]).unwrap();
     // A slot-encoded query is refused by the simulator (and would decrypt to garbage).
     // (a slot query sits at the top level, the cheetah plan's below it)
@@ -639,7 +639,7 @@ fn bad_inputs_are_typed_errors() {
     // Conv: a filter larger than a ciphertext, bad lengths, short responses.
     let tiny = ideal(1024);
     assert!(matches!(
-        ConvPlan::with_key_budget(
+        ConvLayout::with_key_budget(
             ConvMethod::Cheetah,
             shape(1, 40, 40, 1, 33, 1, Padding::Same),
             tiny,
@@ -647,7 +647,7 @@ fn bad_inputs_are_typed_errors() {
         ),
         Err(KernelError::Shape { .. })
     ));
-    let conv = ConvPlan::new(
+    let conv = ConvLayout::new(
         ConvMethod::Cheetah,
         shape(2, 4, 4, 2, 3, 1, Padding::Same),
         s,
@@ -674,7 +674,7 @@ fn bad_inputs_are_typed_errors() {
 #[test]
 fn encoded_cheetah_matrices_save_and_load() {
     let p = params();
-    let plan = MatvecPlan::new(Method::Cheetah, 10, 300, real(p)).unwrap();
+    let plan = MatvecLayout::new(Method::Cheetah, 10, 300, real(p)).unwrap();
     let b = client();
     let mut r = ChaCha20Rng::seed_from_u64(80);
     let (w, x) = (random(3000, 900, &mut r), random(300, 900, &mut r));
@@ -689,7 +689,7 @@ fn encoded_cheetah_matrices_save_and_load() {
         reconstruct(&plan.decrypt(b, &resp).unwrap(), &s, p.p()),
         matvec_ref(&w, &x, 10, 300, p.p())
     );
-    let other = MatvecPlan::new(Method::Heliks, 10, 300, real(p)).unwrap();
+    let other = MatvecLayout::new(Method::Heliks, 10, 300, real(p)).unwrap();
     assert!(matches!(
         kernels::EncodedMatrix::<Bfv>::load(b, &other, &bytes),
         Err(KernelError::PlanMismatch { .. })
@@ -700,7 +700,7 @@ fn encoded_cheetah_matrices_save_and_load() {
 fn estimates_have_no_rotation_and_exact_bytes() {
     let p = params();
     let model = CostModel::reference(p);
-    let plan = MatvecPlan::new(Method::Cheetah, 512, 512, real(p)).unwrap();
+    let plan = MatvecLayout::new(Method::Cheetah, 512, 512, real(p)).unwrap();
     let e = estimate(&plan, p, &model).unwrap();
     assert_eq!((e.counts.rotations(), e.galois_keys), (0, 0));
     assert_eq!(e.counts.sc_mult, 4 * 8);
@@ -729,7 +729,7 @@ fn methods_are_registered() {
     assert_eq!(ConvMethod::parse("cheetah"), Some(ConvMethod::Cheetah));
     assert!(ConvMethod::ALL.contains(&ConvMethod::Cheetah));
     assert_eq!(Method::Cheetah.to_string(), "cheetah");
-    let plan = MatvecPlan::new(Method::Cheetah, 3, 3, real(params())).unwrap();
+    let plan = MatvecLayout::new(Method::Cheetah, 3, 3, real(params())).unwrap();
     assert_eq!(plan.encoding(), he::Encoding::Coeffs);
 }
 
@@ -742,11 +742,11 @@ fn methods_are_registered() {
 fn queries_below_the_top_level_on_the_full_chain() {
     let p = Params::preset("n8192").unwrap();
     let sh = shape(20, 12, 12, 6, 3, 1, Padding::Same);
-    let plan = ConvPlan::new(ConvMethod::Cheetah, sh, real(&p)).unwrap();
+    let plan = ConvLayout::new(ConvMethod::Cheetah, sh, real(&p)).unwrap();
     assert_eq!(plan.query_level(&p), 1);
-    let gazelle = ConvPlan::new(ConvMethod::GazelleOut, sh, real(&p)).unwrap();
+    let gazelle = ConvLayout::new(ConvMethod::GazelleOut, sh, real(&p)).unwrap();
     assert_eq!(gazelle.query_level(&p), 0);
-    let mv = MatvecPlan::new(Method::Cheetah, 30, 50, real(&p)).unwrap();
+    let mv = MatvecLayout::new(Method::Cheetah, 30, 50, real(&p)).unwrap();
     assert_eq!(mv.query_level(&p), 1);
     // the lower level affords the flooding, the one below it does not
     let model = kernels::noise::NoiseModel::new(&p);
@@ -799,11 +799,11 @@ fn a_public_weight_bound_shrinks_queries_and_weights_at_it_reconstruct() {
     assert_eq!(pb.weight_bound_log2(), 8.0);
     assert_eq!(p.weight_bound_log2(), (p.p() as f64 / 2.0).log2());
     let sh = shape(48, 14, 14, 40, 1, 1, Padding::Same);
-    let plan = ConvPlan::new(ConvMethod::Cheetah, sh, real(&p)).unwrap();
+    let plan = ConvLayout::new(ConvMethod::Cheetah, sh, real(&p)).unwrap();
     let n = p.n();
     assert!(query_bytes(&pb, &plan) + n <= query_bytes(&p, &plan));
     assert!(plan.flood_bits(&pb).unwrap() < plan.flood_bits(&p).unwrap());
-    let mv = MatvecPlan::new(Method::Cheetah, 30, 500, real(&p)).unwrap();
+    let mv = MatvecLayout::new(Method::Cheetah, 30, 500, real(&p)).unwrap();
     assert!(query_bytes(&pb, &mv) + n <= query_bytes(&p, &mv));
     // tiles chosen again for the smaller queries: no more wire bytes than before
     let bounded = plan
@@ -811,7 +811,7 @@ fn a_public_weight_bound_shrinks_queries_and_weights_at_it_reconstruct() {
         .with_weight_bound(pb.weight_bound_log2())
         .unwrap();
     let model = CostModel::reference(&pb);
-    let wire = |pl: &ConvPlan| {
+    let wire = |pl: &ConvLayout| {
         let e = estimate(pl, &pb, &model).unwrap();
         e.bytes_up + e.bytes_down
     };
@@ -893,7 +893,7 @@ fn conv_on_the_fly_equals_encoded_weights() {
         let methods = [ConvMethod::Cheetah, ConvMethod::Bsgs, ConvMethod::Heliks];
         for (m, method) in methods.into_iter().enumerate() {
             // The slot layout cannot hold every shape (a row wider than n/2 slots).
-            let Ok(plan) = ConvPlan::new(method, *sh, real(p)) else {
+            let Ok(plan) = ConvLayout::new(method, *sh, real(p)) else {
                 continue;
             };
             ran[m] += 1;
@@ -917,7 +917,7 @@ fn conv_on_the_fly_equals_encoded_weights() {
     // Real BFV: the on-the-fly responses decrypt to the reference's shares.
     let sh = shape(130, 6, 6, 70, 3, 1, Padding::Valid);
     let (x, f) = conv_problem(&sh, 99);
-    let plan = ConvPlan::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
+    let plan = ConvLayout::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
     let client = client();
     let server = Bfv::server(p, client.public_keys()).unwrap();
     let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();

@@ -4,7 +4,7 @@
 
 use he::{Backend, Bfv, Count, Counting, Layout, OpCounts, Params, Sim, SlotInfo};
 use kernels::{
-    ConvMethod, ConvPlan, ConvShape, FloodPool, KernelError, LinearLayer, Packing, Padding,
+    ConvLayout, ConvMethod, ConvShape, FloodPool, KernelError, LinearLayer, Packing, Padding,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -54,7 +54,7 @@ fn problem(sh: &ConvShape, seed: u64) -> (Vec<i64>, Vec<i64>) {
     (x, f)
 }
 
-fn run<B: Backend>(b: &B, plan: &ConvPlan, x: &[i64], f: &[i64], bits: u32) -> Vec<u64> {
+fn run<B: Backend>(b: &B, plan: &ConvLayout, x: &[i64], f: &[i64], bits: u32) -> Vec<u64> {
     let p = b.slots().p;
     let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
     let m = plan.encode(b, f).unwrap();
@@ -89,7 +89,7 @@ fn every_method_reconstructs_on_sim() {
         let (x, f) = problem(sh, i as u64);
         let want = reference(sh, &x, &f, params.p());
         for method in ConvMethod::ALL {
-            let plan = ConvPlan::new(method, *sh, real(&params)).unwrap();
+            let plan = ConvLayout::new(method, *sh, real(&params)).unwrap();
             let sim = Sim::new(&params, plan.galois());
             assert_eq!(run(&sim, &plan, &x, &f, 0), want, "{method} {sh:?}");
         }
@@ -126,8 +126,8 @@ fn compact_packing_reconstructs_on_sim() {
         let (x, f) = problem(sh, 100 + i as u64);
         let want = reference(sh, &x, &f, params.p());
         for method in SLOT_METHODS {
-            let plan =
-                ConvPlan::with_packing(method, *sh, real(&params), None, Packing::Compact).unwrap();
+            let plan = ConvLayout::with_packing(method, *sh, real(&params), None, Packing::Compact)
+                .unwrap();
             let g = plan.geometry();
             assert!(
                 g.c_n * sh.h * sh.w <= 4096 && 2 * g.c_n * sh.h * sh.w > 4096,
@@ -147,8 +147,8 @@ fn compact_packing_on_bfv() {
     let (x, f) = problem(&sh, 7);
     let want = reference(&sh, &x, &f, params.p());
     for method in [ConvMethod::Gala, ConvMethod::Heliks, ConvMethod::Bsgs] {
-        let plan =
-            ConvPlan::with_packing(method, sh, real(&params), Some(16), Packing::Compact).unwrap();
+        let plan = ConvLayout::with_packing(method, sh, real(&params), Some(16), Packing::Compact)
+            .unwrap();
         assert_eq!(plan.geometry().c_n, 2);
         let bits = plan.flood_bits(&params).unwrap();
         let b = Bfv::keygen(&params, plan.galois()).unwrap();
@@ -181,7 +181,7 @@ fn scalar_path_on_bfv() {
         let (x, f) = problem(&sh, 40 + i as u64);
         let want = reference(&sh, &x, &f, params.p());
         for &method in methods {
-            let plan = ConvPlan::new(method, sh, real(&params)).unwrap();
+            let plan = ConvLayout::new(method, sh, real(&params)).unwrap();
             assert!(plan.geometry().scalar_path(), "{method} {sh:?}");
             let bits = plan.flood_bits(&params).unwrap();
             let b = Counting::new(Bfv::keygen(&params, plan.galois()).unwrap());
@@ -212,7 +212,7 @@ fn scalar_path_on_bfv() {
 #[test]
 fn compact_packing_only_where_it_applies() {
     let params = Params::preset("n8192").unwrap();
-    let compact = |m, sh| ConvPlan::with_packing(m, sh, real(&params), None, Packing::Compact);
+    let compact = |m, sh| ConvLayout::with_packing(m, sh, real(&params), None, Packing::Compact);
     for (m, sh) in [
         (ConvMethod::Gala, shape(3, 8, 8, 4, 3, 1, Padding::Valid)),
         (ConvMethod::Ensei, shape(3, 8, 8, 4, 3, 1, Padding::Same)),
@@ -229,10 +229,10 @@ fn compact_packing_only_where_it_applies() {
         );
     }
     // The automatic choice: compact where it packs more channels and costs less.
-    let auto = |m, sh| ConvPlan::new(m, sh, real(&params)).unwrap().packing();
+    let auto = |m, sh| ConvLayout::new(m, sh, real(&params)).unwrap().packing();
     let sh16 = shape(128, 16, 16, 128, 3, 1, Padding::Same);
     assert_eq!(
-        ConvPlan::with_packing(
+        ConvLayout::with_packing(
             ConvMethod::Gala,
             sh16,
             real(&params),
@@ -245,7 +245,7 @@ fn compact_packing_only_where_it_applies() {
         16
     );
     assert_eq!(
-        ConvPlan::new(ConvMethod::Gala, sh16, real(&params))
+        ConvLayout::new(ConvMethod::Gala, sh16, real(&params))
             .unwrap()
             .geometry()
             .c_n,
@@ -285,7 +285,7 @@ fn bfv_small_convolutions() {
             if (method == ConvMethod::GazelleIn) != *input_rotation {
                 continue;
             }
-            let plan = ConvPlan::new(method, *sh, real(&params)).unwrap();
+            let plan = ConvLayout::new(method, *sh, real(&params)).unwrap();
             let bits = plan.flood_bits(&params).unwrap();
             let b = Counting::new(Bfv::keygen(&params, plan.galois()).unwrap());
             assert_eq!(run(&b, &plan, &x, &f, bits), want, "{method} {sh:?} on Bfv");
@@ -312,7 +312,7 @@ fn ideal_counts(method: ConvMethod, sh: ConvShape, n: usize) -> OpCounts {
         Padding::Same => Packing::Compact,
         Padding::Valid => Packing::Padded,
     };
-    let plan = ConvPlan::with_packing(method, sh, slots, None, packing).unwrap();
+    let plan = ConvLayout::with_packing(method, sh, slots, None, packing).unwrap();
     let c = Count::ideal(n, 12289, plan.galois());
     let m = plan
         .encode(&c, &vec![0; sh.c_o * sh.c_i * sh.k_h * sh.k_w])
@@ -422,7 +422,7 @@ fn heliks_matches_table_1_with_at_most_four_keys() {
         assert_eq!((c.hst_perm, c.sc_mult), (0, ci * co * f / c_n));
     }
     let params = Params::preset("n8192").unwrap();
-    let plan = ConvPlan::new(
+    let plan = ConvLayout::new(
         ConvMethod::Heliks,
         shape(16, 16, 16, 16, 3, 1, Padding::Same),
         real(&params),
@@ -465,7 +465,7 @@ fn ensei_needs_no_rotation() {
     // ciphertext: 16 query ciphertexts, 32 · 16 ScMult, 32 responses, no key.
     let params = Params::preset("n8192").unwrap();
     let sh = shape(32, 32, 32, 32, 3, 1, Padding::Same);
-    let plan = ConvPlan::new(ConvMethod::Ensei, sh, real(&params)).unwrap();
+    let plan = ConvLayout::new(ConvMethod::Ensei, sh, real(&params)).unwrap();
     assert_eq!(plan.galois().key_count(4096), 0);
     assert_eq!((plan.query_cts(), plan.output_cts()), (16, 32));
     let c = Count::real(&params, plan.galois());
@@ -480,7 +480,7 @@ fn ensei_needs_no_rotation() {
 #[test]
 fn large_channels_are_cut_into_strips() {
     let params = Params::preset("n8192").unwrap();
-    let plan = ConvPlan::new(
+    let plan = ConvLayout::new(
         ConvMethod::Gala,
         shape(2, 100, 90, 3, 3, 1, Padding::Same),
         real(&params),
@@ -495,7 +495,7 @@ fn large_channels_are_cut_into_strips() {
 fn bad_shapes_are_typed_errors() {
     let params = Params::preset("n8192").unwrap();
     assert!(matches!(
-        ConvPlan::new(
+        ConvLayout::new(
             ConvMethod::Gala,
             shape(0, 4, 4, 1, 3, 1, Padding::Same),
             real(&params)
@@ -503,7 +503,7 @@ fn bad_shapes_are_typed_errors() {
         Err(KernelError::EmptyDimension { .. })
     ));
     assert!(matches!(
-        ConvPlan::new(
+        ConvLayout::new(
             ConvMethod::Gala,
             shape(1, 2, 2, 1, 3, 1, Padding::Valid),
             real(&params)
@@ -512,14 +512,14 @@ fn bad_shapes_are_typed_errors() {
     ));
     // A padded row wider than a ciphertext row cannot be cut into strips.
     assert!(matches!(
-        ConvPlan::new(
+        ConvLayout::new(
             ConvMethod::Gala,
             shape(1, 3, 5000, 1, 3, 1, Padding::Same),
             real(&params)
         ),
         Err(KernelError::Shape { .. })
     ));
-    let plan = ConvPlan::new(
+    let plan = ConvLayout::new(
         ConvMethod::Gala,
         shape(2, 4, 4, 2, 3, 1, Padding::Same),
         real(&params),
@@ -544,7 +544,7 @@ fn identical_counts_on_sim_and_count() {
         shape(2, 100, 90, 3, 3, 2, Padding::Same),
     ] {
         for method in ConvMethod::ALL {
-            let plan = ConvPlan::new(method, sh, real(&params)).unwrap();
+            let plan = ConvLayout::new(method, sh, real(&params)).unwrap();
             let (x, f) = problem(&sh, 3);
             let sim = Counting::new(Sim::new(&params, plan.galois()));
             let cnt = Count::real(&params, plan.galois());
@@ -572,7 +572,7 @@ fn bsgs_rotates_inputs_by_baby_steps_and_outputs_by_giant_steps() {
             p: 12289,
             layout: Layout::Cyclic,
         };
-        let plan = ConvPlan::with_key_budget(ConvMethod::Bsgs, sh, slots, None).unwrap();
+        let plan = ConvLayout::with_key_budget(ConvMethod::Bsgs, sh, slots, None).unwrap();
         let g = plan.geometry();
         let b1 = kernels::conv::bsgs::baby(g) as u64;
         let (c_n, ins, outs, f) = (
@@ -595,7 +595,7 @@ fn bsgs_rotates_inputs_by_baby_steps_and_outputs_by_giant_steps() {
     // On Bfv, a shape whose fold shares baby steps (b₁ > 1) reconstructs exactly.
     let params = Params::preset("n8192").unwrap();
     let sh = shape(40, 16, 16, 24, 1, 1, Padding::Same);
-    let plan = ConvPlan::new(ConvMethod::Bsgs, sh, real(&params)).unwrap();
+    let plan = ConvLayout::new(ConvMethod::Bsgs, sh, real(&params)).unwrap();
     assert!(kernels::conv::bsgs::baby(plan.geometry()) > 1);
     let (x, f) = problem(&sh, 77);
     let b = Bfv::keygen(&params, plan.galois()).unwrap();

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use he::{Dropped, Layout, Params, Rounding, SlotInfo};
-use kernels::{estimate, CostModel, LinearLayer, MatvecPlan, Method};
+use kernels::{estimate, CostModel, LinearLayer, MatvecLayout, Method};
 
 #[test]
 fn estimates_price_counts_and_bytes() {
@@ -15,8 +15,8 @@ fn estimates_price_counts_and_bytes() {
         layout: Layout::TwoRows,
     };
     let model = CostModel::reference(&params);
-    let gala = MatvecPlan::new(Method::Gala, 10, 128, slots).unwrap();
-    let hybrid = MatvecPlan::new(Method::Hybrid, 10, 128, slots).unwrap();
+    let gala = MatvecLayout::new(Method::Gala, 10, 128, slots).unwrap();
+    let hybrid = MatvecLayout::new(Method::Hybrid, 10, 128, slots).unwrap();
     let g = estimate(&gala, &params, &model).unwrap();
     let h = estimate(&hybrid, &params, &model).unwrap();
     let last = params.levels() - 1;
@@ -67,16 +67,16 @@ fn encoded_plaintexts_and_their_memory() {
     };
     let model = CostModel::reference(&params);
     let per = (8192 * params.levels() * 8) as u64;
-    let d = MatvecPlan::new(Method::Diagonal, 128, 128, slots).unwrap();
+    let d = MatvecLayout::new(Method::Diagonal, 128, 128, slots).unwrap();
     let e = estimate(&d, &params, &model).unwrap();
     assert_eq!(e.plaintexts, 128);
     assert_eq!(e.encoded_bytes, 128 * per);
     assert!((e.encode_ms - 128.0 * model.prepare_us / 1e3).abs() < 1e-9);
-    let g = MatvecPlan::new(Method::Gala, 10, 128, slots).unwrap();
+    let g = MatvecLayout::new(Method::Gala, 10, 128, slots).unwrap();
     assert_eq!(estimate(&g, &params, &model).unwrap().plaintexts, 1);
     // Coefficient plaintexts: NTT form too, with the moduli of the
     // query level (1 on this chain); queries priced at that level's ciphertext size.
-    let c = MatvecPlan::new(Method::Cheetah, 100, 3000, slots).unwrap();
+    let c = MatvecLayout::new(Method::Cheetah, 100, 3000, slots).unwrap();
     assert_eq!(c.query_level(&params), 1);
     let e = estimate(&c, &params, &model).unwrap();
     assert_eq!(

@@ -6,8 +6,8 @@
 
 use he::{Backend, Bfv, Count, Counting, Layout, OpCounts, Params, Sim, SlotInfo};
 use kernels::{
-    estimate, ConvMethod, ConvPlan, CostModel, DepthwisePlan, FloodPool, GroupedConvShape,
-    GroupedPlan, KernelError, LinearLayer, Padding,
+    estimate, ConvLayout, ConvMethod, CostModel, DepthwiseLayout, FloodPool, GroupedConvShape,
+    GroupedLayout, KernelError, LinearLayer, Padding,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -156,7 +156,7 @@ fn depthwise_reconstructs_on_sim() {
     for (i, sh) in depthwise_shapes().iter().enumerate() {
         let (x, f) = problem(sh, i as u64);
         let want = reference(sh, &x, &f, params.p());
-        let plan = DepthwisePlan::new(*sh, real(&params)).unwrap();
+        let plan = DepthwiseLayout::new(*sh, real(&params)).unwrap();
         let sim = Sim::new(&params, plan.galois());
         assert_eq!(run(&sim, &plan, &x, &f, 0), want, "depthwise {sh:?}");
     }
@@ -164,8 +164,8 @@ fn depthwise_reconstructs_on_sim() {
 
 #[test]
 fn grouped_plan_runs_depthwise_shapes_too() {
-    // The fallback and cross-check: depthwise shapes through GroupedPlan (a few here,
-    // every one in the ignored test below), equal to DepthwisePlan's output.
+    // The fallback and cross-check: depthwise shapes through GroupedLayout (a few here,
+    // every one in the ignored test below), equal to DepthwiseLayout's output.
     grouped_runs_depthwise(&[
         dw(3, 9, 7, 3, 2, Padding::Same),
         dw(16, 16, 16, 3, 2, Padding::Same),
@@ -186,10 +186,10 @@ fn grouped_runs_depthwise(shapes: &[GroupedConvShape]) {
     for (i, sh) in shapes.iter().enumerate() {
         let (x, f) = problem(sh, 100 + i as u64);
         let want = reference(sh, &x, &f, params.p());
-        let plan = GroupedPlan::new(ConvMethod::Gala, *sh, real(&params)).unwrap();
+        let plan = GroupedLayout::new(ConvMethod::Gala, *sh, real(&params)).unwrap();
         let sim = Sim::new(&params, plan.galois());
         assert_eq!(run(&sim, &plan, &x, &f, 0), want, "grouped {sh:?}");
-        let d = DepthwisePlan::new(*sh, real(&params)).unwrap();
+        let d = DepthwiseLayout::new(*sh, real(&params)).unwrap();
         let sim = Sim::new(&params, d.galois());
         assert_eq!(run(&sim, &d, &x, &f, 0), want, "depthwise {sh:?}");
     }
@@ -208,7 +208,7 @@ fn general_groups_with_every_method_on_sim() {
         let (x, f) = problem(sh, 200 + i as u64);
         let want = reference(sh, &x, &f, params.p());
         for method in ConvMethod::ALL {
-            let plan = GroupedPlan::new(method, *sh, real(&params)).unwrap();
+            let plan = GroupedLayout::new(method, *sh, real(&params)).unwrap();
             assert_eq!(plan.method_name(), format!("grouped:{method}"));
             let sim = Sim::new(&params, plan.galois());
             assert_eq!(run(&sim, &plan, &x, &f, 0), want, "{method} {sh:?}");
@@ -217,7 +217,7 @@ fn general_groups_with_every_method_on_sim() {
     // One group is the dense convolution.
     let sh = shapes[3];
     let (x, f) = problem(&sh, 203);
-    let dense = ConvPlan::new(ConvMethod::Gala, sh.dense_shape(), real(&params)).unwrap();
+    let dense = ConvLayout::new(ConvMethod::Gala, sh.dense_shape(), real(&params)).unwrap();
     let sim = Sim::new(&params, dense.galois());
     assert_eq!(
         run(&sim, &dense, &x, &f, 0),
@@ -237,14 +237,14 @@ fn bfv_grouped_and_depthwise() {
     for (i, sh) in depthwise.iter().enumerate() {
         let (x, f) = problem(sh, 300 + i as u64);
         let want = reference(sh, &x, &f, params.p());
-        let plan = DepthwisePlan::new(*sh, real(&params)).unwrap();
+        let plan = DepthwiseLayout::new(*sh, real(&params)).unwrap();
         check_bfv(&params, &plan, &x, &f, &want, &format!("depthwise {sh:?}"));
     }
     // 30x30 grids: 4 blocks per row, so GALA's block shifts stay few.
     let sh = grouped(4, 28, 28, 8, 3, 1, Padding::Same, 2);
     let (x, f) = problem(&sh, 310);
     let want = reference(&sh, &x, &f, params.p());
-    let plan = GroupedPlan::new(ConvMethod::Gala, sh, real(&params)).unwrap();
+    let plan = GroupedLayout::new(ConvMethod::Gala, sh, real(&params)).unwrap();
     check_bfv(&params, &plan, &x, &f, &want, &format!("grouped {sh:?}"));
 }
 
@@ -281,13 +281,13 @@ fn identical_counts_on_sim_and_count() {
     .enumerate()
     {
         let (x, f) = problem(sh, 400 + i as u64);
-        let plan = DepthwisePlan::new(*sh, real(&params)).unwrap();
+        let plan = DepthwiseLayout::new(*sh, real(&params)).unwrap();
         same_counts(&params, &plan, &x, &f);
     }
     let sh = grouped(8, 8, 8, 16, 3, 2, Padding::Same, 4);
     let (x, f) = problem(&sh, 410);
     for method in ConvMethod::ALL {
-        let plan = GroupedPlan::new(method, sh, real(&params)).unwrap();
+        let plan = GroupedLayout::new(method, sh, real(&params)).unwrap();
         same_counts(&params, &plan, &x, &f);
     }
 }
@@ -306,7 +306,7 @@ fn depthwise_counts_are_exact() {
     // ScMults; no plain rotation, no column rotation.
     let params = params();
     for sh in depthwise_shapes() {
-        let plan = DepthwisePlan::new(sh, real(&params)).unwrap();
+        let plan = DepthwiseLayout::new(sh, real(&params)).unwrap();
         let g = plan.geometry().clone();
         let taps = (sh.k_h * sh.k_w) as u64;
         let inputs = (g.in_cts * g.strips) as u64;
@@ -342,7 +342,7 @@ fn depthwise_counts_are_exact() {
         (dw(96, 16, 16, 3, 2, Padding::Same), (4, 32, 36, 1, 15)),
     ];
     for (sh, (q, rot, sc, out, keys)) in want {
-        let plan = DepthwisePlan::new(sh, real(&params)).unwrap();
+        let plan = DepthwiseLayout::new(sh, real(&params)).unwrap();
         let c = counts(&plan, &params);
         assert_eq!(
             (
@@ -367,13 +367,13 @@ fn depthwise_is_much_cheaper_than_grouped_and_dense() {
         dw(96, 16, 16, 3, 1, Padding::Same),
         dw(96, 16, 16, 3, 2, Padding::Same),
     ] {
-        let dp = DepthwisePlan::new(sh, real(&params)).unwrap();
+        let dp = DepthwiseLayout::new(sh, real(&params)).unwrap();
         let d = counts(&dp, &params);
         for method in ConvMethod::ALL {
-            let gp = GroupedPlan::new(method, sh, real(&params)).unwrap();
+            let gp = GroupedLayout::new(method, sh, real(&params)).unwrap();
             let g = counts(&gp, &params);
             let dense = counts(
-                &ConvPlan::new(method, sh.dense_shape(), real(&params)).unwrap(),
+                &ConvLayout::new(method, sh.dense_shape(), real(&params)).unwrap(),
                 &params,
             );
             eprintln!(
@@ -421,8 +421,8 @@ fn stride_phases_shrink_the_response() {
     let sh = dw(32, 32, 32, 3, 2, Padding::Same);
     let (x, f) = problem(&sh, 500);
     let want = reference(&sh, &x, &f, params.p());
-    let phased = DepthwisePlan::new(sh, real(&params)).unwrap();
-    let single = DepthwisePlan::with_key_budget(sh, real(&params), Some(10)).unwrap();
+    let phased = DepthwiseLayout::new(sh, real(&params)).unwrap();
+    let single = DepthwiseLayout::with_key_budget(sh, real(&params), Some(10)).unwrap();
     assert_eq!((phased.geometry().phases, phased.output_cts()), (4, 2));
     assert_eq!((single.geometry().phases, single.output_cts()), (1, 6));
     assert_eq!(single.galois().key_count(4096), 8);
@@ -443,7 +443,7 @@ fn estimate_prices_both_plans() {
     let model = CostModel::reference(&params);
     let last = params.levels() - 1;
     let sh = dw(96, 16, 16, 3, 2, Padding::Same);
-    let d = DepthwisePlan::new(sh, real(&params)).unwrap();
+    let d = DepthwiseLayout::new(sh, real(&params)).unwrap();
     let e = estimate(&d, &params, &model).unwrap();
     assert_eq!(e.counts.sc_mult, counts(&d, &params).sc_mult);
     let query = |plan: &dyn Fn(&Params) -> he::Dropped| {
@@ -459,7 +459,7 @@ fn estimate_prices_both_plans() {
     assert_eq!(e.bytes_down, response);
     assert_eq!(e.plaintexts, d.encoded_plaintexts() as u64);
     assert_eq!(e.galois_keys, 15);
-    let g = GroupedPlan::new(ConvMethod::Gala, sh, real(&params)).unwrap();
+    let g = GroupedLayout::new(ConvMethod::Gala, sh, real(&params)).unwrap();
     let eg = estimate(&g, &params, &model).unwrap();
     assert_eq!(eg.plaintexts, g.encoded_plaintexts() as u64);
     assert_eq!(eg.bytes_down, g.output_cts() as u64 * response);
@@ -484,15 +484,15 @@ fn bad_shapes_are_typed_errors() {
         })
     );
     assert!(matches!(
-        GroupedPlan::new(ConvMethod::Gala, bad_groups, slots),
+        GroupedLayout::new(ConvMethod::Gala, bad_groups, slots),
         Err(KernelError::Groups { .. })
     ));
     assert!(matches!(
-        DepthwisePlan::new(grouped(8, 4, 4, 12, 3, 1, Padding::Same, 8), slots),
+        DepthwiseLayout::new(grouped(8, 4, 4, 12, 3, 1, Padding::Same, 8), slots),
         Err(KernelError::Groups { .. })
     ));
     assert!(matches!(
-        GroupedPlan::new(
+        GroupedLayout::new(
             ConvMethod::Gala,
             grouped(8, 4, 4, 8, 3, 1, Padding::Same, 0),
             slots
@@ -500,7 +500,7 @@ fn bad_shapes_are_typed_errors() {
         Err(KernelError::EmptyDimension { what: "groups" })
     ));
     assert_eq!(
-        DepthwisePlan::new(grouped(8, 4, 4, 8, 3, 1, Padding::Same, 4), slots).unwrap_err(),
+        DepthwiseLayout::new(grouped(8, 4, 4, 8, 3, 1, Padding::Same, 4), slots).unwrap_err(),
         KernelError::NotDepthwise {
             groups: 4,
             c_i: 8,
@@ -508,11 +508,11 @@ fn bad_shapes_are_typed_errors() {
         }
     );
     assert!(matches!(
-        DepthwisePlan::new(dw(4, 2, 2, 3, 1, Padding::Valid), slots),
+        DepthwiseLayout::new(dw(4, 2, 2, 3, 1, Padding::Valid), slots),
         Err(KernelError::Shape { .. })
     ));
     assert!(matches!(
-        DepthwisePlan::new(dw(1, 3, 5000, 3, 1, Padding::Same), slots),
+        DepthwiseLayout::new(dw(1, 3, 5000, 3, 1, Padding::Same), slots),
         Err(KernelError::Shape { .. })
     ));
     assert!(dw(4, 2, 2, 3, 1, Padding::Valid).output_shape().is_err());
@@ -523,8 +523,8 @@ fn bad_shapes_are_typed_errors() {
         Err(KernelError::Shape { .. })
     ));
 
-    let d = DepthwisePlan::new(ok, slots).unwrap();
-    let g = GroupedPlan::new(ConvMethod::Gala, ok, slots).unwrap();
+    let d = DepthwiseLayout::new(ok, slots).unwrap();
+    let g = GroupedLayout::new(ConvMethod::Gala, ok, slots).unwrap();
     let sim = Sim::new(&params, d.galois().union(&g.galois()));
     let p = params.p() as i64;
     assert!(matches!(
@@ -571,7 +571,7 @@ fn bad_shapes_are_typed_errors() {
         g.compute(&sim, &mg, &qg[1..]),
         Err(KernelError::CiphertextCount { .. })
     ));
-    let other = DepthwisePlan::new(dw(4, 6, 6, 3, 2, Padding::Same), slots).unwrap();
+    let other = DepthwiseLayout::new(dw(4, 6, 6, 3, 2, Padding::Same), slots).unwrap();
     assert!(matches!(
         other.compute(&sim, &md, &q),
         Err(KernelError::PlanMismatch { .. })
@@ -611,13 +611,13 @@ fn measure_depthwise_against_dense() {
             "{}x{}x{} 3x3 s{} -> {}",
             sh.c_i, sh.h, sh.w, sh.stride, sh.c_o
         );
-        let d = DepthwisePlan::new(sh, real(&params)).unwrap();
+        let d = DepthwiseLayout::new(sh, real(&params)).unwrap();
         measure(&name, &d, &sh, &params, &model);
         // The best dense method of the same c_i → c_o shape by predicted server time,
         // and GALA (the best slot method here) if that is another.
         let best = ConvMethod::ALL
             .into_iter()
-            .filter_map(|m| ConvPlan::new(m, sh.dense_shape(), real(&params)).ok())
+            .filter_map(|m| ConvLayout::new(m, sh.dense_shape(), real(&params)).ok())
             .filter_map(|p| estimate(&p, &params, &model).ok().map(|e| (p, e.server_ms)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .unwrap()
@@ -628,7 +628,7 @@ fn measure_depthwise_against_dense() {
             methods.push(ConvMethod::Gala);
         }
         for &m in &methods {
-            let dense = ConvPlan::new(m, sh.dense_shape(), real(&params)).unwrap();
+            let dense = ConvLayout::new(m, sh.dense_shape(), real(&params)).unwrap();
             measure(&name, &dense, &sh, &params, &model);
         }
         // The grouped fallback with the best dense method, and with ENSEI (no rotation).
@@ -637,7 +637,7 @@ fn measure_depthwise_against_dense() {
             grouped_methods.push(ConvMethod::Ensei);
         }
         for m in grouped_methods {
-            let g = GroupedPlan::new(m, sh, real(&params)).unwrap();
+            let g = GroupedLayout::new(m, sh, real(&params)).unwrap();
             measure(&name, &g, &sh, &params, &model);
         }
     }

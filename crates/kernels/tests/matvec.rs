@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 
 use he::{Backend, Bfv, Count, Counting, Layout, Params, Sim, SlotInfo};
-use kernels::{FloodPool, KernelError, LinearLayer, MatvecPlan, Method};
+use kernels::{FloodPool, KernelError, LinearLayer, MatvecLayout, Method};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
@@ -49,7 +49,7 @@ fn random_problem(n_o: usize, n_i: usize, seed: u64) -> (Vec<i64>, Vec<i64>) {
 /// returns (client share, server share).
 fn run<B: Backend>(
     b: &B,
-    plan: &MatvecPlan,
+    plan: &MatvecLayout,
     w: &[i64],
     x: &[i64],
     flood_bits: u32,
@@ -90,7 +90,7 @@ fn every_method_reconstructs_on_sim() {
             if n_o * n_i > 1_000_000 && method == Method::Naive {
                 continue; // 5000 rotate-and-sums: covered by the other shapes
             }
-            let plan = MatvecPlan::new(method, n_o, n_i, real(params)).unwrap();
+            let plan = MatvecLayout::new(method, n_o, n_i, real(params)).unwrap();
             let sim = Sim::new(params, plan.galois());
             let (c, s) = run(&sim, &plan, &w, &x, 0);
             assert_eq!(
@@ -118,7 +118,7 @@ fn every_method_reconstructs_in_the_ideal_cyclic_model() {
         let (w, x) = random_problem(n_o, n_i, 100 + i as u64);
         let want = reference(&w, &x, n_o, n_i, p);
         for method in Method::ALL {
-            let plan = MatvecPlan::with_key_budget(method, n_o, n_i, slots, None).unwrap();
+            let plan = MatvecLayout::with_key_budget(method, n_o, n_i, slots, None).unwrap();
             let sim = Sim::ideal(2048, p, plan.galois());
             let (c, s) = run(&sim, &plan, &w, &x, 0);
             assert_eq!(reconstruct(&c, &s, p), want, "{method} {n_o}x{n_i}");
@@ -128,7 +128,7 @@ fn every_method_reconstructs_in_the_ideal_cyclic_model() {
 
 fn bfv_case(method: Method, n_o: usize, n_i: usize, seed: u64) {
     let params = n8192();
-    let plan = MatvecPlan::new(method, n_o, n_i, real(params)).unwrap();
+    let plan = MatvecLayout::new(method, n_o, n_i, real(params)).unwrap();
     let bits = plan.flood_bits(params).unwrap();
     let client = Bfv::keygen(params, plan.galois()).unwrap();
     let server = Counting::new(Bfv::server(params, client.public_keys()).unwrap());
@@ -184,7 +184,7 @@ fn bfv_case(method: Method, n_o: usize, n_i: usize, seed: u64) {
 
 fn server_counts<B: Backend>(
     b: &Counting<B>,
-    plan: &MatvecPlan,
+    plan: &MatvecLayout,
     w: &[i64],
     xr: &[u64],
     bits: u32,
@@ -218,7 +218,7 @@ fn bfv_rectangular_and_tiled() {
 #[test]
 fn bfv_diagonal_composes_keys_beyond_the_budget() {
     // d = 128 > 64 keys: power-of-two keys, composed rotations.
-    let plan = MatvecPlan::new(Method::Diagonal, 16, 128, real(n8192())).unwrap();
+    let plan = MatvecLayout::new(Method::Diagonal, 16, 128, real(n8192())).unwrap();
     assert!(plan.rotations().composed());
     assert_eq!(plan.galois().key_count(4096), 7);
     bfv_case(Method::Diagonal, 16, 128, 55);
@@ -229,7 +229,7 @@ fn responses_are_rerandomised() {
     // GALA 16x128 is one ScMult: without re-randomisation the response's c1 would be a
     // deterministic function (c1_query · w, switched down) of the query.
     let params = n8192();
-    let plan = MatvecPlan::new(Method::Gala, 16, 128, real(params)).unwrap();
+    let plan = MatvecLayout::new(Method::Gala, 16, 128, real(params)).unwrap();
     let b = Bfv::keygen(params, plan.galois()).unwrap();
     let (w, x) = random_problem(16, 128, 60);
     let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
@@ -259,7 +259,7 @@ fn responses_are_rerandomised() {
 
 #[test]
 fn n4096_cannot_afford_flooding_and_names_a_preset_that_can() {
-    let plan = MatvecPlan::new(Method::Hybrid, 16, 128, real(n4096())).unwrap();
+    let plan = MatvecLayout::new(Method::Hybrid, 16, 128, real(n4096())).unwrap();
     match plan.flood_bits(n4096()) {
         Err(KernelError::NoiseBudget { suggestion, .. }) => {
             assert!(suggestion.contains("n8192"), "{suggestion}")
@@ -273,10 +273,10 @@ fn n4096_cannot_afford_flooding_and_names_a_preset_that_can() {
 fn bad_inputs_are_typed_errors() {
     let s = real(n4096());
     assert!(matches!(
-        MatvecPlan::new(Method::Gala, 0, 4, s),
+        MatvecLayout::new(Method::Gala, 0, 4, s),
         Err(KernelError::EmptyDimension { .. })
     ));
-    let plan = MatvecPlan::new(Method::Gala, 2, 3, s).unwrap();
+    let plan = MatvecLayout::new(Method::Gala, 2, 3, s).unwrap();
     let sim = Sim::new(n4096(), plan.galois());
     assert!(matches!(
         plan.encode(&sim, &[1, 2, 3]),
@@ -303,7 +303,7 @@ fn bad_inputs_are_typed_errors() {
         plan.query(&sim, &[1, 2, n4096().p()]),
         Err(KernelError::He(he::HeError::NotReduced { .. }))
     ));
-    let other = MatvecPlan::new(Method::Heliks, 2, 3, s).unwrap();
+    let other = MatvecLayout::new(Method::Heliks, 2, 3, s).unwrap();
     let m = other.encode(&sim, &[1; 6]).unwrap();
     let q = plan.query(&sim, &[1, 2, 3]).unwrap();
     assert!(matches!(
@@ -320,7 +320,7 @@ fn bad_inputs_are_typed_errors() {
 #[test]
 fn encoded_matrices_save_and_load() {
     let params = n8192();
-    let plan = MatvecPlan::new(Method::Heliks, 10, 300, real(params)).unwrap();
+    let plan = MatvecLayout::new(Method::Heliks, 10, 300, real(params)).unwrap();
     let b = Bfv::keygen(params, plan.galois()).unwrap();
     let (w, x) = random_problem(10, 300, 70);
     let m = plan.encode(&b, &w).unwrap();
@@ -342,7 +342,7 @@ fn encoded_matrices_save_and_load() {
     let at = bad.len() - 100;
     bad[at..].iter_mut().for_each(|v| *v = 0xff);
     assert!(kernels::EncodedMatrix::<Bfv>::load(&b, &plan, &bad).is_err());
-    let other = MatvecPlan::new(Method::Gala, 10, 300, real(params)).unwrap();
+    let other = MatvecLayout::new(Method::Gala, 10, 300, real(params)).unwrap();
     assert!(matches!(
         kernels::EncodedMatrix::<Bfv>::load(&b, &other, &bytes),
         Err(KernelError::PlanMismatch { .. })
@@ -359,7 +359,7 @@ fn encoded_matrices_save_and_load() {
 fn flooding_is_real_and_responses_decrypt() {
     let params = n8192();
     for method in [Method::Gala, Method::Hybrid] {
-        let plan = MatvecPlan::new(method, 16, 128, real(params)).unwrap();
+        let plan = MatvecLayout::new(method, 16, 128, real(params)).unwrap();
         let bits = plan.flood_bits(params).unwrap();
         let client = Bfv::keygen(params, plan.galois()).unwrap();
         let server = Bfv::server(params, client.public_keys()).unwrap();
@@ -415,8 +415,9 @@ fn flooding_is_real_and_responses_decrypt() {
 fn composed_rotations_count_every_key_switch_in_the_noise() {
     let params = n8192();
     let slots = real(params);
-    let composed = MatvecPlan::with_key_budget(Method::Diagonal, 16, 128, slots, Some(64)).unwrap();
-    let keyed = MatvecPlan::with_key_budget(Method::Diagonal, 16, 128, slots, None).unwrap();
+    let composed =
+        MatvecLayout::with_key_budget(Method::Diagonal, 16, 128, slots, Some(64)).unwrap();
+    let keyed = MatvecLayout::with_key_budget(Method::Diagonal, 16, 128, slots, None).unwrap();
     assert!(composed.rotations().composed() && !keyed.rotations().composed());
     let hops = composed.rotations().max_hops();
     assert_eq!(hops, 7, "steps up to 127 take up to 7 power-of-two hops");

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use he::{Backend, Count, Counting, GaloisSpec, Layout, OpCounts, Sim, SlotInfo};
-use kernels::{LinearLayer, MatvecPlan, Method};
+use kernels::{LinearLayer, MatvecLayout, Method};
 
 const P: u64 = 12289; // ≡ 1 mod 4096; the ideal model needs no security
 
@@ -17,7 +17,7 @@ fn slots(n: usize) -> SlotInfo {
 }
 
 /// Counts of the kernel alone (after the query arrived, before share_output).
-fn kernel_counts<B: Backend>(b: &Counting<B>, plan: &MatvecPlan) -> OpCounts {
+fn kernel_counts<B: Backend>(b: &Counting<B>, plan: &MatvecLayout) -> OpCounts {
     let g = plan.geometry();
     let w = vec![1i64; g.n_o * g.n_i];
     let x = vec![1u64; g.n_i];
@@ -29,7 +29,7 @@ fn kernel_counts<B: Backend>(b: &Counting<B>, plan: &MatvecPlan) -> OpCounts {
 }
 
 fn ideal(method: Method, n: usize, n_o: usize, n_i: usize) -> OpCounts {
-    let plan = MatvecPlan::with_key_budget(method, n_o, n_i, slots(n), None).unwrap();
+    let plan = MatvecLayout::with_key_budget(method, n_o, n_i, slots(n), None).unwrap();
     kernel_counts(&Count::ideal(n, P, plan.galois()), &plan)
 }
 
@@ -73,7 +73,7 @@ fn gala_table_ii_formulas_on_a_grid() {
                     );
                     // HELiKs: the same products and rotations as GALA, one key.
                     let plan =
-                        MatvecPlan::with_key_budget(Method::Heliks, n_o, n_i, slots(n), None)
+                        MatvecLayout::with_key_budget(Method::Heliks, n_o, n_i, slots(n), None)
                             .unwrap();
                     assert_eq!(plan.galois().key_count(n), usize::from(k > 1));
                     assert_eq!(
@@ -142,7 +142,7 @@ fn gazelle_table_8_naive_and_hybrid_columns() {
 fn bsgs_uses_about_two_sqrt_d_rotations() {
     // d = 4096 diagonals in the ideal n = 8192 model: b = 128 baby steps (≈ √(2d)),
     // 32 giant steps in Horner form (one key), b keys in all.
-    let plan = MatvecPlan::with_key_budget(Method::Bsgs, 4096, 4096, slots(8192), None).unwrap();
+    let plan = MatvecLayout::with_key_budget(Method::Bsgs, 4096, 4096, slots(8192), None).unwrap();
     assert_eq!(plan.geometry().baby, 128);
     assert_eq!(plan.galois().key_count(8192), 128);
     let c = ideal(Method::Bsgs, 8192, 4096, 4096);
@@ -152,7 +152,7 @@ fn bsgs_uses_about_two_sqrt_d_rotations() {
     );
     // Under a 64-key budget b shrinks to 64: 63 + 63 rotations.
     let plan =
-        MatvecPlan::with_key_budget(Method::Bsgs, 4096, 4096, slots(8192), Some(64)).unwrap();
+        MatvecLayout::with_key_budget(Method::Bsgs, 4096, 4096, slots(8192), Some(64)).unwrap();
     assert_eq!(plan.geometry().baby, 64);
     assert!(plan.galois().key_count(8192) <= 64);
 }
@@ -161,7 +161,7 @@ fn bsgs_uses_about_two_sqrt_d_rotations() {
 fn identical_counts_on_sim_and_count() {
     for method in Method::ALL {
         for (n_o, n_i) in [(16, 128), (100, 300), (3, 5000)] {
-            let plan = MatvecPlan::new(method, n_o, n_i, slots(4096)).unwrap();
+            let plan = MatvecLayout::new(method, n_o, n_i, slots(4096)).unwrap();
             let spec: GaloisSpec = plan.galois();
             let sim = Counting::new(Sim::ideal(4096, P, spec.clone()));
             let cnt = Count::ideal(4096, P, spec);

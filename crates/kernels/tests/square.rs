@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use he::{Bfv, Count, Layout, Params, SlotInfo};
-use kernels::{FloodPool, KernelError, LinearLayer, SquarePlan};
+use kernels::{FloodPool, KernelError, LinearLayer, SquareLayout};
 use rand::{Rng, SeedableRng};
 
 fn slots(params: &Params) -> SlotInfo {
@@ -19,7 +19,7 @@ fn square_of_shares_equals_y_squared() {
     let params = Params::preset("n8192").unwrap();
     let p = params.p();
     let count = params.n() + 7;
-    let plan = SquarePlan::new(count, slots(&params)).unwrap();
+    let plan = SquareLayout::new(count, slots(&params)).unwrap();
     let mut r = rand::rngs::StdRng::seed_from_u64(5);
     let mut y: Vec<u64> = (0..count).map(|_| r.random_range(0..p)).collect();
     y[..6].copy_from_slice(&[0, 1, p - 1, (p - 1) / 2, p.div_ceil(2), 2]);
@@ -58,7 +58,7 @@ fn square_of_shares_equals_y_squared() {
 #[test]
 fn square_rejects_bad_shares() {
     let params = Params::preset("n8192").unwrap();
-    let plan = SquarePlan::new(4, slots(&params)).unwrap();
+    let plan = SquareLayout::new(4, slots(&params)).unwrap();
     let cnt = Count::real(&params, plan.galois());
     assert!(matches!(
         plan.query(&cnt, &[1, 2, 3]),
@@ -81,7 +81,7 @@ fn square_rejects_bad_shares() {
         })
     ));
     assert!(matches!(
-        SquarePlan::new(0, slots(&params)),
+        SquareLayout::new(0, slots(&params)),
         Err(KernelError::EmptyDimension { .. })
     ));
     // n = 4096 with 72 bits cannot flood a full-size product.
@@ -91,7 +91,7 @@ fn square_rejects_bad_shares() {
         .moduli(he::Moduli::Bits(vec![36, 36]))
         .build()
         .unwrap();
-    let plan = SquarePlan::new(4, slots(&small)).unwrap();
+    let plan = SquareLayout::new(4, slots(&small)).unwrap();
     assert!(matches!(
         plan.flood_bits(&small),
         Err(KernelError::NoiseBudget { .. })

@@ -184,6 +184,6 @@ pub enum NnError {
         count: usize,
     },
     /// Bad planning parameters (no candidates, no calibration data, empty range).
-    #[error("plan: {0}")]
-    Plan(String),
+    #[error("fixed-point search: {0}")]
+    FixedPointOptions(String),
 }

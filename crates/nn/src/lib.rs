@@ -6,7 +6,7 @@
 //! * [`quant::lower`] lowers the network to a [`quant::Program`] of integer steps
 //!   (Linear/Conv on shares, two-party Nonlinear steps that fuse a rounding truncation,
 //!   local SumPool/Add/Pad, Square) at a given number of fractional bits;
-//! * [`precision::plan_fixed_point`] picks the fractional bits `s` and plaintext modulus
+//! * [`precision::choose_fixed_point`] picks the fractional bits `s` and plaintext modulus
 //!   `p` by agreement with the float model on calibration inputs, and the input range
 //!   the program is safe for ([`precision::check_input`]);
 //! * [`reference::run_fixed`] executes a program exactly as the private protocol must;
@@ -28,7 +28,7 @@ pub use head::{GraphOutput, Head, HeadData, HeadValue};
 pub use ir::{InputAffine, Network, Node, Op, PadMode, TensorDesc, TensorId};
 pub use onnx::{import, import_bytes, import_model};
 pub use precision::{
-    check_input, float_agreement, plan_fixed_point, precision_loss, worst_case_bounds, Accuracy,
+    check_input, choose_fixed_point, float_agreement, precision_loss, worst_case_bounds, Accuracy,
     FixedPointOptions, InputRange, RangeBasis, DEFAULT_TOLERANCE,
 };
 pub use quant::{

@@ -1,7 +1,7 @@
 //! Choosing the fixed point by agreement with the float model, and the input range a
 //! program is safe for.
 //!
-//! [`plan_fixed_point`] lowers the network at every candidate number of fractional
+//! [`choose_fixed_point`] lowers the network at every candidate number of fractional
 //! bits `s` it needs to look at, runs the fixed-point reference and the float model
 //! ([`crate::run_float`]) on the calibration inputs and measures how far the
 //! dequantised outputs are from the float ones (max and mean `|Δ|` over every output
@@ -85,7 +85,7 @@ pub struct Accuracy {
     pub inputs: usize,
 }
 
-/// How [`plan_fixed_point`] chooses.
+/// How [`choose_fixed_point`] chooses.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FixedPointOptions {
     /// Candidate plaintext moduli with their parameter preset names.
@@ -227,7 +227,7 @@ impl Search<'_> {
         }
         self.cache[k]
             .as_ref()
-            .ok_or_else(|| NnError::Plan("internal: evaluation missing".into()))
+            .ok_or_else(|| NnError::FixedPointOptions("internal: evaluation missing".into()))
     }
     fn fits(&mut self, s: u32, p: u64) -> Result<bool, NnError> {
         Ok(fits(self.at(s)?.needed, p))
@@ -266,25 +266,27 @@ const MIN_GROWTH: f64 = 1.9;
 
 /// Picks `s` and `p` by agreement with the float model (see the module doc) and fills
 /// the program's bounds, input range and accuracy.
-pub fn plan_fixed_point(
+pub fn choose_fixed_point(
     net: &Network,
     calibration: &[Vec<f32>],
     opts: &FixedPointOptions,
 ) -> Result<Program, NnError> {
     if calibration.is_empty() {
-        return Err(NnError::Plan("no calibration inputs".into()));
+        return Err(NnError::FixedPointOptions("no calibration inputs".into()));
     }
     if opts.candidates.is_empty() {
-        return Err(NnError::Plan("no candidate plaintext moduli".into()));
+        return Err(NnError::FixedPointOptions(
+            "no candidate plaintext moduli".into(),
+        ));
     }
     let (lo_s, hi_s) = (opts.min_frac_bits, opts.max_frac_bits);
     if lo_s == 0 || lo_s > hi_s || hi_s > 30 {
-        return Err(NnError::Plan(format!(
+        return Err(NnError::FixedPointOptions(format!(
             "fractional-bit range {lo_s}..={hi_s} (must be within 1..=30)"
         )));
     }
     if opts.tolerance.is_nan() || opts.tolerance <= 0.0 {
-        return Err(NnError::Plan(format!(
+        return Err(NnError::FixedPointOptions(format!(
             "tolerance {} must be positive",
             opts.tolerance
         )));
@@ -344,7 +346,9 @@ pub fn plan_fixed_point(
         return Err(no_plan(&mut search, opts));
     };
     let Some(e) = search.cache[(s - lo_s) as usize].take() else {
-        return Err(NnError::Plan("internal: evaluation missing".into()));
+        return Err(NnError::FixedPointOptions(
+            "internal: evaluation missing".into(),
+        ));
     };
     // the lowering and its calibration do not depend on p (values are checked
     // against p by the caller): the bounds measured at p_max hold
@@ -362,7 +366,9 @@ pub fn plan_fixed_point(
         None => calibration_range(calibration),
     };
     if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
-        return Err(NnError::Plan(format!("input range [{lo}, {hi}] is empty")));
+        return Err(NnError::FixedPointOptions(format!(
+            "input range [{lo}, {hi}] is empty"
+        )));
     }
     let basis = if worst_case_fits(&prog, lo, hi) {
         RangeBasis::WorstCase

@@ -40,7 +40,7 @@
 //! * the output is [`Program::output`]; dequantise by `2^−scale / divisor`
 //!   ([`crate::dequantise`]).
 //!
-//! [`crate::plan_fixed_point`] picks `s` and `p` by agreement with the float model on
+//! [`crate::choose_fixed_point`] picks `s` and `p` by agreement with the float model on
 //! calibration inputs ([`crate::precision`]).
 
 use kernels::ConvShape;
@@ -375,14 +375,14 @@ pub struct Program {
     pub input: TensorId,
     /// The output tensor.
     pub output: TensorId,
-    /// Per Linear/Conv step accumulator bounds (filled by [`crate::plan_fixed_point`] /
+    /// Per Linear/Conv step accumulator bounds (filled by [`crate::choose_fixed_point`] /
     /// [`calibrate`]).
     pub bounds: Vec<LayerBound>,
     /// The inputs the program is safe for (checked by the client before anything is
     /// encrypted); `None` for a program lowered by hand without calibration.
     pub input_range: Option<crate::precision::InputRange>,
     /// Agreement of the fixed-point outputs with the float model on the calibration
-    /// inputs (filled by [`crate::plan_fixed_point`]).
+    /// inputs (filled by [`crate::choose_fixed_point`]).
     pub accuracy: Option<crate::precision::Accuracy>,
     /// The network's input normalisation (the client applies it to the raw input before
     /// quantising; `input_range` is about raw inputs).
@@ -591,11 +591,11 @@ impl Lower {
 }
 
 /// Lowers `net` to a program with `frac_bits` fractional bits and modulus `p` (bounds,
-/// input range and accuracy empty; see [`calibrate`] and [`crate::plan_fixed_point`]).
+/// input range and accuracy empty; see [`calibrate`] and [`crate::choose_fixed_point`]).
 pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> {
     net.validate()?;
     if frac_bits == 0 || frac_bits > 30 {
-        return Err(NnError::Plan(format!(
+        return Err(NnError::FixedPointOptions(format!(
             "frac_bits {frac_bits} outside 1..=30"
         )));
     }

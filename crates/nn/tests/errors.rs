@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use kernels::Padding;
 use nn::onnx::conv_padding;
-use nn::{import_bytes, lower, plan_fixed_point, FixedPointOptions, NnError};
+use nn::{choose_fixed_point, import_bytes, lower, FixedPointOptions, NnError};
 
 fn pool_attrs(k: i64, ceil: i64) -> Vec<tract_onnx::pb::AttributeProto> {
     vec![
@@ -370,12 +370,12 @@ fn graph_errors() {
     m.gemm("fc", "input", "out", 4, 2);
     let net = import_bytes(&m.finish("input", &[4], "out", &[2], 13)).unwrap();
     assert!(matches!(
-        plan_fixed_point(&net, &[], &FixedPointOptions::default()),
-        Err(NnError::Plan(_))
+        choose_fixed_point(&net, &[], &FixedPointOptions::default()),
+        Err(NnError::FixedPointOptions(_))
     ));
     assert!(matches!(
-        plan_fixed_point(&net, &[vec![0.5; 4]], &FixedPointOptions::with(&[], 6, 12)),
-        Err(NnError::Plan(_))
+        choose_fixed_point(&net, &[vec![0.5; 4]], &FixedPointOptions::with(&[], 6, 12)),
+        Err(NnError::FixedPointOptions(_))
     ));
     assert!(matches!(
         nn::run_fixed(&lower(&net, 8, 1_032_193).unwrap(), &[1, 2]),

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use nn::{
-    dequantise, import, plan_fixed_point, quantise_input, run_fixed, FixedPointOptions, HeadData,
+    choose_fixed_point, dequantise, import, quantise_input, run_fixed, FixedPointOptions, HeadData,
     Program,
 };
 
@@ -32,7 +32,7 @@ fn read_rows(name: &str) -> Vec<Vec<f32>> {
 fn plan(name: &str) -> (nn::Network, Program) {
     let net = import(&fixture(&format!("{name}.onnx"))).unwrap();
     let cal = read_rows(&format!("{name}-calibration.npy"));
-    let prog = plan_fixed_point(&net, &cal, &FixedPointOptions::default()).unwrap();
+    let prog = choose_fixed_point(&net, &cal, &FixedPointOptions::default()).unwrap();
     (net, prog)
 }
 

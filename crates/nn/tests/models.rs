@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use nn::{
-    dequantise, import_bytes, plan_fixed_point, quantise_input, run_fixed, run_float,
+    choose_fixed_point, dequantise, import_bytes, quantise_input, run_fixed, run_float,
     FixedPointOptions, NnError, Op, Program, Step, CANDIDATE_MODULI,
 };
 
@@ -198,13 +198,13 @@ fn check_model(bytes: &[u8], in_dims: &[usize], tol: f32) -> Program {
         close(&run_float(&net, x), &tract_run(bytes, in_dims, x), 1e-4);
     }
     let calib = random_inputs(7, 8, len);
-    let s12 = plan_fixed_point(
+    let s12 = choose_fixed_point(
         &net,
         &calib,
         &FixedPointOptions::with(&CANDIDATE_MODULI[1..], 12, 12).tolerance(f64::INFINITY),
     )
     .unwrap();
-    let auto = plan_fixed_point(&net, &calib, &FixedPointOptions::default()).unwrap();
+    let auto = choose_fixed_point(&net, &calib, &FixedPointOptions::default()).unwrap();
     eprintln!(
         "s = {} p = {} bounds (calibration bits, worst-case bits) {:?}",
         auto.frac_bits,
@@ -464,7 +464,7 @@ fn bn_after_gemm_folds() {
 fn overflow_when_p_too_small() {
     let net = import_bytes(&mlp(13)).unwrap();
     let calib = random_inputs(7, 4, 784);
-    match plan_fixed_point(
+    match choose_fixed_point(
         &net,
         &calib,
         &FixedPointOptions::with(&[(12289, "tiny")], 6, 12),
@@ -481,7 +481,7 @@ fn overflow_when_p_too_small() {
         other => panic!("expected Overflow, got {other:?}"),
     }
     // running a program whose p is too small is caught at run time too
-    let mut prog = plan_fixed_point(&net, &calib, &FixedPointOptions::default()).unwrap();
+    let mut prog = choose_fixed_point(&net, &calib, &FixedPointOptions::default()).unwrap();
     prog.p = 12289;
     let x = quantise_input(&prog, &calib[0]);
     assert!(matches!(
@@ -497,14 +497,14 @@ fn cheapest_modulus_that_meets_the_tolerance() {
     let tests = random_inputs(70, 8, 784);
     // a loose tolerance: the 20-bit modulus is enough
     let loose =
-        plan_fixed_point(&net, &calib, &FixedPointOptions::default().tolerance(10.0)).unwrap();
+        choose_fixed_point(&net, &calib, &FixedPointOptions::default().tolerance(10.0)).unwrap();
     assert_eq!((loose.p, loose.preset.as_str()), (1_032_193, "n8192"));
     // the default: the float agreement decides, and a tighter tolerance never picks a
     // smaller modulus
     let mut last = 0;
     for tol in [0.2, 0.05, 0.01] {
         let prog =
-            plan_fixed_point(&net, &calib, &FixedPointOptions::default().tolerance(tol)).unwrap();
+            choose_fixed_point(&net, &calib, &FixedPointOptions::default().tolerance(tol)).unwrap();
         assert!(prog.p >= last);
         last = prog.p;
         let acc = prog.accuracy.unwrap();
@@ -517,7 +517,7 @@ fn cheapest_modulus_that_meets_the_tolerance() {
         assert!(on_tests.max_abs_err <= tol, "{tol}: {on_tests:?}");
     }
     // only a 20-bit modulus offered and a tolerance it cannot meet: the error names a layer
-    match plan_fixed_point(
+    match choose_fixed_point(
         &net,
         &calib,
         &FixedPointOptions::with(&CANDIDATE_MODULI[..1], 4, 16).tolerance(1e-4),

@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use nn::{
-    dequantise, import_bytes, plan_fixed_point, quantise_input, run_fixed, run_float,
+    choose_fixed_point, dequantise, import_bytes, quantise_input, run_fixed, run_float,
     FixedPointOptions, NnError,
 };
 
@@ -55,7 +55,7 @@ fn normalisation_relu6_squeeze_and_softmax_head_agree_with_tract() {
     assert_eq!(net.head.nodes.len(), 1);
     let xs = random_inputs(5, 8, 3 * 6 * 6);
     let cal = random_inputs(6, 8, 3 * 6 * 6);
-    let prog = plan_fixed_point(&net, &cal, &FixedPointOptions::default()).unwrap();
+    let prog = choose_fixed_point(&net, &cal, &FixedPointOptions::default()).unwrap();
     for x in &xs {
         let want = tract_run(&bytes, &[3, 6, 6], x);
         let logits = run_float(&net, x);

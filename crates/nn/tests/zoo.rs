@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use nn::{
-    dequantise, import_bytes, lower, plan_fixed_point, quantise_input, run_fixed, run_float, zoo,
+    choose_fixed_point, dequantise, import_bytes, lower, quantise_input, run_fixed, run_float, zoo,
     NonlinearOp, Op, PadMode, Program, Step, CANDIDATE_MODULI,
 };
 use prost::Message;
@@ -331,13 +331,13 @@ fn check_cryptonets_like(name: &str, square: bool) {
         .flat_map(|x| run_float(&net, x))
         .fold(0f32, |m, v| m.max(v.abs())) as f64;
     let tolerance = 0.005 * scale;
-    let auto = plan_fixed_point(
+    let auto = choose_fixed_point(
         &net,
         &calib,
         &nn::FixedPointOptions::default().tolerance(tolerance),
     )
     .unwrap();
-    let s12 = plan_fixed_point(
+    let s12 = choose_fixed_point(
         &net,
         &calib,
         &nn::FixedPointOptions::with(&CANDIDATE_MODULI[1..], 12, 12).tolerance(f64::INFINITY),

@@ -126,21 +126,21 @@ pub(crate) fn tree(b: &mut Builder, s: &MillShape) -> (LeafWires, Vec<Wire>) {
     (LeafWires { gt, eq }, roots)
 }
 
-enum Plan {
+enum Tree {
     Leaf(usize),
-    Comb(Box<Plan>, Box<Plan>),
+    Comb(Box<Tree>, Box<Tree>),
 }
 
 fn emit(
     b: &mut Builder,
-    p: &Plan,
+    p: &Tree,
     need_eq: bool,
     gt: &[Wire],
     eq: &[Option<Wire>],
 ) -> (Wire, Option<Wire>) {
     match p {
-        Plan::Leaf(j) => (gt[*j], if need_eq { eq[*j] } else { None }),
-        Plan::Comb(hi, lo) => {
+        Tree::Leaf(j) => (gt[*j], if need_eq { eq[*j] } else { None }),
+        Tree::Comb(hi, lo) => {
             let (hg, he) = emit(b, hi, true, gt, eq);
             let (lg, le) = emit(b, lo, need_eq, gt, eq);
             // hi never contains digit 0, so it has eq
@@ -160,13 +160,13 @@ fn emit(
 }
 
 fn combine(b: &mut Builder, gt: &[Wire], eq: &[Option<Wire>]) -> Wire {
-    let mut level: Vec<Plan> = (0..gt.len()).map(Plan::Leaf).collect();
+    let mut level: Vec<Tree> = (0..gt.len()).map(Tree::Leaf).collect();
     while level.len() > 1 {
         let mut next = Vec::with_capacity(level.len().div_ceil(2));
         let mut it = level.into_iter();
         while let Some(lo) = it.next() {
             match it.next() {
-                Some(hi) => next.push(Plan::Comb(Box::new(hi), Box::new(lo))),
+                Some(hi) => next.push(Tree::Comb(Box::new(hi), Box::new(lo))),
                 None => next.push(lo),
             }
         }

@@ -20,9 +20,9 @@ use crate::engine::{
 use crate::limits::{valid_segments, SessionLimits, PLAN_MAX_BYTES};
 use crate::msg::{
     recv_at_most, send, unexpected, LayerRequest, LayerSpec, Msg, PlanError, ProtocolError, Result,
-    SessionPlan, PROTOCOL_VERSION,
+    SessionOffer, PROTOCOL_VERSION,
 };
-use crate::plan::Plan;
+use crate::plan::LayerLayout;
 use crate::server::{PhaseTimes, MAX_INPUTS_PER_SESSION};
 
 /// A stage of the client's session, reported to a progress callback when it starts.
@@ -127,7 +127,7 @@ pub struct ClientOutcome {
     /// The parameter set of the server's plan.
     pub params: Params,
     /// The server's plan (the program without weights).
-    pub plan: SessionPlan,
+    pub plan: SessionOffer,
     /// Per input ([`run`]; empty from [`run_each`], which hands each to its callback).
     pub outputs: Vec<ClientOutput>,
     /// The first input's report.
@@ -239,7 +239,7 @@ pub fn run_each<C: Channel>(
     request: &ClientRequest,
     inputs: Inputs<'_>,
     progress: &mut dyn FnMut(Phase),
-    on_output: &mut dyn FnMut(&SessionPlan, usize, ClientOutput),
+    on_output: &mut dyn FnMut(&SessionOffer, usize, ClientOutput),
 ) -> Result<ClientOutcome> {
     let r = run_inner(ch, request, inputs, progress, on_output);
     if let Err(e) = &r {
@@ -253,7 +253,7 @@ fn run_inner<C: Channel>(
     request: &ClientRequest,
     inputs: Inputs<'_>,
     progress: &mut dyn FnMut(Phase),
-    on_output: &mut dyn FnMut(&SessionPlan, usize, ClientOutput),
+    on_output: &mut dyn FnMut(&SessionOffer, usize, ClientOutput),
 ) -> Result<ClientOutcome> {
     let t0 = Instant::now();
     let c0 = ch.counters();
@@ -275,8 +275,8 @@ fn run_inner<C: Channel>(
         },
     )?;
     let plan = match recv_at_most(ch, PLAN_MAX_BYTES)? {
-        Msg::Plan(plan) => *plan,
-        m => return Err(unexpected("Plan", &m)),
+        Msg::Offer(plan) => *plan,
+        m => return Err(unexpected("LayerLayout", &m)),
     };
     let params = Params::from_spec(&plan.params)?;
     if params.hash() != plan.params_hash {
@@ -336,7 +336,7 @@ fn run_inner<C: Channel>(
         .zip(&plan.methods)
         .map(|(s, m)| match (layer_shape(s), m) {
             (Some(shape), Some(spec)) if spec.shape() == shape => {
-                Plan::new(spec, &params).map(Some)
+                LayerLayout::new(spec, &params).map(Some)
             }
             (None, None) => Ok(None),
             _ => Err(PlanError::MethodCount {

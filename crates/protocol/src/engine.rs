@@ -15,7 +15,7 @@
 //!   `Ready`. The server adds the rounding offset `2^(f−1)` to its share first
 //!   ([`nn::Step::Nonlinear`]); pooling windows are gathered from both shares in the
 //!   order `nn` documents.
-//! - Square: GAZELLE's interactive Square ([`kernels::SquarePlan`]).
+//! - Square: GAZELLE's interactive Square ([`kernels::SquareLayout`]).
 //! - SumPool, Add (shares times public constants), Pad, SpaceToDepth: local, the same
 //!   function on each party's share ([`local_step`]).
 //!
@@ -32,7 +32,7 @@ use std::time::Instant;
 
 use gc::{Garbler, NonlinSpec, Nonlinear};
 use he::{Backend, Bfv, OpCounts, Params};
-use kernels::{FloodPool, LinearLayer, SquarePlan};
+use kernels::{FloodPool, LinearLayer, SquareLayout};
 use net::{Channel, Counters};
 use nn::{NonlinearOp, Program, Step};
 use rayon::prelude::*;
@@ -43,7 +43,7 @@ use crate::msg::{
     recv_at_most, recv_cts, send, unexpected, CtMessage, Msg, NonlinearProtocol, PlanError,
     ProtocolError, Result,
 };
-use crate::plan::{answer, Encoded, Plan, ServerBackend};
+use crate::plan::{answer, Encoded, LayerLayout, ServerBackend};
 
 /// Byte counters per phase.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -110,13 +110,13 @@ pub struct InferenceReport {
 #[derive(Clone)]
 pub(crate) enum LayerState {
     Held(Arc<Encoded>),
-    OnTheFly(Plan),
+    OnTheFly(LayerLayout),
 }
 
 impl LayerState {
-    pub(crate) fn plan(&self) -> Plan {
+    pub(crate) fn layout(&self) -> LayerLayout {
         match self {
-            LayerState::Held(e) => e.plan(),
+            LayerState::Held(e) => e.layout(),
             LayerState::OnTheFly(p) => p.clone(),
         }
     }
@@ -873,14 +873,14 @@ impl Side for ServerSide<'_> {
         let step = &self.prog.steps[i];
         match (step, self.layers.get(i).and_then(|l| l.as_ref())) {
             (_, Some(state)) => {
-                let plan = state.plan();
+                let plan = state.layout();
                 r.method = plan.method_name();
                 r.on_the_fly = matches!(state, LayerState::OnTheFly(_));
                 self.pools[i] = Some(plan.flood_pool(self.b, self.params)?);
             }
             (Step::Square { input, .. }, _) => {
                 r.method = "square".into();
-                let sq = SquarePlan::new(self.prog.tensors[*input].len(), slots(self.params))?;
+                let sq = SquareLayout::new(self.prog.tensors[*input].len(), slots(self.params))?;
                 self.pools[i] = Some(fill(&sq, self.b, self.params)?);
             }
             _ => {
@@ -945,7 +945,7 @@ impl Side for ServerSide<'_> {
         x: Vec<u64>,
         _r: &mut StepReport,
     ) -> Result<Vec<u64>> {
-        let sq = SquarePlan::new(x.len(), slots(self.params))?;
+        let sq = SquareLayout::new(x.len(), slots(self.params))?;
         let cts = self.query_cts(ch, i)?;
         let w: Vec<i64> = x.iter().map(|&v| v as i64).collect();
         let m = sq.encode_weights(self.b, &w)?;
@@ -982,7 +982,7 @@ pub(crate) struct ClientSide<'a> {
     pub(crate) b: &'a Bfv,
     pub(crate) params: &'a Params,
     pub(crate) prog: &'a Program,
-    pub(crate) plans: &'a [Option<Plan>],
+    pub(crate) plans: &'a [Option<LayerLayout>],
     pub(crate) nonlinear: &'a mut NonlinearSession,
     pub(crate) pres: Vec<Option<Pre<gc::ClientPre, ot::ClientPre>>>,
     pub(crate) limits: &'a SessionLimits,
@@ -994,7 +994,7 @@ impl<'a> ClientSide<'a> {
         b: &'a Bfv,
         params: &'a Params,
         prog: &'a Program,
-        plans: &'a [Option<Plan>],
+        plans: &'a [Option<LayerLayout>],
         nonlinear: &'a mut NonlinearSession,
         limits: &'a SessionLimits,
     ) -> Self {
@@ -1089,7 +1089,7 @@ impl Side for ClientSide<'_> {
     ) -> Result<Vec<u64>> {
         let plans = self.plans;
         match plans.get(i).and_then(|p| p.as_ref()) {
-            Some(plan) => crate::plan::with_plan!(plan, pl => self.ask(ch, pl, i, &x, r)),
+            Some(plan) => crate::plan::with_layout!(plan, pl => self.ask(ch, pl, i, &x, r)),
             None => Err(PlanError::Missing {
                 what: "layer plan of step",
                 index: i,
@@ -1105,7 +1105,7 @@ impl Side for ClientSide<'_> {
         x: Vec<u64>,
         r: &mut StepReport,
     ) -> Result<Vec<u64>> {
-        let sq = SquarePlan::new(x.len(), slots(self.params))?;
+        let sq = SquareLayout::new(x.len(), slots(self.params))?;
         let c = self.ask(ch, &sq, i, &x, r)?;
         Ok(sq.client_output(&x, &c)?)
     }

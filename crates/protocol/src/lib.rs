@@ -6,7 +6,7 @@
 //! Messages (bincode, one per frame, decoded with the frame's length as the limit):
 //! 1. client → `Hello` (protocol version, inputs, for a server of single layers the
 //!    layer asked for by shape with an optional method, whether it asks to learn a
-//!    single layer's output); server → `Plan` ([`SessionPlan`]: parameter set and hash —
+//!    single layer's output); server → `LayerLayout` ([`SessionOffer`]: parameter set and hash —
 //!    the hash includes the NTT backend —, the program without weights, a method per
 //!    linear step, whether the output goes to the client) or `Abort`;
 //! 2. the client checks its inputs against the plan's range, then → `Setup` (public key
@@ -45,12 +45,12 @@ pub use limits::{SessionLimits, DEFAULT_OFFLINE_WINDOW};
 pub use metrics::Metrics;
 pub use msg::{
     decode, encode, recv, recv_at_most, send, AbortReason, LayerMethod, LayerRequest, LayerShape,
-    LayerSpec, Msg, NonlinearProtocol, PlanError, ProtocolError, Result, SessionPlan,
+    LayerSpec, Msg, NonlinearProtocol, PlanError, ProtocolError, Result, SessionOffer,
     PROTOCOL_VERSION,
 };
 pub use plan::{
-    choose, default_weight_memory, layer_params, Candidate, Encoded, MethodChoice, NetworkPlan,
-    Objective, Plan, Planner, ServerBackend, StepPlan, DEFAULT_TIME_SLACK,
+    choose, default_weight_memory, layer_params, Candidate, Encoded, LayerLayout, LayerPick,
+    MethodChoice, NetworkPlan, Objective, Planner, ServerBackend, DEFAULT_TIME_SLACK,
 };
 pub use server::{
     peak_rss_bytes, serve, serve_tcp, serve_with, serve_with_observed, Encodings, Model,

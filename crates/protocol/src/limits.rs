@@ -22,12 +22,12 @@
 use std::time::Duration;
 
 use he::{GaloisSpec, Params};
-use kernels::{CostModel, LinearLayer, SquarePlan};
+use kernels::{CostModel, LinearLayer, SquareLayout};
 use nn::{Program, Step};
 
 use crate::engine::{gc_spec, slots};
 use crate::msg::{NonlinearProtocol, PlanError, Result};
-use crate::plan::Plan;
+use crate::plan::LayerLayout;
 
 /// The largest `Hello` a server reads (a network session's is about 20 bytes, a layer
 /// request's about 100).
@@ -124,7 +124,7 @@ impl SessionLimits {
     pub fn new(
         params: &Params,
         prog: &Program,
-        plans: &[Option<Plan>],
+        plans: &[Option<LayerLayout>],
         nonlinear: NonlinearProtocol,
         predict: bool,
     ) -> Result<Self> {
@@ -163,7 +163,7 @@ impl SessionLimits {
                     (Some(wire), plan.session_bytes(params))
                 }
                 (Step::Square { input, .. }, None) => {
-                    let sq = SquarePlan::new(prog.tensors[*input].len(), slots(params))?;
+                    let sq = SquareLayout::new(prog.tensors[*input].len(), slots(params))?;
                     let (q, r) = (sq.query_cts(), sq.output_cts());
                     predicted.input_bytes += (q * seeded + r * full) as f64;
                     let wire = StepWire {

@@ -231,7 +231,7 @@ pub enum AbortReason {
 /// step, whether the client learns the output, and how many inputs the session runs.
 /// Both parties drive the session engine with it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SessionPlan {
+pub struct SessionOffer {
     /// The parameter set (its plaintext modulus is the program's).
     pub params: ParamsSpec,
     /// Its hash (includes the NTT backend).
@@ -299,7 +299,7 @@ pub enum Msg {
         reveal: bool,
     },
     /// The server's plan.
-    Plan(Box<SessionPlan>),
+    Offer(Box<SessionOffer>),
     /// Client keys: the public key and only the Galois keys the plan needs.
     Setup(PublicKeys),
     /// Server finished its input-independent (offline) work for one input.
@@ -331,7 +331,7 @@ impl Msg {
     pub fn kind(&self) -> &'static str {
         match self {
             Msg::Hello { .. } => "Hello",
-            Msg::Plan(_) => "Plan",
+            Msg::Offer(_) => "Offer",
             Msg::Setup(_) => "Setup",
             Msg::Ready => "Ready",
             Msg::Query { .. } => "Query",

@@ -6,7 +6,8 @@
 
 use he::{Backend, Bfv, Counting, GaloisSpec, Params};
 use kernels::{
-    ConvPlan, CostModel, DepthwisePlan, Estimate, FloodPool, GroupedPlan, LinearLayer, MatvecPlan,
+    ConvLayout, CostModel, DepthwiseLayout, Estimate, FloodPool, GroupedLayout, LinearLayer,
+    MatvecLayout,
 };
 use net::Link;
 
@@ -17,42 +18,42 @@ use crate::msg::{
 
 /// A planned layer.
 #[derive(Clone, Debug)]
-pub enum Plan {
+pub enum LayerLayout {
     /// Matrix-vector.
-    Matvec(MatvecPlan),
+    Matvec(MatvecLayout),
     /// Convolution.
-    Conv(Box<ConvPlan>),
+    Conv(Box<ConvLayout>),
     /// Depthwise convolution.
-    Depthwise(Box<DepthwisePlan>),
+    Depthwise(Box<DepthwiseLayout>),
     /// Grouped convolution (a dense method per group).
-    Grouped(Box<GroupedPlan>),
+    Grouped(Box<GroupedLayout>),
 }
 
 /// `$body` with `$p` bound to the plan of whichever kind (`&impl LinearLayer`).
-macro_rules! with_plan {
+macro_rules! with_layout {
     ($plan:expr, $p:ident => $body:expr) => {
         match $plan {
-            Plan::Matvec($p) => $body,
-            Plan::Conv($p) => {
+            LayerLayout::Matvec($p) => $body,
+            LayerLayout::Conv($p) => {
                 let $p = $p.as_ref();
                 $body
             }
-            Plan::Depthwise($p) => {
+            LayerLayout::Depthwise($p) => {
                 let $p = $p.as_ref();
                 $body
             }
-            Plan::Grouped($p) => {
+            LayerLayout::Grouped($p) => {
                 let $p = $p.as_ref();
                 $body
             }
         }
     };
 }
-pub(crate) use with_plan;
+pub(crate) use with_layout;
 
-impl Plan {
+impl LayerLayout {
     /// Plans a layer spec on these parameters.
-    pub fn new(spec: &LayerSpec, params: &Params) -> Result<Plan> {
+    pub fn new(spec: &LayerSpec, params: &Params) -> Result<LayerLayout> {
         let slots = he::SlotInfo {
             n: params.n(),
             p: params.p(),
@@ -60,52 +61,52 @@ impl Plan {
         };
         Ok(match spec {
             LayerSpec::Matvec { method, rows, cols } => {
-                Plan::Matvec(MatvecPlan::new(*method, *rows, *cols, slots)?)
+                LayerLayout::Matvec(MatvecLayout::new(*method, *rows, *cols, slots)?)
             }
             LayerSpec::Conv { method, shape } => {
-                let mut plan = ConvPlan::new(*method, *shape, slots)?;
+                let mut plan = ConvLayout::new(*method, *shape, slots)?;
                 if params.weight_bound_bits().is_some() {
                     plan = plan.with_weight_bound(params.weight_bound_log2())?;
                 }
-                Plan::Conv(Box::new(plan))
+                LayerLayout::Conv(Box::new(plan))
             }
             LayerSpec::Grouped {
                 method: GroupedMethod::Depthwise,
                 shape,
-            } => Plan::Depthwise(Box::new(DepthwisePlan::new(*shape, slots)?)),
+            } => LayerLayout::Depthwise(Box::new(DepthwiseLayout::new(*shape, slots)?)),
             LayerSpec::Grouped {
                 method: GroupedMethod::PerGroup(m),
                 shape,
-            } => Plan::Grouped(Box::new(GroupedPlan::new(*m, *shape, slots)?)),
+            } => LayerLayout::Grouped(Box::new(GroupedLayout::new(*m, *shape, slots)?)),
         })
     }
     /// Galois keys.
     pub fn galois(&self) -> GaloisSpec {
-        with_plan!(self, p => LinearLayer::galois(p))
+        with_layout!(self, p => LinearLayer::galois(p))
     }
     /// Input length.
     pub fn input_len(&self) -> usize {
-        with_plan!(self, p => p.input_len())
+        with_layout!(self, p => p.input_len())
     }
     /// Independent units of the server's work (threads it can use).
     pub fn parallel(&self) -> usize {
-        with_plan!(self, p => p.output_cts().max(p.query_cts()))
+        with_layout!(self, p => p.output_cts().max(p.query_cts()))
     }
     /// Predicted cost (fails if the parameters cannot afford the flooding).
     pub fn estimate(&self, params: &Params, model: &CostModel) -> Result<Estimate> {
-        Ok(with_plan!(self, p => kernels::estimate(p, params, model)?))
+        Ok(with_layout!(self, p => kernels::estimate(p, params, model)?))
     }
     /// Response ciphertexts per query.
     pub fn output_cts(&self) -> usize {
-        with_plan!(self, p => p.output_cts())
+        with_layout!(self, p => p.output_cts())
     }
     /// Query ciphertexts.
     pub fn query_cts(&self) -> usize {
-        with_plan!(self, p => p.query_cts())
+        with_layout!(self, p => p.query_cts())
     }
     /// The method's name.
     pub fn method_name(&self) -> String {
-        with_plan!(self, p => p.method_name())
+        with_layout!(self, p => p.method_name())
     }
     /// The flooding encryptions of zero for one query (the server's offline work).
     pub fn flood_pool(
@@ -113,7 +114,7 @@ impl Plan {
         b: &ServerBackend,
         params: &Params,
     ) -> Result<FloodPool<ServerBackend>> {
-        let mut pool: FloodPool<ServerBackend> = with_plan!(self, p => p.flood_pool(params)?);
+        let mut pool: FloodPool<ServerBackend> = with_layout!(self, p => p.flood_pool(params)?);
         pool.fill(b, self.output_cts())?;
         Ok(pool)
     }
@@ -131,26 +132,26 @@ impl Plan {
             kernels::check_weight_bound(weights, bits)?;
         }
         Ok(match self {
-            Plan::Matvec(p) => {
+            LayerLayout::Matvec(p) => {
                 let m = p.encode_weights(b, weights)?;
                 Encoded::Matvec(p, m)
             }
-            Plan::Conv(p) => {
+            LayerLayout::Conv(p) => {
                 let m = p.encode_weights(b, weights)?;
                 Encoded::Conv(p, m)
             }
-            Plan::Depthwise(p) => {
+            LayerLayout::Depthwise(p) => {
                 let m = p.encode_weights(b, weights)?;
                 Encoded::Depthwise(p, m)
             }
-            Plan::Grouped(p) => {
+            LayerLayout::Grouped(p) => {
                 let m = p.encode_weights(b, weights)?;
                 Encoded::Grouped(p, m)
             }
         })
     }
     /// One query answered with the weights encoded now (a layer beyond the memory
-    /// budget): the weight bound checked as in [`Plan::encode`], then as
+    /// budget): the weight bound checked as in [`LayerLayout::encode`], then as
     /// [`Encoded::answer`], with the method's on-the-fly kernel.
     pub fn answer_on_the_fly(
         &self,
@@ -162,7 +163,7 @@ impl Plan {
         if let Some(bits) = b.params().and_then(|p| p.weight_bound_bits()) {
             kernels::check_weight_bound(weights, bits)?;
         }
-        with_plan!(self, p => answer_on_the_fly(p, b, weights, pool, cts))
+        with_layout!(self, p => answer_on_the_fly(p, b, weights, pool, cts))
     }
 }
 
@@ -175,23 +176,23 @@ pub type ServerBackend = Counting<Bfv>;
 /// and shares them between sessions ([`Bfv::encoder`]).
 pub enum Encoded {
     /// Matrix-vector.
-    Matvec(MatvecPlan, kernels::EncodedMatrix<ServerBackend>),
+    Matvec(MatvecLayout, kernels::EncodedMatrix<ServerBackend>),
     /// Convolution.
-    Conv(Box<ConvPlan>, kernels::EncodedFilters<ServerBackend>),
+    Conv(Box<ConvLayout>, kernels::EncodedFilters<ServerBackend>),
     /// Depthwise convolution.
-    Depthwise(Box<DepthwisePlan>, kernels::EncodedFilters<ServerBackend>),
+    Depthwise(Box<DepthwiseLayout>, kernels::EncodedFilters<ServerBackend>),
     /// Grouped convolution.
-    Grouped(Box<GroupedPlan>, kernels::EncodedGroups<ServerBackend>),
+    Grouped(Box<GroupedLayout>, kernels::EncodedGroups<ServerBackend>),
 }
 
 impl Encoded {
     /// The plan.
-    pub fn plan(&self) -> Plan {
+    pub fn layout(&self) -> LayerLayout {
         match self {
-            Encoded::Matvec(p, _) => Plan::Matvec(p.clone()),
-            Encoded::Conv(p, _) => Plan::Conv(p.clone()),
-            Encoded::Depthwise(p, _) => Plan::Depthwise(p.clone()),
-            Encoded::Grouped(p, _) => Plan::Grouped(p.clone()),
+            Encoded::Matvec(p, _) => LayerLayout::Matvec(p.clone()),
+            Encoded::Conv(p, _) => LayerLayout::Conv(p.clone()),
+            Encoded::Depthwise(p, _) => LayerLayout::Depthwise(p.clone()),
+            Encoded::Grouped(p, _) => LayerLayout::Grouped(p.clone()),
         }
     }
     /// One query answered: validate and read the ciphertexts, run the kernel and
@@ -409,7 +410,9 @@ impl Planner {
             .methods()
             .into_iter()
             .map(|method| {
-                let planned = shape.with(method).and_then(|s| Plan::new(&s, params));
+                let planned = shape
+                    .with(method)
+                    .and_then(|s| LayerLayout::new(&s, params));
                 let (estimate, parallel) = match planned {
                     Ok(p) => (p.estimate(params, &self.model), p.parallel()),
                     Err(e) => (Err(e), 1),
@@ -506,7 +509,7 @@ impl MethodChoice {
 
 /// One linear step of a [`NetworkPlan`].
 #[derive(Clone, Debug)]
-pub struct StepPlan {
+pub struct LayerPick {
     /// Step index in the program.
     pub step: usize,
     /// Layer name.
@@ -521,7 +524,7 @@ pub struct StepPlan {
     pub on_the_fly: bool,
 }
 
-impl StepPlan {
+impl LayerPick {
     /// The pick's candidate.
     pub fn picked(&self) -> Option<&Candidate> {
         self.candidates
@@ -553,7 +556,7 @@ pub struct NetworkPlan {
     /// The fixed-point program (with its weights).
     pub program: nn::Program,
     /// The linear steps, in order.
-    pub layers: Vec<StepPlan>,
+    pub layers: Vec<LayerPick>,
 }
 
 impl NetworkPlan {
@@ -618,7 +621,7 @@ impl NetworkPlan {
         mem_limit: Option<u64>,
         method: &MethodChoice,
         max_layers: Option<usize>,
-    ) -> Result<Vec<StepPlan>> {
+    ) -> Result<Vec<LayerPick>> {
         let mut held = 0u64;
         let mut layers = Vec::new();
         let mut fixed = Vec::new();
@@ -652,7 +655,7 @@ impl NetworkPlan {
                 held += size;
             }
             fixed.push(method.fixed(i, &shape).is_some());
-            layers.push(StepPlan {
+            layers.push(LayerPick {
                 step: i,
                 name: step.name().to_string(),
                 shape,
@@ -683,7 +686,7 @@ impl NetworkPlan {
         m
     }
     /// The plan of step `step`, if it is a linear step.
-    pub fn step(&self, step: usize) -> Option<&StepPlan> {
+    pub fn step(&self, step: usize) -> Option<&LayerPick> {
         self.layers.iter().find(|l| l.step == step)
     }
     /// Predicted time of the linear steps, ms.
@@ -708,10 +711,14 @@ impl NetworkPlan {
 
 /// Flooded responses one input of `program` receives with these layer plans: every
 /// linear step's and every Square's response ciphertexts.
-fn responses_per_input(program: &nn::Program, layers: &[StepPlan], params: &Params) -> Result<u64> {
+fn responses_per_input(
+    program: &nn::Program,
+    layers: &[LayerPick],
+    params: &Params,
+) -> Result<u64> {
     let mut n = 0u64;
     for l in layers {
-        n += Plan::new(&l.pick, params)?.output_cts() as u64;
+        n += LayerLayout::new(&l.pick, params)?.output_cts() as u64;
     }
     for s in &program.steps {
         if let nn::Step::Square { input, .. } = s {
@@ -723,7 +730,7 @@ fn responses_per_input(program: &nn::Program, layers: &[StepPlan], params: &Para
                     index: *input,
                 })?
                 .len();
-            n += kernels::SquarePlan::new(len, crate::engine::slots(params))?.output_cts() as u64;
+            n += kernels::SquareLayout::new(len, crate::engine::slots(params))?.output_cts() as u64;
         }
     }
     Ok(n)
@@ -758,7 +765,7 @@ pub(crate) fn settle_responses<T>(
 /// response bound of [`crate::MAX_INPUTS_PER_SESSION`] queries of it.
 pub fn layer_params(params: &Params, spec: &LayerSpec) -> Result<Params> {
     settle_responses(params, 1, |p| {
-        Ok(((), Plan::new(spec, p)?.output_cts() as u64))
+        Ok(((), LayerLayout::new(spec, p)?.output_cts() as u64))
     })
     .map(|(_, p)| p)
 }
@@ -776,7 +783,7 @@ fn online_bytes(c: &Candidate) -> Option<u64> {
 /// held encodings stay within `mem_limit` (`held` bytes are held now); a layer encoded
 /// on the fly was costed that way already.
 fn trade_time_for_bytes(
-    layers: &mut [StepPlan],
+    layers: &mut [LayerPick],
     fixed: &[bool],
     slack: f64,
     mem_limit: Option<u64>,

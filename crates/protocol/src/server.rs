@@ -3,7 +3,7 @@
 //! encodings made once per method and shared, [`Encodings`]) — and the session around
 //! the engine ([`crate::engine`]), the same for both:
 //!
-//! - setup: `Hello` (version, inputs, for a layer server the layer asked for) → `Plan`
+//! - setup: `Hello` (version, inputs, for a layer server the layer asked for) → `LayerLayout`
 //!   (parameter set, the program's architecture, a method per linear step, whether the
 //!   client learns the output) → `Setup` (public key and Galois keys, validated at the
 //!   border);
@@ -43,9 +43,9 @@ use crate::limits::{
 };
 use crate::msg::{
     recv_at_most, send, unexpected, AbortReason, LayerMethod, LayerRequest, LayerShape, LayerSpec,
-    Msg, NonlinearProtocol, PlanError, ProtocolError, Result, SessionPlan, PROTOCOL_VERSION,
+    Msg, NonlinearProtocol, PlanError, ProtocolError, Result, SessionOffer, PROTOCOL_VERSION,
 };
-use crate::plan::{choose, layer_params, Encoded, NetworkPlan, Plan, ServerBackend};
+use crate::plan::{choose, layer_params, Encoded, LayerLayout, NetworkPlan, ServerBackend};
 use crate::sessions::{serve_sessions, ServeOptions, SessionReport};
 
 /// One layer a server can serve.
@@ -173,7 +173,7 @@ impl Encodings {
             })?
             .weights;
         let params = layer_params(&self.params, spec)?;
-        let e = Arc::new(Plan::new(spec, &params)?.encode(&self.encoder, weights)?);
+        let e = Arc::new(LayerLayout::new(spec, &params)?.encode(&self.encoder, weights)?);
         made.insert(key, e.clone());
         Ok(e)
     }
@@ -229,9 +229,9 @@ impl Served {
         nonlinear: NonlinearProtocol,
         window: u64,
     ) -> Result<Self> {
-        let plans: Vec<Option<Plan>> = layers
+        let plans: Vec<Option<LayerLayout>> = layers
             .iter()
-            .map(|l| l.as_ref().map(LayerState::plan))
+            .map(|l| l.as_ref().map(LayerState::layout))
             .collect();
         let limits = SessionLimits::new(&params, &prog, &plans, nonlinear, true)?;
         let segments = offline_segments(&limits.offline_bytes, window);
@@ -324,7 +324,7 @@ impl NetworkServer {
             if layer_shape(step) != Some(l.pick.shape()) {
                 return Err(PlanError::ShapeMismatch { step: l.step }.into());
             }
-            let p = Plan::new(&l.pick, params)?;
+            let p = LayerLayout::new(&l.pick, params)?;
             layers[l.step] = Some(if l.on_the_fly {
                 LayerState::OnTheFly(p)
             } else {
@@ -488,7 +488,7 @@ pub struct ServerOutcome {
     /// Response ciphertexts sent.
     pub responses: usize,
     /// log2 of the most responses the plan allows a session
-    /// ([`SessionPlan::session_responses_log2`]): each response's flooding is sized
+    /// ([`SessionOffer::session_responses_log2`]): each response's flooding is sized
     /// for 2^-40 over that many.
     pub responses_log2: u32,
     /// log2 of the statistical distance between this session's responses and ones that
@@ -644,7 +644,7 @@ pub fn serve_with_observed<C: Channel>(
 /// prefix) → what the client asked for, resolved by `resolve(layers, reveal)` → the
 /// response bound and the memory checked → the session's deadline (the channel's, if
 /// one was set; else the plan's default, [`SessionLimits::deadline`]) and frame limit
-/// → `Plan` → keys (exactly the plan's Galois keys, in a frame that fits no more) →
+/// → `LayerLayout` → keys (exactly the plan's Galois keys, in a frame that fits no more) →
 /// per input the engine and the output's share → `Close`. What the server keeps of the
 /// session does not grow with its inputs (the first input's per-step report, totals,
 /// and the output shares only when the client does not learn them).
@@ -694,7 +694,7 @@ fn session<'s, C: Channel>(
         ch.set_deadline(Some(Instant::now() + limits.deadline(inputs)));
     }
     ch.set_recv_limit(limits.largest_frame);
-    let plan = SessionPlan {
+    let plan = SessionOffer {
         params: params.spec(),
         params_hash: params.hash(),
         program: architecture(prog),
@@ -706,7 +706,7 @@ fn session<'s, C: Channel>(
         segments: served.segments.clone(),
     };
     debug!(methods = ?plan.methods, "plan sent");
-    send(ch, &Msg::Plan(Box::new(plan)))?;
+    send(ch, &Msg::Offer(Box::new(plan)))?;
     let keys = match recv_at_most(ch, limits.setup_max)? {
         Msg::Setup(k) => k,
         m => return Err(unexpected("Setup", &m)),

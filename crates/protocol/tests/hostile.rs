@@ -70,7 +70,7 @@ fn a_crafted_public_key_is_refused_and_the_slot_is_released() {
     let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 2, opts());
     let mut ch = client(&addr);
     send(&mut ch, &hello(request())).unwrap();
-    assert!(matches!(recv(&mut ch).unwrap(), Msg::Plan(_)));
+    assert!(matches!(recv(&mut ch).unwrap(), Msg::Offer(_)));
     send(&mut ch, &Msg::Setup(crafted_keys())).unwrap();
     assert_eq!(
         recv(&mut ch).unwrap_err(),
@@ -303,7 +303,7 @@ fn the_session_deadline_ends_a_slow_session() {
     let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 1, slow);
     let mut ch = client(&addr);
     send(&mut ch, &hello(request())).unwrap();
-    assert!(matches!(recv(&mut ch).unwrap(), Msg::Plan(_)));
+    assert!(matches!(recv(&mut ch).unwrap(), Msg::Offer(_)));
     thread::sleep(Duration::from_millis(1200)); // keys never come in time
     h.join().unwrap();
     assert!(matches!(

@@ -80,15 +80,15 @@ fn an_oversized_first_frame_is_refused_from_its_header() {
 
 /// The plan's layer, its parameters (with the session's bounds) and genuine keys for
 /// it, after a Hello on `ch`.
-fn handshake(ch: &mut TcpChannel) -> (protocol::SessionPlan, Params, protocol::Plan) {
+fn handshake(ch: &mut TcpChannel) -> (protocol::SessionOffer, Params, protocol::LayerLayout) {
     send(ch, &hello(request())).unwrap();
     let plan = match recv(ch).unwrap() {
-        Msg::Plan(p) => *p,
+        Msg::Offer(p) => *p,
         m => panic!("{m:?}"),
     };
     let spec = plan.methods[0].clone().unwrap();
     let p = params().with_session_responses(plan.session_responses_log2);
-    let layer = protocol::Plan::new(&spec, &p).unwrap();
+    let layer = protocol::LayerLayout::new(&spec, &p).unwrap();
     (plan, p, layer)
 }
 
@@ -158,12 +158,12 @@ fn surplus_or_other_galois_keys_are_refused() {
     raw.write_all(&(m.len() as u32).to_be_bytes()).unwrap();
     raw.write_all(&m).unwrap();
     let plan = match protocol::decode(&net::read_frame(&mut raw, MAX).unwrap()).unwrap() {
-        Msg::Plan(p) => *p,
+        Msg::Offer(p) => *p,
         m => panic!("{m:?}"),
     };
     let spec = plan.methods[0].clone().unwrap();
     let p = params().with_session_responses(plan.session_responses_log2);
-    let needed = protocol::Plan::new(&spec, &p).unwrap().galois();
+    let needed = protocol::LayerLayout::new(&spec, &p).unwrap().galois();
     assert!(
         needed.key_count(p.n() / 2) > 0,
         "the layer needs Galois keys"
@@ -253,10 +253,10 @@ fn a_paced_slow_client_is_cut_by_the_default_deadline() {
 }
 
 /// A client's query for `layer` of `x`, serialised.
-fn layer_query(b: &Bfv, layer: &protocol::Plan, x: &[u64]) -> Vec<Vec<u8>> {
+fn layer_query(b: &Bfv, layer: &protocol::LayerLayout, x: &[u64]) -> Vec<Vec<u8>> {
     use he::Backend;
     let cts = match layer {
-        protocol::Plan::Matvec(m) => kernels::LinearLayer::query(m, b, x).unwrap(),
+        protocol::LayerLayout::Matvec(m) => kernels::LinearLayer::query(m, b, x).unwrap(),
         _ => panic!("a matvec layer"),
     };
     cts.iter().map(|c| b.serialize(c).unwrap()).collect()

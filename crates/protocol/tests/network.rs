@@ -50,7 +50,7 @@ fn uniform(seed: u64, n: usize, len: usize, lo: f32) -> Vec<Vec<f32>> {
 fn plan(bytes: &[u8], lo: f32) -> (nn::Program, Params) {
     let network = nn::import_bytes(bytes).unwrap();
     let len: usize = network.input_shape().iter().product();
-    let prog = nn::plan_fixed_point(
+    let prog = nn::choose_fixed_point(
         &network,
         &uniform(1009, 8, len, lo),
         &nn::FixedPointOptions::default(),
@@ -439,7 +439,7 @@ fn a_plan_with_unknown_tensors_is_refused() {
     let server = std::thread::spawn(move || {
         s.recv().unwrap();
         let params = Params::preset("n8192").unwrap();
-        let m = protocol::Msg::Plan(Box::new(protocol::SessionPlan {
+        let m = protocol::Msg::Offer(Box::new(protocol::SessionOffer {
             params: params.spec(),
             params_hash: params.hash(),
             program: prog,

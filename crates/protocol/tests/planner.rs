@@ -118,7 +118,7 @@ fn a_zero_memory_budget_encodes_every_layer_on_the_fly_with_the_same_result() {
         .map(|_| (0..784).map(|_| r.random_range(0.0..1.0)).collect())
         .collect();
     let prog =
-        nn::plan_fixed_point(&network, &calibration, &nn::FixedPointOptions::default()).unwrap();
+        nn::choose_fixed_point(&network, &calibration, &nn::FixedPointOptions::default()).unwrap();
     let params = Params::preset(&prog.preset).unwrap();
     let xq: Vec<Vec<i64>> = xs.iter().map(|x| nn::quantise_input(&prog, x)).collect();
     let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(300), Link::NONE);

@@ -321,7 +321,7 @@ pub(crate) fn compute<B: Backend>(
 /// polynomials are encoded and used for every tile at once, so a group's plaintexts
 /// are still in cache when they are multiplied and at most one group per thread is
 /// held (instead of every plaintext of the layer). The same prepares and fused
-/// products as [`ConvPlan::encode`](super::ConvPlan::encode) + [`compute`], in the same
+/// products as [`ConvLayout::encode`](super::ConvLayout::encode) + [`compute`], in the same
 /// response order.
 pub(crate) fn compute_on_the_fly<B: Backend>(
     b: &B,

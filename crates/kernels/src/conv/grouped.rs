@@ -4,7 +4,7 @@
 //! g = o / (c_o/G); the weights are laid out [c_o, c_i/G, k_h, k_w] as in ONNX and
 //! PyTorch. Two plans:
 //!
-//! ## [`DepthwisePlan`]: G = c_i, c_o = m·c_i (MobileNet's depthwise 3x3, multiplier m)
+//! ## [`DepthwiseLayout`]: G = c_i, c_o = m·c_i (MobileNet's depthwise 3x3, multiplier m)
 //! Every channel is zero padded to the hp x wp grid of the dense layout (module
 //! [`super`]: padding `same`/`valid`, horizontal strips with halos when a padded channel
 //! exceeds a row) and stored row-major in a block of hp·wp slots; c_n = ⌊S / (hp·wp)⌋
@@ -49,24 +49,24 @@
 //! (3x faster than the best dense method there). At 32x32x32 stride 1 the dense
 //! Cheetah kernel (no rotation, 176 ScMults) is about as fast on the server but sends
 //! 1.8x the bytes: a planner should price both ([`crate::estimate::estimate`]). The
-//! rotation-free methods run per group through [`GroupedPlan`] (ENSEI, Cheetah: one
+//! rotation-free methods run per group through [`GroupedLayout`] (ENSEI, Cheetah: one
 //! ScMult per channel) send a query and a response per channel: fewer products, several
 //! times the bytes and more server time (`share_output` per response).
 //!
-//! ## [`GroupedPlan`]: any G
+//! ## [`GroupedLayout`]: any G
 //! Each group is an independent dense convolution c_i/G → c_o/G planned with a
-//! [`ConvMethod`] the caller picks (one [`ConvPlan`] serves every group: the shapes are
+//! [`ConvMethod`] the caller picks (one [`ConvLayout`] serves every group: the shapes are
 //! equal). The query is the concatenation of the groups' queries on their channel slices,
 //! the response the concatenation of the groups' responses, and `finish` concatenates
 //! the groups' outputs in channel order. Costs are G times the per-group plan's. It also
 //! runs depthwise shapes (G = c_i: one query ciphertext per channel), which makes it the
-//! fallback and the cross-check of [`DepthwisePlan`].
+//! fallback and the cross-check of [`DepthwiseLayout`].
 
 use he::{Backend, Encoding, GaloisSpec, Params, SlotInfo};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    check_input, check_weights, ConvGeometry, ConvMethod, ConvPlan, ConvShape, EncodedFilters,
+    check_input, check_weights, ConvGeometry, ConvLayout, ConvMethod, ConvShape, EncodedFilters,
     Padding,
 };
 use crate::error::{KernelError, Result};
@@ -188,7 +188,7 @@ impl GroupedConvShape {
             padding: self.padding,
         }
     }
-    /// Whether [`DepthwisePlan`] runs it: G = c_i and c_o a multiple of c_i.
+    /// Whether [`DepthwiseLayout`] runs it: G = c_i and c_o a multiple of c_i.
     pub fn is_depthwise(&self) -> bool {
         self.groups == self.c_i && self.c_i > 0 && self.c_o.is_multiple_of(self.c_i)
     }
@@ -223,7 +223,7 @@ fn check_count(what: &'static str, expected: usize, actual: usize) -> Result<()>
     Ok(())
 }
 
-/// The slot geometry of a [`DepthwisePlan`] (see the module doc).
+/// The slot geometry of a [`DepthwiseLayout`] (see the module doc).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DepthwiseGeometry {
     /// The shape.
@@ -353,13 +353,13 @@ impl DepthwiseGeometry {
 /// A depthwise convolution (G = c_i, c_o = m·c_i) planned for a slot layout: per input
 /// ciphertext one hoisted decomposition, f − 1 rotations and m·f ScMults (module doc).
 #[derive(Clone, Debug)]
-pub struct DepthwisePlan {
+pub struct DepthwiseLayout {
     geom: DepthwiseGeometry,
     rot: Rotations,
     slots: SlotInfo,
 }
 
-impl DepthwisePlan {
+impl DepthwiseLayout {
     /// Plans with the default key budget.
     pub fn new(shape: GroupedConvShape, slots: SlotInfo) -> Result<Self> {
         Self::with_key_budget(shape, slots, Some(DEFAULT_KEY_BUDGET))
@@ -416,7 +416,7 @@ impl DepthwisePlan {
     }
 }
 
-impl LinearLayer for DepthwisePlan {
+impl LinearLayer for DepthwiseLayout {
     type Encoded<B: Backend> = EncodedFilters<B>;
     fn method_name(&self) -> String {
         "depthwise".into()
@@ -438,7 +438,7 @@ impl LinearLayer for DepthwisePlan {
         self.geom.shape.weight_len()
     }
     fn kernel_noise(&self, m: &NoiseModel) -> f64 {
-        DepthwisePlan::kernel_noise(self, m)
+        DepthwiseLayout::kernel_noise(self, m)
     }
     fn flood_bits(&self, params: &Params) -> Result<u32> {
         let m = self.query_model(params);
@@ -598,21 +598,21 @@ impl LinearLayer for DepthwisePlan {
     }
 }
 
-/// Encoded filters of a [`GroupedPlan`]: one encoding per group.
+/// Encoded filters of a [`GroupedLayout`]: one encoding per group.
 pub struct EncodedGroups<B: Backend> {
     plan: String,
     groups: Vec<EncodedFilters<B>>,
 }
 
 /// A grouped convolution: G independent dense convolutions c_i/G → c_o/G, each run
-/// with one [`ConvPlan`] of the caller's method (module doc).
+/// with one [`ConvLayout`] of the caller's method (module doc).
 #[derive(Clone, Debug)]
-pub struct GroupedPlan {
+pub struct GroupedLayout {
     shape: GroupedConvShape,
-    inner: ConvPlan,
+    inner: ConvLayout,
 }
 
-impl GroupedPlan {
+impl GroupedLayout {
     /// Plans with the default key budget.
     pub fn new(method: ConvMethod, shape: GroupedConvShape, slots: SlotInfo) -> Result<Self> {
         Self::with_key_budget(method, shape, slots, Some(DEFAULT_KEY_BUDGET))
@@ -625,7 +625,7 @@ impl GroupedPlan {
         budget: Option<usize>,
     ) -> Result<Self> {
         shape.validate()?;
-        let inner = ConvPlan::with_key_budget(method, shape.group_shape(), slots, budget)?;
+        let inner = ConvLayout::with_key_budget(method, shape.group_shape(), slots, budget)?;
         Ok(Self { shape, inner })
     }
     /// The shape.
@@ -637,7 +637,7 @@ impl GroupedPlan {
         self.inner.method()
     }
     /// The plan of one group (c_i/G → c_o/G).
-    pub fn group_plan(&self) -> &ConvPlan {
+    pub fn group_plan(&self) -> &ConvLayout {
         &self.inner
     }
     /// Prepared plaintexts the encoded filters hold (G times one group's).
@@ -649,13 +649,13 @@ impl GroupedPlan {
     }
 }
 
-impl LinearLayer for GroupedPlan {
+impl LinearLayer for GroupedLayout {
     type Encoded<B: Backend> = EncodedGroups<B>;
     fn method_name(&self) -> String {
         format!("grouped:{}", self.inner.method())
     }
     fn galois(&self) -> GaloisSpec {
-        ConvPlan::galois(&self.inner)
+        ConvLayout::galois(&self.inner)
     }
     fn query_cts(&self) -> usize {
         self.shape.groups * self.inner.query_cts()

@@ -43,7 +43,7 @@
 //! (dy, dx) is still a rotation by dy·w + dx and output (y, x) still sits at y·w + x,
 //! but a tap that reads across the channel's border (another row's pixel, or another
 //! channel's) has its weight zeroed at that output in the plaintexts. Everything else
-//! (methods, counts, rows) is as above. [`ConvPlan::new`] takes it where it packs more
+//! (methods, counts, rows) is as above. [`ConvLayout::new`] takes it where it packs more
 //! channels per row and the reference cost ([`ConvGeometry::reference_us`]) is lower;
 //! both parties derive the same plan from the layer's shape and method.
 //!
@@ -471,7 +471,7 @@ pub struct EncodedFilters<B: Backend> {
 
 /// A convolution method planned for a shape and a slot layout.
 #[derive(Clone, Debug)]
-pub struct ConvPlan {
+pub struct ConvLayout {
     method: ConvMethod,
     geom: ConvGeometry,
     rot: Rotations,
@@ -480,7 +480,7 @@ pub struct ConvPlan {
     cheetah: Option<cheetah::CheetahGeometry>,
 }
 
-impl ConvPlan {
+impl ConvLayout {
     /// Plans with the default key budget.
     pub fn new(method: ConvMethod, shape: ConvShape, slots: SlotInfo) -> Result<Self> {
         Self::with_key_budget(method, shape, slots, Some(DEFAULT_KEY_BUDGET))
@@ -840,19 +840,19 @@ impl ConvPlan {
     }
 }
 
-impl crate::layer::LinearLayer for ConvPlan {
+impl crate::layer::LinearLayer for ConvLayout {
     type Encoded<B: Backend> = EncodedFilters<B>;
     fn method_name(&self) -> String {
         self.method.to_string()
     }
     fn galois(&self) -> GaloisSpec {
-        ConvPlan::galois(self)
+        ConvLayout::galois(self)
     }
     fn query_cts(&self) -> usize {
-        ConvPlan::query_cts(self)
+        ConvLayout::query_cts(self)
     }
     fn output_cts(&self) -> usize {
-        ConvPlan::output_cts(self)
+        ConvLayout::output_cts(self)
     }
     fn input_len(&self) -> usize {
         let s = self.geom.shape;
@@ -869,7 +869,7 @@ impl crate::layer::LinearLayer for ConvPlan {
         NoiseModel::lowest_level(params, self.kernel_noise(&NoiseModel::new(params)))
     }
     fn kernel_noise(&self, m: &NoiseModel) -> f64 {
-        ConvPlan::kernel_noise(self, m)
+        ConvLayout::kernel_noise(self, m)
     }
     fn flood_bits(&self, params: &Params) -> Result<u32> {
         let m = self.query_model(params);

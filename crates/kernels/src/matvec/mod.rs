@@ -10,9 +10,9 @@
 //! | [`heliks`] | HELiKs §4 | n_i n_o/n − 1 Perm, one fixed step | 1 |
 //! | [`cheetah`] | Cheetah HomFC (coefficient encoding) | none | 0 |
 //!
-//! One interface for every method ([`MatvecPlan`]): the server encodes W offline
-//! ([`MatvecPlan::encode`]); the client encrypts x ([`LinearLayer::query`](crate::LinearLayer::query), seeded
-//! symmetric, and generates only the keys [`MatvecPlan::galois`] lists); the server
+//! One interface for every method ([`MatvecLayout`]): the server encodes W offline
+//! ([`MatvecLayout::encode`]); the client encrypts x ([`LinearLayer::query`](crate::LinearLayer::query), seeded
+//! symmetric, and generates only the keys [`MatvecLayout::galois`] lists); the server
 //! computes and shares ([`LinearLayer::respond`](crate::LinearLayer::respond): kernel, then [`crate::share_output`],
 //! then its own cleartext finishing step on −r); the client decrypts and finishes
 //! ([`LinearLayer::decrypt`](crate::LinearLayer::decrypt)). The shares satisfy client + server ≡ W·x (mod p).
@@ -197,7 +197,7 @@ impl<B: Backend> EncodedMatrix<B> {
     }
 
     /// Loads an encoded matrix saved for `plan`, validating every plaintext.
-    pub fn load(b: &B, plan: &MatvecPlan, bytes: &[u8]) -> Result<Self> {
+    pub fn load(b: &B, plan: &MatvecLayout, bytes: &[u8]) -> Result<Self> {
         let stored: StoredMatrix = bincode::DefaultOptions::new()
             .with_fixint_encoding()
             .with_limit(bytes.len() as u64)
@@ -246,7 +246,7 @@ impl<B: Backend> EncodedMatrix<B> {
 
 /// A matrix-vector method planned for a shape and a slot layout.
 #[derive(Clone, Debug)]
-pub struct MatvecPlan {
+pub struct MatvecLayout {
     method: Method,
     geom: Geometry,
     rot: Rotations,
@@ -257,7 +257,7 @@ fn pow2(x: usize) -> usize {
     x.max(1).next_power_of_two()
 }
 
-impl MatvecPlan {
+impl MatvecLayout {
     /// Plans `method` for an n_o x n_i matrix with the default key budget (64 keys).
     pub fn new(method: Method, n_o: usize, n_i: usize, slots: SlotInfo) -> Result<Self> {
         Self::with_key_budget(method, n_o, n_i, slots, Some(DEFAULT_KEY_BUDGET))
@@ -454,19 +454,19 @@ impl MatvecPlan {
     }
 }
 
-impl crate::layer::LinearLayer for MatvecPlan {
+impl crate::layer::LinearLayer for MatvecLayout {
     type Encoded<B: Backend> = EncodedMatrix<B>;
     fn method_name(&self) -> String {
         self.method.to_string()
     }
     fn galois(&self) -> GaloisSpec {
-        MatvecPlan::galois(self)
+        MatvecLayout::galois(self)
     }
     fn query_cts(&self) -> usize {
-        MatvecPlan::query_cts(self)
+        MatvecLayout::query_cts(self)
     }
     fn output_cts(&self) -> usize {
-        MatvecPlan::output_cts(self)
+        MatvecLayout::output_cts(self)
     }
     fn input_len(&self) -> usize {
         self.geom.n_i
@@ -481,7 +481,7 @@ impl crate::layer::LinearLayer for MatvecPlan {
         NoiseModel::lowest_level(params, self.kernel_noise(&NoiseModel::new(params)))
     }
     fn kernel_noise(&self, m: &NoiseModel) -> f64 {
-        MatvecPlan::kernel_noise(self, m)
+        MatvecLayout::kernel_noise(self, m)
     }
     fn flood_bits(&self, params: &Params) -> Result<u32> {
         let model = self.query_model(params);
@@ -494,7 +494,7 @@ impl crate::layer::LinearLayer for MatvecPlan {
             .filter_map(|name| Params::preset(name).ok())
             .find(|cand| {
                 let m = NoiseModel::new(cand);
-                let plan = MatvecPlan::with_key_budget(
+                let plan = MatvecLayout::with_key_budget(
                     self.method,
                     self.geom.n_o,
                     self.geom.n_i,
