@@ -300,11 +300,12 @@ fn bench_serve_over_tls_with_four_clients_reports_and_stays_flat() {
         assert!(peak >= r["server_rss_start_bytes"].as_u64().unwrap(), "{r}");
     }
     // a server that kept a session's data (its keys, offline material: tens of MB) would
-    // grow by that for each of the 8 sessions of rounds 3 and 4; the allocator's own
-    // steps are a few tens of MB at most, once
+    // grow by that for each of the 8 sessions of rounds 3 and 4, hundreds of MB; the
+    // allocator's own growth levels off (release, 10 rounds: +30, +20, +2, 0, +8, 0,
+    // +6, 0, 0 MB; a loaded debug build has shown +67 MB over these two rounds)
     let end = |k: usize| rounds[k]["server_rss_end_bytes"].as_u64().unwrap();
     assert!(
-        end(3) < end(1) + (48 << 20),
+        end(3) < end(1) + (128 << 20),
         "server RSS {} after round 2, {} after round 4",
         end(1),
         end(3)
