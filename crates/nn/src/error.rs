@@ -185,5 +185,5 @@ pub enum NnError {
     },
     /// Bad planning parameters (no candidates, no calibration data, empty range).
     #[error("fixed-point search: {0}")]
-    FixedPointOptions(String),
+    FixedPointSearch(String),
 }

@@ -48,7 +48,10 @@ use std::path::Path;
 
 use kernels::{ConvShape, Padding};
 use prost::Message;
-use tract_onnx::pb::{self, tensor_proto::DataType, AttributeProto, ModelProto, NodeProto};
+use tract_onnx::pb::{
+    self, attribute_proto::AttributeType, tensor_proto::DataType, AttributeProto, ModelProto,
+    NodeProto,
+};
 
 use crate::error::{NnError, Unsupported};
 use crate::head::{Arith, CastTo, Head, HeadData, HeadNode, HeadOp, HeadSrc, HeadValue};
@@ -252,6 +255,68 @@ fn attr_s(n: &NodeProto, name: &str) -> Option<String> {
     attr(n, name).map(|a| String::from_utf8_lossy(&a.s).into_owned())
 }
 
+/// The type of every attribute the importer reads (by op where one name has different
+/// types in different ops), checked on every node before any is read, so a reader never
+/// takes the wrong field of an attribute of another type.
+const ATTRIBUTE_TYPES: &[(Option<&str>, &str, AttributeType)] = &[
+    (None, "group", AttributeType::Int),
+    (None, "ceil_mode", AttributeType::Int),
+    (None, "transA", AttributeType::Int),
+    (None, "transB", AttributeType::Int),
+    (None, "training_mode", AttributeType::Int),
+    (None, "axis", AttributeType::Int),
+    (None, "keepdims", AttributeType::Int),
+    (None, "select_last_index", AttributeType::Int),
+    (None, "largest", AttributeType::Int),
+    (None, "to", AttributeType::Int),
+    (None, "allowzero", AttributeType::Int),
+    (None, "start", AttributeType::Int),
+    (None, "end", AttributeType::Int),
+    (None, "dilations", AttributeType::Ints),
+    (None, "kernel_shape", AttributeType::Ints),
+    (None, "pads", AttributeType::Ints),
+    (None, "strides", AttributeType::Ints),
+    (None, "axes", AttributeType::Ints),
+    (None, "perm", AttributeType::Ints),
+    (None, "auto_pad", AttributeType::String),
+    (None, "mode", AttributeType::String),
+    (None, "alpha", AttributeType::Float),
+    (None, "beta", AttributeType::Float),
+    (None, "epsilon", AttributeType::Float),
+    (Some("Clip"), "min", AttributeType::Float),
+    (Some("Clip"), "max", AttributeType::Float),
+    (Some("Pad"), "value", AttributeType::Float),
+    (Some("Scaler"), "offset", AttributeType::Floats),
+    (Some("Scaler"), "scale", AttributeType::Floats),
+];
+
+/// Every attribute of `n` whose type is not the one the importer reads it as: (name,
+/// what it is).
+fn mistyped_attributes(n: &NodeProto) -> Vec<(String, String)> {
+    n.attribute
+        .iter()
+        .filter_map(|a| {
+            let want = ATTRIBUTE_TYPES
+                .iter()
+                .find(|(op, name, _)| *name == a.name && op.is_none_or(|o| o == n.op_type))?
+                .2;
+            let got = AttributeType::from_i32(a.r#type);
+            (got != Some(want)).then(|| {
+                let got = got.map_or(format!("type {}", a.r#type), |t| {
+                    t.as_str_name().to_lowercase()
+                });
+                (
+                    a.name.clone(),
+                    format!(
+                        "is of type {got}, expected {}",
+                        want.as_str_name().to_lowercase()
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
 fn node_name(n: &NodeProto, idx: usize) -> String {
     if n.name.is_empty() {
         format!("#{idx}")
@@ -352,6 +417,14 @@ fn check_supported(graph: &pb::GraphProto) -> Vec<Unsupported> {
                 reason,
             })
         };
+        // an attribute of the wrong type is reported alone: its value is not read
+        let mistyped = mistyped_attributes(n);
+        if !mistyped.is_empty() {
+            for (attribute, reason) in mistyped {
+                bad(Some(&attribute), reason);
+            }
+            continue;
+        }
         if op == "ZipMap" {
             bad(
                 None,

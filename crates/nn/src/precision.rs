@@ -227,7 +227,7 @@ impl Search<'_> {
         }
         self.cache[k]
             .as_ref()
-            .ok_or_else(|| NnError::FixedPointOptions("internal: evaluation missing".into()))
+            .ok_or_else(|| NnError::FixedPointSearch("internal: evaluation missing".into()))
     }
     fn fits(&mut self, s: u32, p: u64) -> Result<bool, NnError> {
         Ok(fits(self.at(s)?.needed, p))
@@ -272,21 +272,21 @@ pub fn choose_fixed_point(
     opts: &FixedPointOptions,
 ) -> Result<Program, NnError> {
     if calibration.is_empty() {
-        return Err(NnError::FixedPointOptions("no calibration inputs".into()));
+        return Err(NnError::FixedPointSearch("no calibration inputs".into()));
     }
     if opts.candidates.is_empty() {
-        return Err(NnError::FixedPointOptions(
+        return Err(NnError::FixedPointSearch(
             "no candidate plaintext moduli".into(),
         ));
     }
     let (lo_s, hi_s) = (opts.min_frac_bits, opts.max_frac_bits);
     if lo_s == 0 || lo_s > hi_s || hi_s > 30 {
-        return Err(NnError::FixedPointOptions(format!(
+        return Err(NnError::FixedPointSearch(format!(
             "fractional-bit range {lo_s}..={hi_s} (must be within 1..=30)"
         )));
     }
     if opts.tolerance.is_nan() || opts.tolerance <= 0.0 {
-        return Err(NnError::FixedPointOptions(format!(
+        return Err(NnError::FixedPointSearch(format!(
             "tolerance {} must be positive",
             opts.tolerance
         )));
@@ -346,7 +346,7 @@ pub fn choose_fixed_point(
         return Err(no_plan(&mut search, opts));
     };
     let Some(e) = search.cache[(s - lo_s) as usize].take() else {
-        return Err(NnError::FixedPointOptions(
+        return Err(NnError::FixedPointSearch(
             "internal: evaluation missing".into(),
         ));
     };
@@ -366,7 +366,7 @@ pub fn choose_fixed_point(
         None => calibration_range(calibration),
     };
     if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
-        return Err(NnError::FixedPointOptions(format!(
+        return Err(NnError::FixedPointSearch(format!(
             "input range [{lo}, {hi}] is empty"
         )));
     }

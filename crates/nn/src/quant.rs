@@ -595,7 +595,7 @@ impl Lower {
 pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> {
     net.validate()?;
     if frac_bits == 0 || frac_bits > 30 {
-        return Err(NnError::FixedPointOptions(format!(
+        return Err(NnError::FixedPointSearch(format!(
             "frac_bits {frac_bits} outside 1..=30"
         )));
     }

@@ -67,6 +67,59 @@ fn all_unsupported_reported_together() {
     );
 }
 
+/// An attribute of another type than the one the importer reads it as (a `group` written
+/// as a float, `pads` as a string) is reported with its node and name, never read from
+/// the wrong field (as 0).
+#[test]
+fn mistyped_attributes_are_reported() {
+    let mut m = Mb::new(1);
+    m.conv("conv1", "input", "c1", 1, 4, 3, 1, 1, true);
+    let group = m.nodes[0]
+        .attribute
+        .iter()
+        .position(|a| a.name == "group")
+        .unwrap();
+    m.nodes[0].attribute[group] = a_float("group", 1.0);
+    m.conv("conv2", "c1", "c2", 4, 4, 3, 1, 1, true);
+    let pads = m.nodes[1]
+        .attribute
+        .iter()
+        .position(|a| a.name == "pads")
+        .unwrap();
+    m.nodes[1].attribute[pads] = a_str("pads", "1,1,1,1");
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &["c2"],
+        &["f"],
+        vec![a_int("axis", 1)],
+    );
+    m.gemm("fc", "f", "logits", 4 * 12 * 12, 10);
+    let bytes = m.finish("input", &[1, 12, 12], "logits", &[10], 17);
+    let Err(NnError::Unsupported(list)) = import_bytes(&bytes) else {
+        panic!("expected Unsupported");
+    };
+    let got: Vec<(&str, Option<&str>, &str)> = list
+        .iter()
+        .map(|u| (u.node.as_str(), u.attribute.as_deref(), u.reason.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "/conv1/Conv",
+                Some("group"),
+                "is of type float, expected int"
+            ),
+            (
+                "/conv2/Conv",
+                Some("pads"),
+                "is of type string, expected ints"
+            ),
+        ]
+    );
+}
+
 #[test]
 fn each_unsupported_case() {
     type Edit = Box<dyn Fn(&mut Mb)>;
@@ -371,11 +424,11 @@ fn graph_errors() {
     let net = import_bytes(&m.finish("input", &[4], "out", &[2], 13)).unwrap();
     assert!(matches!(
         choose_fixed_point(&net, &[], &FixedPointOptions::default()),
-        Err(NnError::FixedPointOptions(_))
+        Err(NnError::FixedPointSearch(_))
     ));
     assert!(matches!(
         choose_fixed_point(&net, &[vec![0.5; 4]], &FixedPointOptions::with(&[], 6, 12)),
-        Err(NnError::FixedPointOptions(_))
+        Err(NnError::FixedPointSearch(_))
     ));
     assert!(matches!(
         nn::run_fixed(&lower(&net, 8, 1_032_193).unwrap(), &[1, 2]),

@@ -744,3 +744,21 @@ fn padded_maxpool_ignores_padding() {
     );
     assert_eq!(y, want);
 }
+
+/// Every committed fixture (exported by torch.onnx.export, TorchScript and dynamo, and
+/// by skl2onnx) imports: its ops and attributes, of the types the importer reads, are
+/// all supported.
+#[test]
+fn every_fixture_imports() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "onnx") {
+            let network = nn::import(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(!network.nodes.is_empty(), "{}", path.display());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 9, "{seen} fixtures");
+}
