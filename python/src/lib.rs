@@ -60,17 +60,11 @@ fn py_err(e: helina::Error) -> PyErr {
     }
 }
 
-/// Whether a session error is about the client's own input.
+/// Whether a session error is about the client's own input (its values, its length,
+/// or more inputs than a session takes).
 fn is_input(e: &protocol::ProtocolError) -> bool {
     use protocol::ProtocolError as P;
-    matches!(
-        e,
-        P::InputOutOfRange { .. }
-            | P::NonFiniteInput { .. }
-            | P::InputLength { .. }
-            | P::NotReduced { .. }
-            | P::TooManyInputs { .. }
-    )
+    e.is_input() || matches!(e, P::InputLength { .. } | P::TooManyInputs { .. })
 }
 
 /// A float array of shape `(batch, *sample)` (or `sample` alone, one input) as rows;

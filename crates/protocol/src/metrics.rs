@@ -77,25 +77,11 @@ pub fn outcome_label(error: Option<&ProtocolError>) -> &'static str {
         ProtocolError::Net(NetError::Timeout { .. } | NetError::Deadline { .. }) => "timeout",
         ProtocolError::Net(NetError::Disconnected | NetError::Truncated { .. }) => "disconnected",
         ProtocolError::Net(NetError::Tls { .. }) => "tls",
-        ProtocolError::Malformed { .. }
-        | ProtocolError::Ot(_)
-        | ProtocolError::Gc(_)
-        | ProtocolError::Unexpected { .. }
-        | ProtocolError::CiphertextCount { .. }
-        | ProtocolError::GaloisKeys { .. }
-        | ProtocolError::Net(NetError::Oversized { .. })
-        | ProtocolError::He(he::HeError::Malformed { .. }) => "malformed",
-        ProtocolError::InputOutOfRange { .. }
-        | ProtocolError::NonFiniteInput { .. }
-        | ProtocolError::NotReduced { .. } => "input",
+        e if e.is_malformed() => "malformed",
+        e if e.is_input() => "input",
+        e if e.is_unservable() => "plan",
         ProtocolError::Version { .. }
         | ProtocolError::Params { .. }
-        | ProtocolError::Plan(_)
-        | ProtocolError::NoMethod { .. }
-        | ProtocolError::TooManyLayers { .. }
-        | ProtocolError::NotServed { .. }
-        | ProtocolError::TooManyInputs { .. }
-        | ProtocolError::TooManyResponses { .. }
         | ProtocolError::RevealRefused => "plan",
         ProtocolError::SessionMemory { .. } => "memory",
         _ => "internal",

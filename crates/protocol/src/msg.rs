@@ -639,6 +639,50 @@ pub enum ProtocolError {
 /// Result alias.
 pub type Result<T> = std::result::Result<T, ProtocolError>;
 
+impl ProtocolError {
+    /// Whether the error is about the client's input values: outside the plan's input
+    /// range, not finite, or not reduced mod p.
+    pub fn is_input(&self) -> bool {
+        matches!(
+            self,
+            ProtocolError::InputOutOfRange { .. }
+                | ProtocolError::NonFiniteInput { .. }
+                | ProtocolError::NotReduced { .. }
+        )
+    }
+
+    /// Whether the peer sent what the protocol does not allow: an undecodable or
+    /// out-of-order message, a wrong ciphertext count, keys other than the plan's, an
+    /// oversized frame, malformed HE, OT or garbled-circuit material.
+    pub fn is_malformed(&self) -> bool {
+        matches!(
+            self,
+            ProtocolError::Malformed { .. }
+                | ProtocolError::Ot(_)
+                | ProtocolError::Gc(_)
+                | ProtocolError::Unexpected { .. }
+                | ProtocolError::CiphertextCount { .. }
+                | ProtocolError::GaloisKeys { .. }
+                | ProtocolError::Net(NetError::Oversized { .. })
+                | ProtocolError::He(he::HeError::Malformed { .. })
+        )
+    }
+
+    /// Whether the request cannot be served: no plan, method or layer for it, or more
+    /// inputs or responses than a session may have.
+    pub fn is_unservable(&self) -> bool {
+        matches!(
+            self,
+            ProtocolError::Plan(_)
+                | ProtocolError::NoMethod { .. }
+                | ProtocolError::TooManyLayers { .. }
+                | ProtocolError::NotServed { .. }
+                | ProtocolError::TooManyInputs { .. }
+                | ProtocolError::TooManyResponses { .. }
+        )
+    }
+}
+
 fn codec(limit: usize) -> impl Options {
     bincode::DefaultOptions::new()
         .with_fixint_encoding()

@@ -776,25 +776,11 @@ pub(crate) fn abort<C: Channel>(ch: &mut C, e: &ProtocolError) {
     let reason = match e {
         ProtocolError::Version { .. } => AbortReason::Version,
         ProtocolError::Params { .. } => AbortReason::Params,
-        ProtocolError::Plan(_)
-        | ProtocolError::NoMethod { .. }
-        | ProtocolError::TooManyLayers { .. }
-        | ProtocolError::NotServed { .. }
-        | ProtocolError::TooManyInputs { .. }
-        | ProtocolError::TooManyResponses { .. } => AbortReason::Plan,
+        e if e.is_unservable() => AbortReason::Plan,
         ProtocolError::SessionMemory { .. } => AbortReason::Busy,
         ProtocolError::RevealRefused => AbortReason::Refused,
-        ProtocolError::Malformed { .. }
-        | ProtocolError::Ot(_)
-        | ProtocolError::Gc(_)
-        | ProtocolError::Unexpected { .. }
-        | ProtocolError::CiphertextCount { .. }
-        | ProtocolError::GaloisKeys { .. }
-        | ProtocolError::Net(net::NetError::Oversized { .. })
-        | ProtocolError::He(he::HeError::Malformed { .. }) => AbortReason::Malformed,
-        ProtocolError::InputOutOfRange { .. }
-        | ProtocolError::NonFiniteInput { .. }
-        | ProtocolError::NotReduced { .. } => AbortReason::Input,
+        e if e.is_malformed() => AbortReason::Malformed,
+        e if e.is_input() => AbortReason::Input,
         ProtocolError::Net(_) | ProtocolError::PeerAborted(_) => return,
         _ => AbortReason::Internal,
     };
