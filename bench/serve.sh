@@ -3,12 +3,7 @@
 # residual block), over plain TCP and over TLS: a server process and 4 concurrent
 # clients, round after round. Raw JSON goes to bench/results/serve-*.json, and the
 # table of BENCHMARKS.md is printed from it (bench/serve_table.py).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-cargo build --release -p cli
-bin=target/release/helina
-out=bench/results
-mkdir -p "$out"
+source "$(dirname "$0")/lib.sh"
 run() { # name model inputs-per-client rounds [--tls]
   local name=$1 model=$2 inputs=$3 rounds=$4
   shift 4

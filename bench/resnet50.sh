@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# ResNet-50 (ImageNet shapes, seeded public weights, a random input) on 2 threads:
+# every linear layer under HE (`bench network --backend bfv --linear-only`, shares
+# checked against the plaintext reference), then one whole inference end to end
+# (`infer --net resnet50-imagenet`: linear layers, ReLU, MaxPool and truncation on
+# silent OT, the result checked against the fixed-point reference and float). Raw JSON
+# goes to bench/results/resnet50-*.json; bench/resnet50_table.py prints the table of
+# BENCHMARKS.md beside HELiKs's published figures.
+source "$(dirname "$0")/lib.sh"
+"$bin" --threads 2 bench network --net resnet50-imagenet --backend bfv --linear-only --json \
+  >"$out/resnet50-linear.json"
+"$bin" --threads 2 infer --net resnet50-imagenet --limit 1 --json >"$out/resnet50-infer.json"
+python3 bench/resnet50_table.py "$out/resnet50-linear.json" "$out/resnet50-infer.json"

@@ -1,0 +1,32 @@
+"""Prints the ResNet-50 table of BENCHMARKS.md (bench/resnet50.sh) beside HELiKs's
+published figures (HELiKs §6.2 Fig. 9: all linear layers on 4 threads; §6.3 Fig. 10:
+end to end with CrypTFlow2's nonlinear layers, and Cheetah in the same run)."""
+import json
+import sys
+
+linear = json.load(open(sys.argv[1]))
+infer = json.load(open(sys.argv[2]))
+out = infer["outputs"][0]
+gb = lambda b: f"{b / 1e9:.2f} GB"
+mb = lambda b: f"{b / 1e6:.0f} MB"
+print("| what | system | threads | time | communication | peak RSS |")
+print("|---|---|---|---|---|---|")
+print(
+    f"| all linear layers | helina (measured) | {linear['threads']} | {linear['linear_ms'] / 1e3:.1f} s "
+    f"| {mb(linear['linear_bytes'])} | {gb(linear['peak_rss_bytes'])} |"
+)
+print("| all linear layers | HELiKs (paper, Fig. 9) | 4 | 60 s | 482 MB | n/a |")
+print("| all linear layers | Cheetah (HELiKs's run, Fig. 9) | 4 | 117 s | ~1052 MB | n/a |")
+print(
+    f"| one inference end to end | helina (measured; online {out['online_ms'] / 1e3:.1f} s, "
+    f"offline {out['offline_ms'] / 1e3:.1f} s; setup {infer['setup_ms'] / 1e3:.1f} s not included) "
+    f"| 2 | {out['total_ms'] / 1e3:.1f} s | {gb(out['total_bytes'])} | {gb(infer['peak_rss_bytes'])} |"
+)
+print("| one inference end to end | HELiKs + CrypTFlow2 nonlinear (paper, Fig. 10) | 4 | 183 s | close to CF2's | n/a |")
+print("| one inference end to end | Cheetah (HELiKs's run, Fig. 10) | 4 | 273 s | n/a | n/a |")
+print()
+print(
+    f"helina's check: {'equal' if out['matches_fixed_reference'] else 'NOT equal'} to the fixed-point "
+    f"reference; max abs(private - float) {out['float_max_abs_err']:.4f}; planning "
+    f"{infer['planning']['fixed_point_ms'] / 1e3:.1f} s (fixed point) + {infer['planning']['methods_ms'] / 1e3:.1f} s (methods)."
+)
