@@ -150,6 +150,15 @@ def _batch(xs: np.ndarray) -> int:
     return int(xs.shape[0]) if xs.ndim >= 2 else 1
 
 
+def _require_fixed_point(calibration: Any, input_range: Any, who: str) -> None:
+    """Refuses to plan without calibration inputs or an input range."""
+    if calibration is None and input_range is None:
+        raise ModelError(
+            f"{who} needs calibration inputs (calibration=) or an input range "
+            "(input_range=) to choose its fixed point"
+        )
+
+
 def _range(input_range: Optional[Sequence[float]]) -> Optional[Tuple[float, float]]:
     if input_range is None:
         return None
@@ -255,10 +264,7 @@ class Model:
         ``calibration`` inputs (like the real ones, not those you test on) or an
         ``input_range=(lo, hi)``; ``tolerance`` is the largest |private − float| accepted
         on any logit."""
-        if calibration is None and input_range is None:
-            raise ModelError(
-                "a model needs calibration inputs or an input range to choose its fixed point"
-            )
+        _require_fixed_point(calibration, input_range, "a model")
         return Model(
             _helina.Model.from_onnx(
                 onnx if isinstance(onnx, bytes) else str(onnx),
@@ -618,10 +624,8 @@ class Server:
         metrics: Optional[str] = None,
         drain_timeout: float = 60.0,
     ):
-        if calibration is None and input_range is None and not _compiled(model):
-            raise ModelError(
-                "a server needs calibration inputs or an input range to choose its fixed point"
-            )
+        if not _compiled(model):
+            _require_fixed_point(calibration, input_range, "a server")
         self._inner = _helina.Server(
             _model_arg(model),
             calibration=None if calibration is None else _floats(calibration, "calibration"),

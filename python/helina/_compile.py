@@ -17,7 +17,7 @@ import numpy as np
 from ._helina import ModelError
 
 if TYPE_CHECKING:
-    from . import Model
+    from . import Model, _require_fixed_point
 
 #: Exporters tried by ``exporter="auto"``, in order: TorchScript's (fast, what most
 #: models were exported with), then torch.export's ("dynamo", for what TorchScript
@@ -60,7 +60,7 @@ def compile(  # noqa: A001 - the public name, as helina.compile
     >>> bool((logits - net(x)).abs().max() < 0.05)
     True
     """
-    from . import Model
+    from . import Model, _require_fixed_point
 
     if isinstance(model, (str, bytes, os.PathLike)):
         return Model.from_onnx(
@@ -71,11 +71,7 @@ def compile(  # noqa: A001 - the public name, as helina.compile
             params=params,
             method=method,
         )
-    if calibration is None and input_range is None:
-        raise ModelError(
-            "helina.compile needs calibration inputs (calibration=) or an input range "
-            "(input_range=) to choose the fixed point"
-        )
+    _require_fixed_point(calibration, input_range, "helina.compile")
     onnx = export(model, _example(model, example, calibration), exporter=exporter)
     return Model.from_onnx(
         onnx,

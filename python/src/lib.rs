@@ -159,13 +159,17 @@ fn model(
     params: Option<String>,
     method: &str,
 ) -> PyResult<helina::Model> {
-    let compiled_options = calibration.is_some() || input_range.is_some();
-    if let Ok(m) = model.cast::<Model>() {
-        if compiled_options {
-            return Err(InputError::new_err(
-                "the model is compiled: its fixed point and input range are in it (no calibration or input_range)",
-            ));
+    // a compiled model carries its fixed point: one given beside it is refused
+    let refuse_fixed_point = |what: &str| -> PyResult<()> {
+        if calibration.is_some() || input_range.is_some() {
+            return Err(InputError::new_err(format!(
+                "{what} is compiled: its fixed point and input range are in it (no calibration or input_range)"
+            )));
         }
+        Ok(())
+    };
+    if let Ok(m) = model.cast::<Model>() {
+        refuse_fixed_point("the model")?;
         return Ok(m.get().inner.clone());
     }
     let planning = helina::Planning {
@@ -181,12 +185,7 @@ fn model(
             )
         })?;
         if path.extension().is_some_and(|e| e == "helina") {
-            if compiled_options {
-                return Err(InputError::new_err(format!(
-                    "{} is compiled: its fixed point and input range are in it (no calibration or input_range)",
-                    path.display()
-                )));
-            }
+            refuse_fixed_point(&path.display().to_string())?;
             return py
                 .detach(|| helina::Model::load(&path, &planning))
                 .map_err(py_err);
