@@ -18,9 +18,11 @@ mod gemm;
 pub mod head;
 pub mod ir;
 pub mod onnx;
+pub mod ops;
 pub mod precision;
 pub mod quant;
 pub mod reference;
+mod tensor_proto;
 pub mod zoo;
 
 pub use error::{NnError, Unsupported};

@@ -213,3 +213,50 @@ fn malformed_variants_name_the_node() {
         "{e}"
     );
 }
+
+/// `GlobalMaxPool` (an op added as one table entry): a 7×7 max window per channel,
+/// against tract on the same bytes, and the fixed point within the tolerance of float;
+/// a non-square input is a typed error naming the node.
+#[test]
+fn global_max_pool_agrees_with_tract() {
+    let net_bytes = |h: usize, w: usize| {
+        let mut m = Mb::new(12);
+        m.conv("conv", "input", "c", 2, 6, 3, 1, 1, true);
+        m.node("GlobalMaxPool", "/gmp", &["c"], &["g"], vec![]);
+        m.node(
+            "Flatten",
+            "/flatten",
+            &["g"],
+            &["f"],
+            vec![a_int("axis", 1)],
+        );
+        m.gemm("fc", "f", "out", 6, 3);
+        m.finish("input", &[2, h, w], "out", &[3], 13)
+    };
+    let bytes = net_bytes(7, 7);
+    let net = import_bytes(&bytes).unwrap();
+    assert!(net
+        .nodes
+        .iter()
+        .any(|n| matches!(n.op, nn::Op::MaxPool { k: 7, stride: 7 })));
+    let cal = random_inputs(21, 8, 2 * 7 * 7);
+    let prog = choose_fixed_point(&net, &cal, &FixedPointOptions::default()).unwrap();
+    for x in &random_inputs(22, 6, 2 * 7 * 7) {
+        let want = tract_run(&bytes, &[2, 7, 7], x);
+        let got = run_float(&net, x);
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() < 1e-5, "{got:?} vs {want:?}");
+        }
+        let y = dequantise(&prog, &run_fixed(&prog, &quantise_input(&prog, x)).unwrap());
+        for (a, b) in y.iter().zip(&got) {
+            assert!((a - b).abs() <= 0.05, "{y:?} vs {got:?}");
+        }
+    }
+    match import_bytes(&net_bytes(6, 8)) {
+        Err(NnError::Graph { node, op, reason }) => {
+            assert_eq!((node.as_str(), op.as_str()), ("/gmp", "GlobalMaxPool"));
+            assert!(reason.contains("6×8"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
