@@ -12,7 +12,7 @@ use he::{Bfv, GaloisSpec, Params};
 use libfuzzer_sys::fuzz_target;
 use net::{Channel, Counters, Link, NetError};
 use protocol::{
-    LayerMethod, LayerRequest, LayerShape, Model, Msg, NetworkPlan, NetworkServer, ServedLayer,
+    LayerMethod, LayerRequest, LayerShape, ServedLayers, Msg, NetworkPlan, NetworkServer, ServedLayer,
 };
 
 /// A peer whose first frames are genuine and the rest the fuzzer's.
@@ -47,7 +47,7 @@ const SHAPE: LayerShape = LayerShape::Matvec { rows: 2, cols: 8 };
 
 struct Fixture {
     params: Params,
-    model: Model,
+    model: ServedLayers,
     /// Hello and Setup of a one-layer session.
     layer_frames: Vec<Vec<u8>>,
     network: NetworkServer,
@@ -60,7 +60,7 @@ fn fixture() -> &'static Fixture {
     F.get_or_init(|| {
         let params = Params::preset("n8192").expect("preset");
         let method = LayerMethod::Matvec(kernels::Method::Gala);
-        let model = Model::new(vec![ServedLayer {
+        let model = ServedLayers::new(vec![ServedLayer {
             shape: SHAPE,
             method: Some(method),
             weights: vec![3; 16],

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use he::Params;
 use net::{Channel, TcpChannel, DEFAULT_MAX_FRAME};
-use protocol::{LayerMethod, LayerRequest, LayerShape, Model, ServeOptions, ServedLayer};
+use protocol::{LayerMethod, LayerRequest, LayerShape, ServeOptions, ServedLayer, ServedLayers};
 use serde::Serialize;
 
 use crate::samples;
@@ -252,7 +252,7 @@ pub fn run(a: &DemoArgs) -> Res<()> {
     if runs.is_empty() {
         return Err(format!("--method {}: no such method for these layers", a.method).into());
     }
-    let model = Model::public_demo(
+    let model = ServedLayers::public_demo(
         shapes
             .iter()
             .map(|&shape| ServedLayer {

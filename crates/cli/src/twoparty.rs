@@ -19,7 +19,9 @@ use he::Params;
 use indicatif::{ProgressBar, ProgressStyle};
 use kernels::{ConvShape, Padding};
 use net::{Channel, Counters, TcpChannel, DEFAULT_MAX_FRAME};
-use protocol::{LayerMethod, LayerRequest, LayerShape, Model, Phase, ServeOptions, ServedLayer};
+use protocol::{
+    LayerMethod, LayerRequest, LayerShape, Phase, ServeOptions, ServedLayer, ServedLayers,
+};
 use serde::Serialize;
 
 use crate::args::{
@@ -376,9 +378,9 @@ pub fn server(a: &ServerArgs) -> Res<()> {
     };
     // the sample layers' weights come from a public seed: only they may be revealed
     let model = Arc::new(if a.model.is_some() {
-        Model::new(layers)?
+        ServedLayers::new(layers)?
     } else {
-        Model::public_demo(layers)?
+        ServedLayers::public_demo(layers)?
     });
     let opts = serve_options(a)?;
     let listener = TcpListener::bind(&a.listen)?;

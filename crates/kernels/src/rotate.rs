@@ -26,7 +26,7 @@ pub struct Rotations {
 impl Rotations {
     /// Plans the keys for `needed` steps on a rotation span (n/2 or n), under `budget`
     /// keys (`None`: unlimited).
-    pub fn plan(needed: impl IntoIterator<Item = i64>, span: usize, budget: Option<usize>) -> Self {
+    pub fn new(needed: impl IntoIterator<Item = i64>, span: usize, budget: Option<usize>) -> Self {
         let needed: BTreeSet<usize> = needed
             .into_iter()
             .map(|s| s.rem_euclid(span as i64) as usize)

@@ -21,7 +21,7 @@
 //!    (`Share`) when the plan reveals it;
 //! 5. client → `Close`.
 //!
-//! Servers: [`NetworkServer`] (one program, weights encoded once), [`Model`] (single
+//! Servers: [`NetworkServer`] (one program, weights encoded once), [`ServedLayers`] (single
 //! layers; [`serve`], [`serve_tcp`]); every TCP server mode runs its sessions through
 //! [`serve_sessions`]. Clients: [`client::run`], [`infer`] (a network), [`query`] (a
 //! layer). Errors sent to the peer are coarse ([`AbortReason`]); the detail stays local.
@@ -53,8 +53,8 @@ pub use plan::{
     MethodChoice, NetworkPlan, Objective, Planner, ServerBackend, DEFAULT_TIME_SLACK,
 };
 pub use server::{
-    peak_rss_bytes, serve, serve_tcp, serve_with, serve_with_observed, Encodings, Model,
-    NetworkServer, PhaseTimes, ServedLayer, ServerOutcome, ServerSessionReport,
+    peak_rss_bytes, serve, serve_tcp, serve_with, serve_with_observed, Encodings, NetworkServer,
+    PhaseTimes, ServedLayer, ServedLayers, ServerOutcome, ServerSessionReport,
     MAX_INPUTS_PER_SESSION,
 };
 pub use sessions::{default_session_memory, serve_sessions, ServeOptions, SessionReport, Shutdown};

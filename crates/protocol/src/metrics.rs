@@ -6,7 +6,7 @@
 //! | metric | kind | what |
 //! |---|---|---|
 //! | `helina_sessions_started_total` | counter | sessions given a slot |
-//! | `helina_sessions_finished_total{outcome}` | counter | sessions ended, by outcome (`ok`, `busy`, `shutting_down`, `timeout`, `disconnected`, `tls`, `malformed`, `input`, `plan`, `memory`, `peer_aborted`, `internal`) |
+//! | `helina_sessions_finished_total{outcome}` | counter | sessions ended, by outcome (`ok`, `busy`, `shutting_down`, `timeout`, `disconnected`, `tls`, `malformed`, `input`, `unservable`, `memory`, `peer_aborted`, `internal`) |
 //! | `helina_sessions_running` | gauge | sessions running now |
 //! | `helina_inferences_total` | counter | inferences served |
 //! | `helina_inference_seconds` | histogram | the server's time per inference (offline + online) |
@@ -79,10 +79,10 @@ pub fn outcome_label(error: Option<&ProtocolError>) -> &'static str {
         ProtocolError::Net(NetError::Tls { .. }) => "tls",
         e if e.is_malformed() => "malformed",
         e if e.is_input() => "input",
-        e if e.is_unservable() => "plan",
+        e if e.is_unservable() => "unservable",
         ProtocolError::Version { .. }
         | ProtocolError::Params { .. }
-        | ProtocolError::RevealRefused => "plan",
+        | ProtocolError::RevealRefused => "unservable",
         ProtocolError::SessionMemory { .. } => "memory",
         _ => "internal",
     }

@@ -209,8 +209,9 @@ pub enum AbortReason {
     Version,
     /// Parameter set or NTT backend mismatch.
     Params,
-    /// Layer plan mismatch.
-    Plan,
+    /// The server cannot serve what was asked: layers, methods or a program other than
+    /// it offers, or a reveal of private weights' results.
+    Unservable,
     /// A message that did not decode or did not fit.
     Malformed,
     /// The server has no free session slot.

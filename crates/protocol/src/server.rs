@@ -1,5 +1,5 @@
 //! The server: what it serves — a network ([`NetworkServer`]: one program, its weights
-//! encoded once) or single linear layers ([`Model`]: each a one-step program, its
+//! encoded once) or single linear layers ([`ServedLayers`]: each a one-step program, its
 //! encodings made once per method and shared, [`Encodings`]) — and the session around
 //! the engine ([`crate::engine`]), the same for both:
 //!
@@ -20,7 +20,7 @@
 //! at most [`MAX_INPUTS_PER_SESSION`] inputs, and the session's memory (flooding zeros,
 //! ciphertexts, COT pools and precomputed OTs or garbled tables) within [`crate::ServeOptions::session_memory`]. A
 //! single layer's output goes to the client only from a server of public
-//! demonstration weights ([`Model::public_demo`]): revealing `W·x` for chosen `x`
+//! demonstration weights ([`ServedLayers::public_demo`]): revealing `W·x` for chosen `x`
 //! gives away `W`.
 
 use std::collections::HashMap;
@@ -61,15 +61,15 @@ pub struct ServedLayer {
 
 /// The layers a server holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Model {
+pub struct ServedLayers {
     layers: Vec<ServedLayer>,
     public_weights: bool,
 }
 
-impl Model {
+impl ServedLayers {
     /// A model of private weights: every layer's weight count and method kind checked;
     /// a client's `Reveal` is refused.
-    pub fn new(layers: Vec<ServedLayer>) -> Result<Model> {
+    pub fn new(layers: Vec<ServedLayer>) -> Result<ServedLayers> {
         for (i, l) in layers.iter().enumerate() {
             if l.weights.len() != l.shape.weight_len() {
                 return Err(ProtocolError::WeightLength {
@@ -82,17 +82,17 @@ impl Model {
                 l.shape.with(m)?;
             }
         }
-        Ok(Model {
+        Ok(ServedLayers {
             layers,
             public_weights: false,
         })
     }
     /// A model of public demonstration weights (seeded, published): a client may ask
     /// for the server's shares (`Reveal`) to check its result.
-    pub fn public_demo(layers: Vec<ServedLayer>) -> Result<Model> {
-        Ok(Model {
+    pub fn public_demo(layers: Vec<ServedLayer>) -> Result<ServedLayers> {
+        Ok(ServedLayers {
             public_weights: true,
-            ..Model::new(layers)?
+            ..ServedLayers::new(layers)?
         })
     }
     /// The layers.
@@ -107,7 +107,7 @@ impl Model {
     /// method is the server's if it fixed one (a different wish from the client is a
     /// plan mismatch), else the client's wish, else the cheapest predicted on `link`.
     /// Returns the held layer's index and the spec.
-    pub fn plan(
+    pub fn choose_layer(
         &self,
         requests: &[LayerRequest],
         params: &Params,
@@ -158,7 +158,12 @@ impl Encodings {
         })
     }
     /// Layer `layer` of `model` encoded for `spec` (made now if no session made it yet).
-    pub fn get(&self, model: &Model, layer: usize, spec: &LayerSpec) -> Result<Arc<Encoded>> {
+    pub fn get(
+        &self,
+        model: &ServedLayers,
+        layer: usize,
+        spec: &LayerSpec,
+    ) -> Result<Arc<Encoded>> {
         let key = (layer, spec.clone());
         let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = made.get(&key) {
@@ -508,7 +513,7 @@ pub fn peak_rss_bytes() -> Option<u64> {
 /// A single held layer as a one-step program: input `c_i×h×w` (or `cols`) at scale 0,
 /// output the product without bias, its weights encoded for `spec` (shared).
 fn one_step(
-    model: &Model,
+    model: &ServedLayers,
     encodings: &Encodings,
     i: usize,
     spec: &LayerSpec,
@@ -596,7 +601,7 @@ fn one_step(
 pub fn serve<C: Channel>(
     ch: &mut C,
     params: &Params,
-    model: &Model,
+    model: &ServedLayers,
     link: &Link,
 ) -> Result<ServerOutcome> {
     serve_with(ch, params, model, &Encodings::new(params)?, link, None)
@@ -606,7 +611,7 @@ pub fn serve<C: Channel>(
 pub fn serve_with<C: Channel>(
     ch: &mut C,
     params: &Params,
-    model: &Model,
+    model: &ServedLayers,
     encodings: &Encodings,
     link: &Link,
     memory: Option<u64>,
@@ -618,14 +623,14 @@ pub fn serve_with<C: Channel>(
 pub fn serve_with_observed<C: Channel>(
     ch: &mut C,
     params: &Params,
-    model: &Model,
+    model: &ServedLayers,
     encodings: &Encodings,
     link: &Link,
     memory: Option<u64>,
     on_inference: &mut dyn FnMut(&InferenceReport),
 ) -> Result<ServerOutcome> {
     let r = session(ch, memory, on_inference, |layers, reveal| {
-        let (i, spec) = model.plan(layers, params, link)?;
+        let (i, spec) = model.choose_layer(layers, params, link)?;
         if reveal && !model.public_weights {
             warn!("a client asked to learn a layer's output on private weights: refused");
             return Err(ProtocolError::RevealRefused);
@@ -776,7 +781,7 @@ pub(crate) fn abort<C: Channel>(ch: &mut C, e: &ProtocolError) {
     let reason = match e {
         ProtocolError::Version { .. } => AbortReason::Version,
         ProtocolError::Params { .. } => AbortReason::Params,
-        e if e.is_unservable() => AbortReason::Plan,
+        e if e.is_unservable() => AbortReason::Unservable,
         ProtocolError::SessionMemory { .. } => AbortReason::Busy,
         ProtocolError::RevealRefused => AbortReason::Refused,
         e if e.is_malformed() => AbortReason::Malformed,
@@ -806,7 +811,7 @@ pub type ServerSessionReport = SessionReport<ServerOutcome>;
 pub fn serve_tcp<F>(
     listener: TcpListener,
     params: &Params,
-    model: Arc<Model>,
+    model: Arc<ServedLayers>,
     opts: &ServeOptions,
     on_session: F,
 ) -> Result<()>

@@ -8,14 +8,14 @@ use he::Params;
 use kernels::Method;
 use net::{Channel, Link, MemChannel};
 use proptest::prelude::*;
-use protocol::{serve, LayerMethod, LayerShape, Model, ProtocolError, ServedLayer};
+use protocol::{serve, LayerMethod, LayerShape, ProtocolError, ServedLayer, ServedLayers};
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn random_frames_are_errors(frame in proptest::collection::vec(any::<u8>(), 0..300)) {
         let params = Params::preset("n4096").unwrap();
-        let model = Model::new(vec![ServedLayer {
+        let model = ServedLayers::new(vec![ServedLayer {
             shape: LayerShape::Matvec { rows: 2, cols: 4 },
             method: Some(LayerMethod::Matvec(Method::Gala)),
             weights: vec![1; 8],

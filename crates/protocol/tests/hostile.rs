@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use he::{Bfv, GaloisSpec, PublicKeys};
 use net::{Channel, TcpChannel};
 use protocol::{
-    recv, send, serve_sessions, AbortReason, LayerRequest, LayerShape, Model, Msg, ProtocolError,
-    ServeOptions,
+    recv, send, serve_sessions, AbortReason, LayerRequest, LayerShape, Msg, ProtocolError,
+    ServeOptions, ServedLayers,
 };
 
 mod common;
@@ -67,7 +67,7 @@ fn crafted_keys() -> PublicKeys {
 
 #[test]
 fn a_crafted_public_key_is_refused_and_the_slot_is_released() {
-    let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 2, opts());
+    let (addr, reports, h) = server(ServedLayers::public_demo(layers()).unwrap(), 2, opts());
     let mut ch = client(&addr);
     send(&mut ch, &hello(request())).unwrap();
     assert!(matches!(recv(&mut ch).unwrap(), Msg::Offer(_)));
@@ -143,7 +143,7 @@ fn a_panicking_session_gives_its_slot_back() {
 
 #[test]
 fn reveal_is_refused_for_private_weights_and_allowed_for_the_demo() {
-    let (addr, reports, h) = server(Model::new(layers()).unwrap(), 2, opts());
+    let (addr, reports, h) = server(ServedLayers::new(layers()).unwrap(), 2, opts());
     assert_eq!(
         normal(&addr, true).unwrap_err(),
         ProtocolError::PeerAborted(AbortReason::Refused)
@@ -156,7 +156,7 @@ fn reveal_is_refused_for_private_weights_and_allowed_for_the_demo() {
         reports.lock().unwrap()[0].result.as_ref().unwrap_err(),
         &ProtocolError::RevealRefused
     );
-    let (addr, _, h) = server(Model::public_demo(layers()).unwrap(), 1, opts());
+    let (addr, _, h) = server(ServedLayers::public_demo(layers()).unwrap(), 1, opts());
     assert_eq!(
         normal(&addr, true).unwrap().revealed.unwrap(),
         vec![vec![36, 36]]
@@ -170,7 +170,7 @@ fn reveal_is_refused_for_private_weights_and_allowed_for_the_demo() {
 /// shape the server does not hold is refused likewise.
 #[test]
 fn a_hello_of_a_thousand_layers_is_refused_before_any_allocation() {
-    let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 3, opts());
+    let (addr, reports, h) = server(ServedLayers::public_demo(layers()).unwrap(), 3, opts());
     let mut ch = client(&addr);
     send(&mut ch, &hello(request().repeat(1000))).unwrap();
     assert_eq!(
@@ -187,7 +187,7 @@ fn a_hello_of_a_thousand_layers_is_refused_before_any_allocation() {
     send(&mut ch, &hello(request().repeat(100))).unwrap();
     assert_eq!(
         recv(&mut ch).unwrap_err(),
-        ProtocolError::PeerAborted(AbortReason::Plan)
+        ProtocolError::PeerAborted(AbortReason::Unservable)
     );
     assert!(t.elapsed() < Duration::from_secs(2));
     wait_for(&reports, 2);
@@ -202,7 +202,7 @@ fn a_hello_of_a_thousand_layers_is_refused_before_any_allocation() {
     .unwrap();
     assert_eq!(
         recv(&mut ch).unwrap_err(),
-        ProtocolError::PeerAborted(AbortReason::Plan)
+        ProtocolError::PeerAborted(AbortReason::Unservable)
     );
     h.join().unwrap();
     let reports = reports.lock().unwrap();
@@ -227,7 +227,7 @@ fn a_session_beyond_its_memory_budget_is_refused() {
         session_memory: Some(1 << 20),
         ..opts()
     };
-    let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 1, tight);
+    let (addr, reports, h) = server(ServedLayers::public_demo(layers()).unwrap(), 1, tight);
     assert_eq!(
         normal(&addr, true).unwrap_err(),
         ProtocolError::PeerAborted(AbortReason::Busy)
@@ -242,7 +242,7 @@ fn a_session_beyond_its_memory_budget_is_refused() {
         session_memory: Some(64 << 20),
         ..opts()
     };
-    let (addr, _, h) = server(Model::public_demo(layers()).unwrap(), 1, roomy);
+    let (addr, _, h) = server(ServedLayers::public_demo(layers()).unwrap(), 1, roomy);
     assert!(normal(&addr, true).is_ok());
     h.join().unwrap();
 }
@@ -256,7 +256,7 @@ fn a_dripping_peer_is_dropped_at_the_frame_deadline() {
         timeout: Duration::from_secs(1),
         ..opts()
     };
-    let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 2, drip_opts);
+    let (addr, reports, h) = server(ServedLayers::public_demo(layers()).unwrap(), 2, drip_opts);
     let t = Instant::now();
     let a = addr.clone();
     let drip = thread::spawn(move || {
@@ -300,7 +300,7 @@ fn the_session_deadline_ends_a_slow_session() {
         session_timeout: Some(Duration::from_millis(800)),
         ..opts()
     };
-    let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 1, slow);
+    let (addr, reports, h) = server(ServedLayers::public_demo(layers()).unwrap(), 1, slow);
     let mut ch = client(&addr);
     send(&mut ch, &hello(request())).unwrap();
     assert!(matches!(recv(&mut ch).unwrap(), Msg::Offer(_)));

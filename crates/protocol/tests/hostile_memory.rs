@@ -17,7 +17,7 @@ use common::*;
 use he::{Bfv, GaloisSpec, Params};
 use kernels::Method;
 use net::{Link, TcpChannel};
-use protocol::{recv, send, AbortReason, Model, Msg, ProtocolError};
+use protocol::{recv, send, AbortReason, Msg, ProtocolError, ServedLayers};
 
 /// One test at a time: the process's memory is the server's.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -53,7 +53,7 @@ const RSS_SLACK: u64 = 64 << 20;
 #[test]
 fn an_oversized_first_frame_is_refused_from_its_header() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 3, opts());
+    let (addr, reports, h) = server(ServedLayers::public_demo(layers()).unwrap(), 3, opts());
     let before = warm(&addr, &reports);
     let t = Instant::now();
     let mut s = TcpStream::connect(&addr).unwrap();
@@ -98,7 +98,7 @@ fn handshake(ch: &mut TcpChannel) -> (protocol::SessionOffer, Params, protocol::
 #[test]
 fn a_query_with_too_many_ciphertexts_is_refused_before_decoding() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 4, opts());
+    let (addr, reports, h) = server(ServedLayers::public_demo(layers()).unwrap(), 4, opts());
     let before = warm(&addr, &reports);
     for (n, k) in [(10usize, 1usize), (1_000_000, 2)] {
         let mut ch = client(&addr);
@@ -149,7 +149,7 @@ fn a_query_with_too_many_ciphertexts_is_refused_before_decoding() {
 #[test]
 fn surplus_or_other_galois_keys_are_refused() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let model = Model::public_demo(layers_with(Method::Diagonal)).unwrap();
+    let model = ServedLayers::public_demo(layers_with(Method::Diagonal)).unwrap();
     let (addr, reports, h) = server(model, 3, opts());
     let before = warm(&addr, &reports);
     // 280 keys more than needed: only the frame's length and a little of it are sent
@@ -211,7 +211,7 @@ fn surplus_or_other_galois_keys_are_refused() {
 #[test]
 fn a_paced_slow_client_is_cut_by_the_default_deadline() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let (addr, reports, h) = server(Model::public_demo(layers()).unwrap(), 2, opts());
+    let (addr, reports, h) = server(ServedLayers::public_demo(layers()).unwrap(), 2, opts());
     let before = warm(&addr, &reports);
     let mut ch = client(&addr);
     let t = Instant::now();

@@ -14,8 +14,8 @@ use he::Params;
 use kernels::{ConvMethod, ConvShape, Method, Padding};
 use net::{Channel, Link, TcpChannel};
 use protocol::{
-    query, send, serve_tcp, AbortReason, LayerMethod, LayerRequest, LayerShape, Model, Msg,
-    ProtocolError, ServeOptions, ServedLayer, SessionReport, PROTOCOL_VERSION,
+    query, send, serve_tcp, AbortReason, LayerMethod, LayerRequest, LayerShape, Msg, ProtocolError,
+    ServeOptions, ServedLayer, ServedLayers, SessionReport, PROTOCOL_VERSION,
 };
 use rand::{Rng, SeedableRng};
 
@@ -45,7 +45,7 @@ type Reports = Arc<Mutex<Vec<SessionReport<protocol::ServerOutcome>>>>;
 /// A concurrent TCP server for `sessions` connections; returns its address, the
 /// reports and the accept loop's handle.
 fn server(
-    model: Model,
+    model: ServedLayers,
     sessions: usize,
     max_concurrent: usize,
 ) -> (String, Reports, thread::JoinHandle<()>) {
@@ -115,7 +115,7 @@ fn matvec_and_conv_layers_end_to_end_concurrently() {
     let img: Vec<i64> = (0..3 * 64).map(|_| r.random_range(-20..=20)).collect();
     let mv = LayerShape::Matvec { rows, cols };
     let cv = LayerShape::Conv(conv_shape());
-    let model = Model::public_demo(vec![
+    let model = ServedLayers::public_demo(vec![
         ServedLayer {
             shape: mv,
             method: None,
@@ -207,8 +207,8 @@ fn matvec_and_conv_layers_end_to_end_concurrently() {
     assert!(out.noise_budget.is_some());
 }
 
-fn small() -> Model {
-    Model::public_demo(vec![ServedLayer {
+fn small() -> ServedLayers {
+    ServedLayers::public_demo(vec![ServedLayer {
         shape: LayerShape::Matvec { rows: 2, cols: 8 },
         method: Some(LayerMethod::Matvec(Method::Heliks)),
         weights: vec![1; 16],
@@ -262,7 +262,7 @@ fn mismatches_and_garbage_are_typed_errors_and_the_server_keeps_serving() {
             params(),
             request(LayerShape::Matvec { rows: 3, cols: 8 }, None),
         ),
-        AbortReason::Plan,
+        AbortReason::Unservable,
     );
     aborted(
         hello(
@@ -273,7 +273,7 @@ fn mismatches_and_garbage_are_typed_errors_and_the_server_keeps_serving() {
                 Some(LayerMethod::Matvec(Method::Gala)),
             ),
         ),
-        AbortReason::Plan,
+        AbortReason::Unservable,
     );
     let mut ch = client(&addr);
     ch.send(&[0xde, 0xad, 0xbe, 0xef, 1, 2, 3]).unwrap();

@@ -13,7 +13,7 @@ use std::thread;
 
 use common::{opts, params, server, wait_for, MAX, SHAPE, T};
 use net::{ClientTls, Link, NetError, ServerTls, TcpChannel};
-use protocol::{query, LayerRequest, Model, ProtocolError, ServeOptions};
+use protocol::{query, LayerRequest, ProtocolError, ServeOptions, ServedLayers};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 
 /// A CA, and a server certificate for 127.0.0.1 signed by it: (server TLS, client TLS).
@@ -102,7 +102,7 @@ fn through_relays(
     let want = vec![X.iter().sum::<u64>(); 2]; // W = all ones
     let n = fractions.len() + 1;
     let (addr, reports, h) = server(
-        Model::public_demo(common::layers()).unwrap(),
+        ServedLayers::public_demo(common::layers()).unwrap(),
         n,
         ServeOptions {
             tls: stls,

@@ -372,10 +372,10 @@ impl DepthwiseLayout {
         budget: Option<usize>,
     ) -> Result<Self> {
         let mut geom = DepthwiseGeometry::new(shape, slots)?;
-        let mut rot = Rotations::plan(geom.all_steps(), geom.span, budget);
+        let mut rot = Rotations::new(geom.all_steps(), geom.span, budget);
         if rot.composed() && geom.phases > 1 {
             let single = geom.clone().with_phases(1);
-            let r = Rotations::plan(single.all_steps(), single.span, budget);
+            let r = Rotations::new(single.all_steps(), single.span, budget);
             if !r.composed() {
                 geom = single;
                 rot = r;

@@ -548,7 +548,7 @@ impl ConvLayout {
         }
         Ok(Self {
             method,
-            rot: Rotations::plan(steps, geom.span, budget),
+            rot: Rotations::new(steps, geom.span, budget),
             geom,
             slots,
             ensei: ens,

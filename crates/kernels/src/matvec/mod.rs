@@ -339,7 +339,7 @@ impl MatvecLayout {
         let budget = if method == Method::Bsgs { None } else { budget };
         Ok(Self {
             method,
-            rot: Rotations::plan(steps, span, budget),
+            rot: Rotations::new(steps, span, budget),
             geom: g,
             slots,
         })

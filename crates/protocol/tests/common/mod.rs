@@ -11,8 +11,8 @@ use he::Params;
 use kernels::Method;
 use net::{Link, TcpChannel};
 use protocol::{
-    query, serve_tcp, LayerMethod, LayerRequest, LayerShape, Model, Msg, ServeOptions, ServedLayer,
-    ServerSessionReport, PROTOCOL_VERSION,
+    query, serve_tcp, LayerMethod, LayerRequest, LayerShape, Msg, ServeOptions, ServedLayer,
+    ServedLayers, ServerSessionReport, PROTOCOL_VERSION,
 };
 
 pub const T: Duration = Duration::from_secs(20);
@@ -41,7 +41,7 @@ pub type Reports = Arc<Mutex<Vec<ServerSessionReport>>>;
 
 /// A one-layer server taking one session at a time, for `sessions` connections.
 pub fn server(
-    model: Model,
+    model: ServedLayers,
     sessions: usize,
     opts: ServeOptions,
 ) -> (String, Reports, thread::JoinHandle<()>) {
