@@ -293,18 +293,11 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
     let frac = 8;
     let prog = nn::lower(&network, frac, params.p())?;
     let link = a.link.link()?;
-    let (planner, source) = a
-        .planner
-        .planning(link, protocol::MethodChoice::Auto)?
-        .planner(&params)?;
-    let network_plan = protocol::NetworkPlan::new(
-        prog.clone(),
-        &params,
-        &planner,
-        a.planner.mem_limit_bytes()?,
-        &protocol::MethodChoice::Auto,
-        a.layers,
-    )?;
+    let mut planning = a.planner.planning(link, protocol::MethodChoice::Auto)?;
+    // without --mem-limit every layer's weights count as held (measured apart per layer)
+    planning.mem_limit = Some(a.planner.mem_limit_bytes()?.unwrap_or(u64::MAX));
+    let (planner, source) = planning.planner(&params)?;
+    let network_plan = planning.plan(&planner, prog.clone(), &params, a.layers)?;
     // the plan's parameters carry the program's public weight bound
     let params = network_plan.params.clone();
     let planned = &network_plan.layers;

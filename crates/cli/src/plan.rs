@@ -8,7 +8,7 @@
 
 use clap::Args;
 use he::Params;
-use protocol::{MethodChoice, NetworkPlan};
+use protocol::MethodChoice;
 use serde::Serialize;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -62,18 +62,9 @@ pub fn run(a: &PlanArgs) -> Res<()> {
     // Shapes only: any scale will do.
     let prog = nn::lower(&network, 8, params.p())?;
     let link = a.link.link()?;
-    let (planner, source) = a
-        .planner
-        .planning(link, MethodChoice::Auto)?
-        .planner(&params)?;
-    let plan = NetworkPlan::new(
-        prog,
-        &params,
-        &planner,
-        a.planner.mem_limit_bytes()?,
-        &MethodChoice::Auto,
-        None,
-    )?;
+    let planning = a.planner.planning(link, MethodChoice::Auto)?;
+    let (planner, source) = planning.planner(&params)?;
+    let plan = planning.plan(&planner, prog, &params, None)?;
     let layers = &plan.layers;
     let rows: Vec<Row> = layers
         .iter()

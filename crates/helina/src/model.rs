@@ -133,6 +133,27 @@ impl Planning {
         p.threads = self.threads.unwrap_or_else(threads);
         Ok((p, source))
     }
+
+    /// The network plan of `prog` on `params` by `planner` (from [`Planning::planner`])
+    /// — the one place a plan is made: a method per linear step, the weights held within
+    /// [`Planning::mem_limit`] and the rest encoded per query; `layers`: only the first
+    /// that many linear steps.
+    pub fn plan(
+        &self,
+        planner: &Planner,
+        prog: nn::Program,
+        params: &Params,
+        layers: Option<usize>,
+    ) -> Result<NetworkPlan> {
+        Ok(NetworkPlan::new(
+            prog,
+            params,
+            planner,
+            self.mem_limit.or_else(protocol::default_weight_memory),
+            &self.method,
+            layers,
+        )?)
+    }
 }
 
 /// Worker threads of the HE kernels (the global rayon pool).
@@ -245,14 +266,7 @@ impl Model {
         let t = std::time::Instant::now();
         let params = Params::preset(&prog.preset)?;
         let (planner, costs) = planning.planner(&params)?;
-        let plan = NetworkPlan::new(
-            prog,
-            &params,
-            &planner,
-            planning.mem_limit.or_else(protocol::default_weight_memory),
-            &planning.method,
-            None,
-        )?;
+        let plan = planning.plan(&planner, prog, &params, None)?;
         Ok(Self {
             network,
             plan,
