@@ -9,18 +9,11 @@ use crate::tensor_proto::Const;
 
 use super::{Graph, OnnxNode, OpDef};
 
-pub(crate) const RELU: OpDef = OpDef {
-    op_type: "Relu",
-    import: Some(import_relu),
-    ..OpDef::BASE
-};
+pub(crate) const RELU: OpDef = OpDef::new("Relu").import(import_relu);
 
-pub(crate) const CLIP: OpDef = OpDef {
-    op_type: "Clip",
-    attributes: &[("min", AttributeType::Float), ("max", AttributeType::Float)],
-    import: Some(import_clip),
-    ..OpDef::BASE
-};
+pub(crate) const CLIP: OpDef = OpDef::new("Clip")
+    .attributes(&[("min", AttributeType::Float), ("max", AttributeType::Float)])
+    .import(import_clip);
 
 fn import_relu(g: &mut Graph, n: &OnnxNode) -> Result<(), NnError> {
     let t = g.act(n, 0)?;

@@ -14,51 +14,24 @@ use crate::tensor_proto::Const;
 
 use super::{Graph, OnnxNode, OpDef, ML_DOMAIN};
 
-pub(crate) const ADD: OpDef = OpDef {
-    op_type: "Add",
-    import: Some(import_add),
-    head: Some(head),
-    ..OpDef::BASE
-};
+pub(crate) const ADD: OpDef = OpDef::new("Add").import(import_add).head(head);
 
-pub(crate) const SUB: OpDef = OpDef {
-    op_type: "Sub",
-    import: Some(import_affine),
-    head: Some(head),
-    ..OpDef::BASE
-};
+pub(crate) const SUB: OpDef = OpDef::new("Sub").import(import_affine).head(head);
 
-pub(crate) const MUL: OpDef = OpDef {
-    op_type: "Mul",
-    import: Some(import_mul),
-    head: Some(head),
-    ..OpDef::BASE
-};
+pub(crate) const MUL: OpDef = OpDef::new("Mul").import(import_mul).head(head);
 
-pub(crate) const DIV: OpDef = OpDef {
-    op_type: "Div",
-    import: Some(import_affine),
-    head: Some(head),
-    ..OpDef::BASE
-};
+pub(crate) const DIV: OpDef = OpDef::new("Div").import(import_affine).head(head);
 
-pub(crate) const POW: OpDef = OpDef {
-    op_type: "Pow",
-    import: Some(import_square),
-    ..OpDef::BASE
-};
+pub(crate) const POW: OpDef = OpDef::new("Pow").import(import_square);
 
 /// skl2onnx's `Scaler`: `(x − offset)·scale`.
-pub(crate) const SCALER: OpDef = OpDef {
-    op_type: "Scaler",
-    domain: ML_DOMAIN,
-    attributes: &[
+pub(crate) const SCALER: OpDef = OpDef::new("Scaler")
+    .domain(ML_DOMAIN)
+    .attributes(&[
         ("offset", AttributeType::Floats),
         ("scale", AttributeType::Floats),
-    ],
-    import: Some(import_affine),
-    ..OpDef::BASE
-};
+    ])
+    .import(import_affine);
 
 fn head(_: &mut Graph, n: &OnnxNode) -> Result<(HeadOp, usize), NnError> {
     let op = match n.op() {

@@ -8,16 +8,13 @@ use crate::error::NnError;
 
 use super::{check_int_is, Finding, Graph, OnnxNode, OpDef};
 
-pub(crate) const BATCH_NORMALIZATION: OpDef = OpDef {
-    op_type: "BatchNormalization",
-    attributes: &[
+pub(crate) const BATCH_NORMALIZATION: OpDef = OpDef::new("BatchNormalization")
+    .attributes(&[
         ("training_mode", AttributeType::Int),
         ("epsilon", AttributeType::Float),
-    ],
-    check,
-    import: Some(import),
-    ..OpDef::BASE
-};
+    ])
+    .check(check)
+    .import(import);
 
 fn check(n: &OnnxNode, out: &mut Vec<Finding>) {
     check_int_is(n, "training_mode", 0, 0, out);

@@ -11,42 +11,30 @@ use crate::tensor_proto::{load_tensor, Const};
 
 use super::{Finding, Graph, OnnxNode, OpDef};
 
-pub(crate) const CONSTANT: OpDef = OpDef {
-    op_type: "Constant",
-    attributes: &[
+pub(crate) const CONSTANT: OpDef = OpDef::new("Constant")
+    .attributes(&[
         ("value", AttributeType::Tensor),
         ("value_float", AttributeType::Float),
         ("value_floats", AttributeType::Floats),
         ("value_int", AttributeType::Int),
         ("value_ints", AttributeType::Ints),
-    ],
-    import: Some(import_constant),
-    ..OpDef::BASE
-};
+    ])
+    .import(import_constant);
 
-pub(crate) const SHAPE: OpDef = OpDef {
-    op_type: "Shape",
-    attributes: &[("start", AttributeType::Int), ("end", AttributeType::Int)],
-    import: Some(import_shape),
-    ..OpDef::BASE
-};
+pub(crate) const SHAPE: OpDef = OpDef::new("Shape")
+    .attributes(&[("start", AttributeType::Int), ("end", AttributeType::Int)])
+    .import(import_shape);
 
-pub(crate) const GATHER: OpDef = OpDef {
-    op_type: "Gather",
-    attributes: &[("axis", AttributeType::Int)],
-    check: check_axis_0,
-    import: Some(import_gather),
-    ..OpDef::BASE
-};
+pub(crate) const GATHER: OpDef = OpDef::new("Gather")
+    .attributes(&[("axis", AttributeType::Int)])
+    .check(check_axis_0)
+    .import(import_gather);
 
-pub(crate) const CONCAT: OpDef = OpDef {
-    op_type: "Concat",
-    attributes: &[("axis", AttributeType::Int)],
-    check: check_axis_0,
-    import: Some(import_concat),
-    head: Some(head_concat),
-    ..OpDef::BASE
-};
+pub(crate) const CONCAT: OpDef = OpDef::new("Concat")
+    .attributes(&[("axis", AttributeType::Int)])
+    .check(check_axis_0)
+    .import(import_concat)
+    .head(head_concat);
 
 fn check_axis_0(n: &OnnxNode, out: &mut Vec<Finding>) {
     let a = n.int("axis", 0);

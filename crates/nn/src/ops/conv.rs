@@ -13,20 +13,17 @@ use crate::ir::{Op, PadMode};
 
 use super::{check_auto_pad, check_equal_2d, check_no_dilation, Finding, Graph, OnnxNode, OpDef};
 
-pub(crate) const CONV: OpDef = OpDef {
-    op_type: "Conv",
-    attributes: &[
+pub(crate) const CONV: OpDef = OpDef::new("Conv")
+    .attributes(&[
         ("group", AttributeType::Int),
         ("dilations", AttributeType::Ints),
         ("auto_pad", AttributeType::String),
         ("strides", AttributeType::Ints),
         ("kernel_shape", AttributeType::Ints),
         ("pads", AttributeType::Ints),
-    ],
-    check,
-    import: Some(import),
-    ..OpDef::BASE
-};
+    ])
+    .check(check)
+    .import(import);
 
 fn check(n: &OnnxNode, out: &mut Vec<Finding>) {
     check_no_dilation(n, out);

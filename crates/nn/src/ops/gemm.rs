@@ -9,24 +9,17 @@ use crate::ir::Op;
 
 use super::{check_int_is, Finding, Graph, OnnxNode, OpDef};
 
-pub(crate) const GEMM: OpDef = OpDef {
-    op_type: "Gemm",
-    attributes: &[
+pub(crate) const GEMM: OpDef = OpDef::new("Gemm")
+    .attributes(&[
         ("transA", AttributeType::Int),
         ("transB", AttributeType::Int),
         ("alpha", AttributeType::Float),
         ("beta", AttributeType::Float),
-    ],
-    check: check_gemm,
-    import: Some(import),
-    ..OpDef::BASE
-};
+    ])
+    .check(check_gemm)
+    .import(import);
 
-pub(crate) const MATMUL: OpDef = OpDef {
-    op_type: "MatMul",
-    import: Some(import),
-    ..OpDef::BASE
-};
+pub(crate) const MATMUL: OpDef = OpDef::new("MatMul").import(import);
 
 fn check_gemm(n: &OnnxNode, out: &mut Vec<Finding>) {
     check_int_is(n, "transA", 0, 0, out);

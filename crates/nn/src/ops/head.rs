@@ -9,25 +9,15 @@ use crate::head::HeadOp;
 
 use super::{Graph, OnnxNode, OpDef, ML_DOMAIN};
 
-pub(crate) const SOFTMAX: OpDef = OpDef {
-    op_type: "Softmax",
-    attributes: &[("axis", AttributeType::Int)],
-    head: Some(softmax),
-    ..OpDef::BASE
-};
+pub(crate) const SOFTMAX: OpDef = OpDef::new("Softmax")
+    .attributes(&[("axis", AttributeType::Int)])
+    .head(softmax);
 
-pub(crate) const LOG_SOFTMAX: OpDef = OpDef {
-    op_type: "LogSoftmax",
-    attributes: &[("axis", AttributeType::Int)],
-    head: Some(softmax),
-    ..OpDef::BASE
-};
+pub(crate) const LOG_SOFTMAX: OpDef = OpDef::new("LogSoftmax")
+    .attributes(&[("axis", AttributeType::Int)])
+    .head(softmax);
 
-pub(crate) const SIGMOID: OpDef = OpDef {
-    op_type: "Sigmoid",
-    head: Some(sigmoid),
-    ..OpDef::BASE
-};
+pub(crate) const SIGMOID: OpDef = OpDef::new("Sigmoid").head(sigmoid);
 
 const ARG_EXTREME_ATTRIBUTES: &[(&str, AttributeType)] = &[
     ("axis", AttributeType::Int),
@@ -35,36 +25,24 @@ const ARG_EXTREME_ATTRIBUTES: &[(&str, AttributeType)] = &[
     ("select_last_index", AttributeType::Int),
 ];
 
-pub(crate) const ARG_MAX: OpDef = OpDef {
-    op_type: "ArgMax",
-    attributes: ARG_EXTREME_ATTRIBUTES,
-    head: Some(arg_extreme),
-    ..OpDef::BASE
-};
+pub(crate) const ARG_MAX: OpDef = OpDef::new("ArgMax")
+    .attributes(ARG_EXTREME_ATTRIBUTES)
+    .head(arg_extreme);
 
-pub(crate) const ARG_MIN: OpDef = OpDef {
-    op_type: "ArgMin",
-    attributes: ARG_EXTREME_ATTRIBUTES,
-    head: Some(arg_extreme),
-    ..OpDef::BASE
-};
+pub(crate) const ARG_MIN: OpDef = OpDef::new("ArgMin")
+    .attributes(ARG_EXTREME_ATTRIBUTES)
+    .head(arg_extreme);
 
-pub(crate) const TOP_K: OpDef = OpDef {
-    op_type: "TopK",
-    attributes: &[
+pub(crate) const TOP_K: OpDef = OpDef::new("TopK")
+    .attributes(&[
         ("axis", AttributeType::Int),
         ("largest", AttributeType::Int),
-    ],
-    head: Some(top_k),
-    ..OpDef::BASE
-};
+    ])
+    .head(top_k);
 
-pub(crate) const ARRAY_FEATURE_EXTRACTOR: OpDef = OpDef {
-    op_type: "ArrayFeatureExtractor",
-    domain: ML_DOMAIN,
-    head: Some(array_feature_extractor),
-    ..OpDef::BASE
-};
+pub(crate) const ARRAY_FEATURE_EXTRACTOR: OpDef = OpDef::new("ArrayFeatureExtractor")
+    .domain(ML_DOMAIN)
+    .head(array_feature_extractor);
 
 /// `Softmax` and `LogSoftmax`: the axis defaults to -1 from opset 13, to 1 (with the
 /// 2-D coercion) before.

@@ -10,27 +10,18 @@ use crate::tensor_proto::Const;
 
 use super::{Graph, OnnxNode, OpDef};
 
-pub(crate) const IDENTITY: OpDef = OpDef {
-    op_type: "Identity",
-    import: Some(import_identity),
-    head: Some(head_identity),
-    ..OpDef::BASE
-};
+pub(crate) const IDENTITY: OpDef = OpDef::new("Identity")
+    .import(import_identity)
+    .head(head_identity);
 
-pub(crate) const DROPOUT: OpDef = OpDef {
-    op_type: "Dropout",
-    import: Some(import_identity),
-    head: Some(head_identity),
-    ..OpDef::BASE
-};
+pub(crate) const DROPOUT: OpDef = OpDef::new("Dropout")
+    .import(import_identity)
+    .head(head_identity);
 
-pub(crate) const CAST: OpDef = OpDef {
-    op_type: "Cast",
-    attributes: &[("to", AttributeType::Int)],
-    import: Some(import_cast),
-    head: Some(head_cast),
-    ..OpDef::BASE
-};
+pub(crate) const CAST: OpDef = OpDef::new("Cast")
+    .attributes(&[("to", AttributeType::Int)])
+    .import(import_cast)
+    .head(head_cast);
 
 fn import_identity(g: &mut Graph, n: &OnnxNode) -> Result<(), NnError> {
     if let Some(c) = g.constant(n.input(0)?)? {

@@ -109,15 +109,51 @@ pub(crate) struct OpDef {
 }
 
 impl OpDef {
-    /// An op without attribute checks, import or head (filled in with `..`).
-    pub(crate) const BASE: OpDef = OpDef {
-        op_type: "",
-        domain: "",
-        attributes: &[],
-        check: no_check,
-        import: None,
-        head: None,
-    };
+    /// `op_type` of the default domain, without attributes, checks, import or head: the
+    /// methods below add them (`OpDef::new("Relu").import(import_relu)`).
+    pub(crate) const fn new(op_type: &'static str) -> OpDef {
+        OpDef {
+            op_type,
+            domain: "",
+            attributes: &[],
+            check: no_check,
+            import: None,
+            head: None,
+        }
+    }
+
+    /// In `domain` ([`ML_DOMAIN`]).
+    pub(crate) const fn domain(mut self, domain: &'static str) -> OpDef {
+        self.domain = domain;
+        self
+    }
+
+    /// Reads these attributes, of these types.
+    pub(crate) const fn attributes(
+        mut self,
+        attributes: &'static [(&'static str, AttributeType)],
+    ) -> OpDef {
+        self.attributes = attributes;
+        self
+    }
+
+    /// Refuses attribute values with `check` (pass 1).
+    pub(crate) const fn check(mut self, check: fn(&OnnxNode, &mut Vec<Finding>)) -> OpDef {
+        self.check = check;
+        self
+    }
+
+    /// May be a private node, imported by `import`.
+    pub(crate) const fn import(mut self, import: ImportFn) -> OpDef {
+        self.import = Some(import);
+        self
+    }
+
+    /// May be a node of the output head, as `head` says.
+    pub(crate) const fn head(mut self, head: HeadFn) -> OpDef {
+        self.head = Some(head);
+        self
+    }
 
     /// Whether the op is only ever part of an output head (Softmax, ArgMax, …).
     pub(crate) fn head_only(&self) -> bool {

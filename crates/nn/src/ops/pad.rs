@@ -11,17 +11,14 @@ use crate::tensor_proto::Const;
 
 use super::{Finding, Graph, OnnxNode, OpDef};
 
-pub(crate) const PAD: OpDef = OpDef {
-    op_type: "Pad",
-    attributes: &[
+pub(crate) const PAD: OpDef = OpDef::new("Pad")
+    .attributes(&[
         ("mode", AttributeType::String),
         ("pads", AttributeType::Ints),
         ("value", AttributeType::Float),
-    ],
-    check,
-    import: Some(import),
-    ..OpDef::BASE
-};
+    ])
+    .check(check)
+    .import(import);
 
 fn check(n: &OnnxNode, out: &mut Vec<Finding>) {
     let mode = n.string("mode").unwrap_or_else(|| "constant".into());

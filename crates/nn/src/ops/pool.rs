@@ -23,43 +23,26 @@ const WINDOW_ATTRIBUTES: &[(&str, AttributeType)] = &[
     ("auto_pad", AttributeType::String),
 ];
 
-pub(crate) const MAX_POOL: OpDef = OpDef {
-    op_type: "MaxPool",
-    attributes: WINDOW_ATTRIBUTES,
-    check: check_window,
-    import: Some(import_window),
-    ..OpDef::BASE
-};
+pub(crate) const MAX_POOL: OpDef = OpDef::new("MaxPool")
+    .attributes(WINDOW_ATTRIBUTES)
+    .check(check_window)
+    .import(import_window);
 
-pub(crate) const AVERAGE_POOL: OpDef = OpDef {
-    op_type: "AveragePool",
-    attributes: WINDOW_ATTRIBUTES,
-    check: check_window,
-    import: Some(import_window),
-    ..OpDef::BASE
-};
+pub(crate) const AVERAGE_POOL: OpDef = OpDef::new("AveragePool")
+    .attributes(WINDOW_ATTRIBUTES)
+    .check(check_window)
+    .import(import_window);
 
-pub(crate) const GLOBAL_AVERAGE_POOL: OpDef = OpDef {
-    op_type: "GlobalAveragePool",
-    import: Some(import_global),
-    ..OpDef::BASE
-};
+pub(crate) const GLOBAL_AVERAGE_POOL: OpDef = OpDef::new("GlobalAveragePool").import(import_global);
 
-pub(crate) const GLOBAL_MAX_POOL: OpDef = OpDef {
-    op_type: "GlobalMaxPool",
-    import: Some(import_global_max),
-    ..OpDef::BASE
-};
+pub(crate) const GLOBAL_MAX_POOL: OpDef = OpDef::new("GlobalMaxPool").import(import_global_max);
 
-pub(crate) const REDUCE_MEAN: OpDef = OpDef {
-    op_type: "ReduceMean",
-    attributes: &[
+pub(crate) const REDUCE_MEAN: OpDef = OpDef::new("ReduceMean")
+    .attributes(&[
         ("axes", AttributeType::Ints),
         ("keepdims", AttributeType::Int),
-    ],
-    import: Some(import_reduce_mean),
-    ..OpDef::BASE
-};
+    ])
+    .import(import_reduce_mean);
 
 fn check_window(n: &OnnxNode, out: &mut Vec<Finding>) {
     let max = n.op() == "MaxPool";

@@ -14,48 +14,33 @@ use crate::tensor_proto::Const;
 
 use super::{check_int_is, Finding, Graph, OnnxNode, OpDef};
 
-pub(crate) const FLATTEN: OpDef = OpDef {
-    op_type: "Flatten",
-    attributes: &[("axis", AttributeType::Int)],
-    check: check_flatten,
-    import: Some(import_flatten),
-    head: Some(head_flatten),
-    ..OpDef::BASE
-};
+pub(crate) const FLATTEN: OpDef = OpDef::new("Flatten")
+    .attributes(&[("axis", AttributeType::Int)])
+    .check(check_flatten)
+    .import(import_flatten)
+    .head(head_flatten);
 
-pub(crate) const RESHAPE: OpDef = OpDef {
-    op_type: "Reshape",
-    attributes: &[
+pub(crate) const RESHAPE: OpDef = OpDef::new("Reshape")
+    .attributes(&[
         ("allowzero", AttributeType::Int),
         ("shape", AttributeType::Ints),
-    ],
-    import: Some(import_reshape),
-    head: Some(head_reshape),
-    ..OpDef::BASE
-};
+    ])
+    .import(import_reshape)
+    .head(head_reshape);
 
-pub(crate) const SQUEEZE: OpDef = OpDef {
-    op_type: "Squeeze",
-    attributes: &[("axes", AttributeType::Ints)],
-    import: Some(import_squeeze_or_transpose),
-    head: Some(head_squeeze),
-    ..OpDef::BASE
-};
+pub(crate) const SQUEEZE: OpDef = OpDef::new("Squeeze")
+    .attributes(&[("axes", AttributeType::Ints)])
+    .import(import_squeeze_or_transpose)
+    .head(head_squeeze);
 
-pub(crate) const UNSQUEEZE: OpDef = OpDef {
-    op_type: "Unsqueeze",
-    attributes: &[("axes", AttributeType::Ints)],
-    import: Some(import_unsqueeze),
-    head: Some(head_unsqueeze),
-    ..OpDef::BASE
-};
+pub(crate) const UNSQUEEZE: OpDef = OpDef::new("Unsqueeze")
+    .attributes(&[("axes", AttributeType::Ints)])
+    .import(import_unsqueeze)
+    .head(head_unsqueeze);
 
-pub(crate) const TRANSPOSE: OpDef = OpDef {
-    op_type: "Transpose",
-    attributes: &[("perm", AttributeType::Ints)],
-    import: Some(import_squeeze_or_transpose),
-    ..OpDef::BASE
-};
+pub(crate) const TRANSPOSE: OpDef = OpDef::new("Transpose")
+    .attributes(&[("perm", AttributeType::Ints)])
+    .import(import_squeeze_or_transpose);
 
 fn check_flatten(n: &OnnxNode, out: &mut Vec<Finding>) {
     check_int_is(n, "axis", 1, 1, out);
