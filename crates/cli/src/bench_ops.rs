@@ -1,13 +1,8 @@
 //! `helina bench ops`: median per-operation times, plain fhe.rs next to the faster
-//! variant helina uses. Later kernels are checked against Σ(op count × op cost) from
-//! this table.
+//! variant helina uses (see [`benchmarks::ops`]).
 
-use std::collections::BTreeMap;
-
+use benchmarks::ops::{OpsOptions, HOISTED_GROUP as GROUP, PRODUCT_TERMS as TERMS};
 use clap::Args;
-use he::{random_slots, Backend, Bfv, Dir, Encoding, GaloisSpec, Params};
-
-use crate::timing::{median_us, progress};
 
 #[derive(Args)]
 pub struct OpsArgs {
@@ -26,193 +21,23 @@ pub struct OpsArgs {
     save: bool,
 }
 
-/// Size of the hoisted group the `rotate_hoisted` figure is measured in.
-const GROUP: usize = 8;
-/// Number of terms for the per-term product figures.
-const TERMS: usize = 16;
-
 pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let params = Params::preset(&a.params)?;
-    let steps: Vec<i64> = (1..=GROUP as i64).collect();
-    let b = Bfv::keygen(&params, GaloisSpec::new(steps.clone()))?;
-    let mut rng = rand::rng();
-    let (n, p) = (params.n(), params.p());
-    let x = random_slots(n, p, &mut rng);
-    let w: Vec<Vec<u64>> = (0..TERMS).map(|_| random_slots(n, p, &mut rng)).collect();
-    let pt = b.encode(&x)?;
-    let ct = b.encrypt_pk(&pt)?;
-    let cts: Vec<_> = (0..TERMS)
-        .map(|_| b.encrypt_pk(&pt))
-        .collect::<Result<_, _>>()?;
-    let pws: Vec<_> = w.iter().map(|v| b.prepare(v)).collect::<Result<_, _>>()?;
-    let ews: Vec<_> = w.iter().map(|v| b.encode(v)).collect::<Result<_, _>>()?;
-    let sym = b.encrypt_sym(&pt)?;
-    let last = b.switch_to_last(&ct)?;
-    let bytes = b.serialize(&ct)?;
-    let reps = a.reps;
-
-    let mut m: BTreeMap<&'static str, f64> = BTreeMap::new();
-    let pb = progress(27, "bench ops");
-    let mut put = |k: &'static str, v: f64| {
-        m.insert(k, v);
-        pb.inc(1);
-    };
-    put("rotate", median_us(reps, || b.rotate_rows_fhe(&ct, 1)));
-    // Rotations cycle through the GROUP keys (0.9 MB each at n = 8192), as a layer's
-    // do: one key used over and over stays in cache and under-prices a layer's
-    // rotations.
-    let mut next = 0i64;
-    let mut cycle = move || {
-        next = next % GROUP as i64 + 1;
-        next
-    };
-    put(
-        "rotate_single",
-        median_us(reps, || b.rotate_rows(&ct, cycle())),
-    );
-    put("hoist_precompute", median_us(reps, || b.hoist(&ct)));
-    let h = b.hoist(&ct)?;
-    put(
-        "rotate_hoisted_only",
-        median_us(reps, || b.rotate_hoisted(&h, cycle())),
-    );
-    put(
-        "rotate_hoisted",
-        median_us(reps.div_ceil(4), || b.rotate_group(&ct, &steps)) / GROUP as f64,
-    );
-    put(
-        "mul_plain",
-        median_us(reps, || b.mul_plain_fhe(&ct, &ews[0])),
-    );
-    put(
-        "mul_plain_shoup",
-        median_us(reps, || b.mul_plain(&ct, &pws[0])),
-    );
-    put(
-        "mul_add_term",
-        median_us(reps.div_ceil(4), || -> he::Result<_> {
-            let mut acc = b.mul_plain_fhe(&cts[0], &ews[0])?;
-            for i in 1..TERMS {
-                acc = b.add(&acc, &b.mul_plain_fhe(&cts[i], &ews[i])?)?;
-            }
-            Ok(acc)
-        }) / TERMS as f64,
-    );
-    let cr: Vec<_> = cts.iter().collect();
-    let pr: Vec<_> = pws.iter().collect();
-    put(
-        "dot_term",
-        median_us(reps.div_ceil(4), || b.dot(&cr, &pr)) / TERMS as f64,
-    );
-    put("add", median_us(reps, || b.add(&ct, &cts[1])));
-    put("add_plain", median_us(reps, || b.add_plain(&ct, &ews[1])));
-    put("encode", median_us(reps, || b.encode(&x)));
-    put("prepare", median_us(reps, || b.prepare(&x)));
-    put("prepare_coeffs", median_us(reps, || b.prepare_coeffs(&x)));
-    put(
-        "prepare_row_constants",
-        median_us(reps, || b.prepare_row_constants([x[0], x[1]])),
-    );
-    put("encrypt_pk", median_us(reps, || b.encrypt_pk(&pt)));
-    put("encrypt_sym", median_us(reps, || b.encrypt_sym(&pt)));
-    put("decrypt", median_us(reps, || b.decrypt(&last)));
-    put(
-        "encrypt_zero_flood",
-        median_us(reps, || b.encrypt_zero_flood(40)),
-    );
-    put("switch_to_last", median_us(reps, || b.switch_to_last(&ct)));
-    // share_output's work per response ciphertext: mask, flood and switch in one pass,
-    // then the rounding for the wire (the flooding zero is precomputed offline)
-    let zero = b.encrypt_zero_flood(40)?;
-    put(
-        "share_step",
-        median_us(reps, || -> he::Result<_> {
-            b.round(
-                &b.mask_and_switch(&ct, &x, Encoding::Slots, &zero)?,
-                params.response_rounding(),
-            )
-        }),
-    );
-    put("serialize", median_us(reps, || b.serialize(&ct)));
-    put("deserialize", median_us(reps, || b.deserialize(&bytes)));
-    put(
-        "transfer_seeded_query",
-        median_us(reps, || b.transfer(Dir::Up, &sym)),
-    );
-    // The server's (de)serialisation and the client's work per query and per response
-    // ciphertext (the planner's model).
-    // Queries are rounded for the wire as the layers round them (`LinearLayer::query`).
-    let rounding = kernels::estimate::typical_query_rounding(&params);
-    // responses are rounded as share_output rounds them
-    let last = b.round(&last, params.response_rounding())?;
-    let last_bytes = b.serialize(&last)?;
-    let query_bytes = b.serialize(&b.round(&sym, rounding)?)?;
-    put(
-        "deserialize_query",
-        median_us(reps, || b.deserialize(&query_bytes)),
-    );
-    put("serialize_response", median_us(reps, || b.serialize(&last)));
-    for (e, encrypt, decrypt) in [
-        (Encoding::Slots, "client_encrypt", "client_decrypt"),
-        (
-            Encoding::Coeffs,
-            "client_encrypt_coeffs",
-            "client_decrypt_coeffs",
-        ),
-    ] {
-        put(
-            encrypt,
-            median_us(reps, || -> he::Result<_> {
-                b.serialize(&b.round(&b.encrypt_sym(&b.encode_as(&x, e)?)?, rounding)?)
-            }),
-        );
-        put(
-            decrypt,
-            median_us(reps, || -> he::Result<_> {
-                b.decrypt_as(&b.deserialize(&last_bytes)?, e)
-            }),
-        );
-    }
-    pb.finish_and_clear();
-
-    if a.save {
-        let model = kernels::CostModel {
-            perm_us: m["rotate_single"],
-            dec_perm_us: m["hoist_precompute"],
-            hst_perm_us: m["rotate_hoisted_only"],
-            sc_mult_us: m["dot_term"],
-            add_us: m["add"],
-            // share_output per ciphertext: mask, flood, switch, round
-            share_us: m["share_step"],
-            prepare_us: m["prepare"],
-            prepare_coeffs_us: Some(m["prepare_coeffs"]),
-            prepare_rows_us: Some(m["prepare_row_constants"]),
-            galois_key_bytes: (b.public_keys().galois_bytes() / GROUP) as u64,
-            encrypt_us: Some(m["client_encrypt"]),
-            encrypt_coeffs_us: Some(m["client_encrypt_coeffs"]),
-            decrypt_us: Some(m["client_decrypt"]),
-            decrypt_coeffs_us: Some(m["client_decrypt_coeffs"]),
-            deserialize_us: Some(m["deserialize_query"]),
-            serialize_us: Some(m["serialize_response"]),
-        };
-        let path = helina::costs::cache_path(&params)?;
-        model
-            .save(&path)
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    let r = benchmarks::ops::run(&OpsOptions {
+        params: a.params.clone(),
+        reps: a.reps,
+        save: a.save,
+    })?;
+    if let Some(path) = &r.saved_to {
         eprintln!("planner cost model saved to {}", path.display());
     }
-
+    let m = &r.medians;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&m)?);
         return Ok(());
     }
     println!(
         "bench ops: {} (n = {}, log2 q = {}, p = {}), ops single-threaded, median of {} reps, µs",
-        params.name(),
-        n,
-        params.log_q(),
-        p,
-        reps
+        r.params, r.n, r.log_q, r.p, r.reps
     );
     let pairs: [(&str, &str, &str); 4] = [
         ("rotation (fhe.rs)", "rotate", "rotate_hoisted"),
@@ -235,7 +60,7 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!();
-    for (k, v) in &m {
+    for (k, v) in m {
         println!("{k:<28} {v:>12.1}");
     }
     println!(
@@ -244,11 +69,11 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "bytes: ciphertext {} (seeded {}, last level {}), Galois key {} each, public key {}",
-        b.wire_size(&ct),
-        b.wire_size(&sym),
-        b.wire_size(&last),
-        b.public_keys().galois_bytes() / GROUP,
-        b.public_keys().public_key_bytes()
+        r.ct_bytes,
+        r.seeded_ct_bytes,
+        r.last_level_ct_bytes,
+        r.galois_key_bytes,
+        r.public_key_bytes
     );
     Ok(())
 }

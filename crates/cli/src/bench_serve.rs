@@ -11,15 +11,8 @@
 //! session shows it as growth from round to round. At the end the server is sent
 //! SIGTERM and must drain and exit 0.
 
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
+use benchmarks::serve::{Round, ServeOptions, TlsFiles};
 use clap::Args;
-use serde::Serialize;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -64,290 +57,20 @@ pub struct ServeBenchArgs {
     json: bool,
 }
 
-#[derive(Serialize)]
-struct Latency {
-    p50_ms: f64,
-    p99_ms: f64,
-    max_ms: f64,
-}
-
-#[derive(Serialize)]
-struct Round {
-    wall_ms: f64,
-    sessions: usize,
-    inferences: usize,
-    inferences_per_s: f64,
-    /// From one result to the next within a session (each input's own time).
-    latency: Latency,
-    /// From a session's start to its first result (the handshake, keys and the
-    /// session's silent-OT setup included).
-    first_result: Latency,
-    session_ms_median: f64,
-    session_ms_max: f64,
-    /// Failed sessions by cause (`busy`, `timeout`, `tls`, ...).
-    failures: BTreeMap<String, usize>,
-    failure_messages: Vec<String>,
-    server_rss_start_bytes: Option<u64>,
-    server_rss_peak_bytes: Option<u64>,
-    server_rss_end_bytes: Option<u64>,
-    server_cpu_s: Option<f64>,
-    clients_cpu_s: Option<f64>,
-    /// CPU time of both processes over wall time and cores (1 = every core busy).
-    cpu_utilisation: Option<f64>,
-}
-
-#[derive(Serialize)]
-struct Report {
-    model: String,
-    tls: bool,
-    clients: usize,
-    inputs_per_session: usize,
-    cores: usize,
-    server_startup_ms: f64,
-    rounds: Vec<Round>,
-}
-
-/// The server's process, killed if the benchmark stops early.
-struct ServerProcess(std::process::Child);
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-/// `VmRSS` of a process, bytes.
-fn rss(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-}
-
-/// User + system CPU time of a process (`self` or a pid), seconds.
-fn cpu_s(pid: &str) -> Option<f64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // fields after the command's closing parenthesis: state is field 3, utime 14, stime 15
-    let rest = &s[s.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / 100.0)
-}
-
-/// The cause of a failed session, as the server's metrics name it.
-fn cause(e: &helina::Error) -> String {
-    match e {
-        helina::Error::Protocol(p) => protocol::metrics::outcome_label(Some(&**p)).into(),
-        helina::Error::Net(n) => {
-            protocol::metrics::outcome_label(Some(&protocol::ProtocolError::Net(n.clone()))).into()
-        }
-        helina::Error::Option { .. } => "connect".into(),
-        _ => "other".into(),
-    }
-}
-
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
-}
-
 pub fn run(a: &ServeBenchArgs) -> Res<()> {
-    if a.clients == 0 || a.inputs == 0 || a.rounds == 0 {
-        return Err("--clients, --inputs and --rounds must be at least 1".into());
-    }
-    let input = a
-        .input
-        .as_deref()
-        .or(a.calibration.as_deref())
-        .ok_or("give --input (or --calibration, whose inputs the clients then send)")?;
-    let xs = helina::array::read_batch_any(input)?;
-    if xs.is_empty() {
-        return Err(format!("{input}: no inputs").into());
-    }
     let dir = std::env::temp_dir().join(format!("helina-bench-serve-{}", std::process::id()));
-    let pki = if a.tls {
-        Some(crate::tls_certs::write_dev_pki(
-            &dir,
-            &["localhost".into(), "127.0.0.1".into()],
-        )?)
+    let tls = if a.tls {
+        let pki = crate::tls_certs::write_dev_pki(&dir, &["localhost".into(), "127.0.0.1".into()])?;
+        Some(TlsFiles {
+            ca: pki.ca,
+            server_cert: pki.server_cert,
+            server_key: pki.server_key,
+        })
     } else {
         None
     };
-    let t0 = Instant::now();
-    let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.args(["server", "--listen", "127.0.0.1:0", "--model", &a.model])
-        .args(["--max-clients", &a.clients.to_string()]);
-    if let Some(c) = &a.calibration {
-        cmd.args(["--calibration", c]);
-    }
-    if let Some(r) = &a.input_range {
-        cmd.arg(format!("--input-range={r}"));
-    }
-    if let Some(m) = &a.metrics {
-        cmd.args(["--metrics", m]);
-    }
-    if let Some(t) = a.session_timeout {
-        cmd.args(["--session-timeout", &t.to_string()]);
-    }
-    if let Some(p) = &pki {
-        cmd.arg("--tls-cert")
-            .arg(&p.server_cert)
-            .arg("--tls-key")
-            .arg(&p.server_key);
-    }
-    let mut server = ServerProcess(cmd.stderr(Stdio::piped()).spawn()?);
-    let pid = server.0.id();
-    let mut err = BufReader::new(server.0.stderr.take().ok_or("no server stderr")?);
-    let mut addr = None;
-    let mut line = String::new();
-    while addr.is_none() {
-        line.clear();
-        if err.read_line(&mut line)? == 0 {
-            return Err("the server stopped before it listened".into());
-        }
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            addr = rest.split_whitespace().next().map(str::to_string);
-        } else if !a.json {
-            eprint!("{line}");
-        }
-    }
-    let addr = addr.ok_or("no address")?;
-    // the server's log goes to ours
-    std::thread::spawn(move || {
-        for line in err.lines().map_while(Result::ok) {
-            tracing::info!("{line}");
-        }
-    });
-    let startup_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let tls = match &pki {
-        Some(p) => Some(net::ClientTls::from_pem_files(&p.ca, None)?),
-        None => None,
-    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut rounds = Vec::new();
-    for r in 0..a.rounds {
-        let rss_start = rss(pid);
-        let (server_cpu0, clients_cpu0) = (cpu_s(&pid.to_string()), cpu_s("self"));
-        // the server's peak, sampled while the round runs
-        let peak = Arc::new(AtomicU64::new(rss_start.unwrap_or(0)));
-        let done = Arc::new(AtomicBool::new(false));
-        let sampler = {
-            let (peak, done) = (peak.clone(), done.clone());
-            std::thread::spawn(move || {
-                while !done.load(Ordering::Relaxed) {
-                    if let Some(b) = rss(pid) {
-                        peak.fetch_max(b, Ordering::Relaxed);
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            })
-        };
-        let t = Instant::now();
-        let sessions: Vec<_> = (0..a.clients)
-            .map(|c| {
-                let inputs: Vec<Vec<f32>> = (0..a.inputs)
-                    .map(|k| xs[(c * a.inputs + k) % xs.len()].clone())
-                    .collect();
-                let addr = addr.clone();
-                let tls = tls.clone();
-                std::thread::spawn(move || {
-                    let t = Instant::now();
-                    let mut last: Option<Instant> = None;
-                    let mut first = None;
-                    let mut latencies = Vec::new();
-                    let client = helina::Client::new(
-                        &addr,
-                        helina::ClientOptions {
-                            tls,
-                            ..Default::default()
-                        },
-                    );
-                    let out = client.infer_each(&inputs, &mut |_| {}, &mut |_, _| {
-                        let now = Instant::now();
-                        match last {
-                            None => first = Some((now - t).as_secs_f64() * 1e3),
-                            Some(l) => latencies.push((now - l).as_secs_f64() * 1e3),
-                        }
-                        last = Some(now);
-                    });
-                    (
-                        out.map(|_| latencies.len() + usize::from(first.is_some())),
-                        latencies,
-                        first,
-                        t.elapsed().as_secs_f64() * 1e3,
-                    )
-                })
-            })
-            .collect();
-        let mut times = Vec::new();
-        let mut latencies = Vec::new();
-        let mut firsts = Vec::new();
-        let mut failures = BTreeMap::new();
-        let mut failure_messages = Vec::new();
-        let mut inferences = 0;
-        for (c, s) in sessions.into_iter().enumerate() {
-            match s.join() {
-                Ok((Ok(n), l, first, ms)) => {
-                    inferences += n;
-                    latencies.extend(l);
-                    firsts.extend(first);
-                    times.push(ms);
-                }
-                Ok((Err(e), _, _, _)) => {
-                    *failures.entry(cause(&e)).or_insert(0) += 1;
-                    failure_messages.push(format!("client {c}: {e}"));
-                }
-                Err(_) => {
-                    *failures.entry("panic".to_string()).or_insert(0) += 1;
-                    failure_messages.push(format!("client {c}: its thread panicked"));
-                }
-            }
-        }
-        let wall_ms = t.elapsed().as_secs_f64() * 1e3;
-        done.store(true, Ordering::Relaxed);
-        let _ = sampler.join();
-        // the server's end-of-round memory once its sessions have wound down
-        std::thread::sleep(Duration::from_millis(100));
-        let rss_end = rss(pid);
-        let server_cpu = server_cpu0.zip(cpu_s(&pid.to_string())).map(|(a, b)| b - a);
-        let clients_cpu = clients_cpu0.zip(cpu_s("self")).map(|(a, b)| b - a);
-        times.sort_by(f64::total_cmp);
-        latencies.sort_by(f64::total_cmp);
-        firsts.sort_by(f64::total_cmp);
-        let latency = |l: &[f64]| Latency {
-            p50_ms: percentile(l, 0.5),
-            p99_ms: percentile(l, 0.99),
-            max_ms: l.last().copied().unwrap_or(0.0),
-        };
-        let round = Round {
-            wall_ms,
-            sessions: a.clients,
-            inferences,
-            inferences_per_s: inferences as f64 / (wall_ms / 1e3),
-            latency: latency(&latencies),
-            first_result: latency(&firsts),
-            session_ms_median: percentile(&times, 0.5),
-            session_ms_max: times.last().copied().unwrap_or(0.0),
-            failures,
-            failure_messages,
-            server_rss_start_bytes: rss_start,
-            server_rss_peak_bytes: Some(peak.load(Ordering::Relaxed))
-                .filter(|&b| b > 0)
-                .or(rss_end),
-            server_rss_end_bytes: rss_end,
-            server_cpu_s: server_cpu,
-            clients_cpu_s: clients_cpu,
-            cpu_utilisation: server_cpu
-                .zip(clients_cpu)
-                .map(|(s, c)| (s + c) / (wall_ms / 1e3) / cores as f64),
-        };
+    let mut print_round = |r: usize, round: &Round| {
         if !a.json {
             let mb =
                 |b: Option<u64>| b.map_or("n/a".into(), |b| format!("{:.1} MB", b as f64 / 1e6));
@@ -357,7 +80,7 @@ pub fn run(a: &ServeBenchArgs) -> Res<()> {
                 a.clients,
                 a.inputs,
                 if a.tls { " over TLS" } else { "" },
-                wall_ms / 1e3,
+                round.wall_ms / 1e3,
                 round.inferences_per_s,
                 round.latency.p50_ms,
                 round.latency.p99_ms,
@@ -366,8 +89,8 @@ pub fn run(a: &ServeBenchArgs) -> Res<()> {
                 mb(round.server_rss_start_bytes),
                 mb(round.server_rss_peak_bytes),
                 mb(round.server_rss_end_bytes),
-                server_cpu.unwrap_or(0.0),
-                clients_cpu.unwrap_or(0.0),
+                round.server_cpu_s.unwrap_or(0.0),
+                round.clients_cpu_s.unwrap_or(0.0),
                 round.cpu_utilisation.unwrap_or(0.0) * 100.0,
                 cores,
             );
@@ -375,30 +98,33 @@ pub fn run(a: &ServeBenchArgs) -> Res<()> {
                 println!("  {f}");
             }
         }
-        rounds.push(round);
-    }
-    // the server drains (SIGTERM) and must exit 0
-    Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()?;
-    let status = server.0.wait()?;
-    if pki.is_some() {
+    };
+    let report = benchmarks::serve::run(
+        &ServeOptions {
+            server_exe: std::env::current_exe()?,
+            model: a.model.clone(),
+            calibration: a.calibration.clone(),
+            input_range: a.input_range.clone(),
+            input: a.input.clone(),
+            clients: a.clients,
+            inputs: a.inputs,
+            rounds: a.rounds,
+            tls,
+            metrics: a.metrics.clone(),
+            session_timeout: a.session_timeout,
+            echo_server_startup: !a.json,
+        },
+        &mut print_round,
+    );
+    if a.tls {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    let failed = rounds.iter().any(|r| !r.failures.is_empty());
+    let report = report?;
     if a.json {
-        let report = Report {
-            model: a.model.clone(),
-            tls: a.tls,
-            clients: a.clients,
-            inputs_per_session: a.inputs,
-            cores,
-            server_startup_ms: startup_ms,
-            rounds,
-        };
         println!("{}", serde_json::to_string_pretty(&report)?);
     }
-    if failed || !status.success() {
+    let failed = report.rounds.iter().any(|r| !r.failures.is_empty());
+    if failed || !report.server_exit_ok {
         return Err("a session failed".into());
     }
     Ok(())

@@ -157,7 +157,7 @@ pub fn run(a: &InferArgs) -> Res<()> {
             ..Default::default()
         },
     };
-    let pb = crate::timing::progress(model.program().steps.len() as u64, "private inference");
+    let pb = benchmarks::progress(model.program().steps.len() as u64, "private inference");
     let mut progress = |ph| {
         if let helina::Progress::Step { step, .. } = ph {
             pb.set_position(step as u64)

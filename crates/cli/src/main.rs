@@ -36,7 +36,6 @@ mod infer;
 mod inspect;
 mod plan;
 mod samples;
-mod timing;
 mod tls_certs;
 mod twoparty;
 
