@@ -17,7 +17,7 @@ pub struct ConvOptions {
     pub shape: ConvShape,
     /// Methods: `all` or a comma-separated list (gazelle-out,gala,ensei,…).
     pub methods: String,
-    /// Channel packing of the slot methods: `auto` (the plan's choice), `padded`,
+    /// Channel packing of the slot methods: `auto` (the layout's choice), `padded`,
     /// `compact`, or `both` (each slot method once per packing that applies; `ensei` and
     /// `cheetah` lay out their own and run once).
     pub packing: String,
@@ -142,8 +142,8 @@ pub fn shape(
 }
 
 /// Plaintext integer convolution, c_o x h_out x w_out, reduced mod p.
-fn reference(plan: &ConvLayout, x: &[i64], f: &[i64], p: u64) -> Vec<u64> {
-    let g = plan.geometry();
+fn reference(layout: &ConvLayout, x: &[i64], f: &[i64], p: u64) -> Vec<u64> {
+    let g = layout.geometry();
     let sh = g.shape;
     let mut out = Vec::with_capacity(sh.c_o * g.h_out * g.w_out);
     for o in 0..sh.c_o {
@@ -217,7 +217,7 @@ pub fn run(a: &ConvOptions) -> Result<LinearReport> {
             own.into_iter().map(move |p| (m, p))
         })
         .collect();
-    let plan_for = |m: ConvMethod, packing: Option<Packing>, params: &Params| match packing {
+    let layout_for = |m: ConvMethod, packing: Option<Packing>, params: &Params| match packing {
         None => ConvLayout::new(m, sh, slots(params)),
         Some(k) => ConvLayout::with_packing(m, sh, slots(params), Some(DEFAULT_KEY_BUDGET), k),
     };
@@ -227,8 +227,8 @@ pub fn run(a: &ConvOptions) -> Result<LinearReport> {
         pb.set_message(format!("bench conv: {m}"));
         let params = if a.params == "auto" {
             match auto_candidates().into_iter().find(|p| {
-                plan_for(m, packing, p)
-                    .is_ok_and(|plan| leaves_ten_bits(p, |nm| plan.kernel_noise(nm)))
+                layout_for(m, packing, p)
+                    .is_ok_and(|layout| leaves_ten_bits(p, |nm| layout.kernel_noise(nm)))
             }) {
                 Some(p) => p,
                 // `both`: compact packing that does not apply to this shape is skipped.
@@ -241,14 +241,14 @@ pub fn run(a: &ConvOptions) -> Result<LinearReport> {
         } else {
             Params::preset(&a.params)?
         };
-        let plan = match plan_for(m, packing, &params) {
+        let layout = match layout_for(m, packing, &params) {
             Err(kernels::KernelError::Packing { .. }) if a.packing == "both" => {
                 pb.inc(1);
                 continue;
             }
-            plan => plan?,
+            layout => layout?,
         };
-        let pts = plan.encoded_plaintexts();
+        let pts = layout.encoded_plaintexts();
         let gib = pts as f64 * (params.n() * params.levels() * 16) as f64 / (1u64 << 30) as f64;
         if gib > 12.0 {
             return Err(format!(
@@ -258,11 +258,11 @@ pub fn run(a: &ConvOptions) -> Result<LinearReport> {
             .into());
         }
         let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
-        let want = reference(&plan, &x, &f, params.p());
-        let mut row = measure(&plan, &params, &f, &xr, &want, a.reps)?;
-        row.extra_hops = plan.rotations().composed();
+        let want = reference(&layout, &x, &f, params.p());
+        let mut row = measure(&layout, &params, &f, &xr, &want, a.reps)?;
+        row.extra_hops = layout.rotations().composed();
         if slot_method(m) {
-            row.method = format!("{m} ({})", plan.packing().name());
+            row.method = format!("{m} ({})", layout.packing().name());
         }
         rows.push(row);
         pb.inc(1);

@@ -64,7 +64,7 @@ struct Costs {
     serialize: f64,
 }
 
-fn measure_costs(b: &Bfv, plan_steps: &[i64]) -> Result<Costs> {
+fn measure_costs(b: &Bfv, layout_steps: &[i64]) -> Result<Costs> {
     let n = b.slots().n;
     let mut rng = rand::rng();
     let v: Vec<u64> = (0..n).map(|_| rng.random_range(0..b.slots().p)).collect();
@@ -75,7 +75,7 @@ fn measure_costs(b: &Bfv, plan_steps: &[i64]) -> Result<Costs> {
     let last = b.switch_to_last(&ct)?;
     let terms: Vec<&he::BfvCt> = vec![&ct; 8];
     let pts: Vec<&he::BfvPrepared> = vec![&pt; 8];
-    let step = plan_steps.first().copied();
+    let step = layout_steps.first().copied();
     let (perm, dec_perm, hst_perm) = match step {
         Some(s) => {
             let h = b.hoist(&ct)?;
@@ -115,21 +115,21 @@ fn predict(c: &OpCounts, queries: usize, outputs: usize, k: &Costs) -> f64 {
 
 /// Measures one planned layer on `params` (`reps` queries, median by query time).
 pub fn measure<L: LinearLayer>(
-    plan: &L,
+    layout: &L,
     params: &Params,
     w: &[i64],
     xr: &[u64],
     want: &[u64],
     reps: usize,
 ) -> Result<Row> {
-    measure_with(plan, params, w, xr, want, reps, false)
+    measure_with(layout, params, w, xr, want, reps, false)
 }
 
 /// [`measure`], with the weights encoded on the fly when `on_the_fly`: the kernel's
 /// time is then `compute_on_the_fly`'s, encoding included, and nothing is encoded
 /// offline (`offline_ms` 0).
 pub fn measure_with<L: LinearLayer>(
-    plan: &L,
+    layout: &L,
     params: &Params,
     w: &[i64],
     xr: &[u64],
@@ -137,8 +137,8 @@ pub fn measure_with<L: LinearLayer>(
     reps: usize,
     on_the_fly: bool,
 ) -> Result<Row> {
-    plan.flood_bits(params)?; // fails early when the parameters cannot afford it
-    let client = Bfv::keygen(params, plan.galois())?;
+    layout.flood_bits(params)?; // fails early when the parameters cannot afford it
+    let client = Bfv::keygen(params, layout.galois())?;
     let server = Counting::new(Bfv::server(params, client.public_keys())?);
     let p = params.p();
 
@@ -147,7 +147,7 @@ pub fn measure_with<L: LinearLayer>(
     let m = if on_the_fly {
         None
     } else {
-        Some(plan.encode_weights(&server, w)?)
+        Some(layout.encode_weights(&server, w)?)
     };
     let offline_ms = t.elapsed().as_secs_f64() * 1e3;
 
@@ -155,7 +155,7 @@ pub fn measure_with<L: LinearLayer>(
     for _ in 0..reps.max(1) {
         let mut row = Row::default();
         let t = Instant::now();
-        let q = plan.query(&client, xr)?;
+        let q = layout.query(&client, xr)?;
         let wire: Vec<Vec<u8>> = q
             .par_iter()
             .map(|c| client.serialize(c))
@@ -163,8 +163,8 @@ pub fn measure_with<L: LinearLayer>(
         let client_enc = t.elapsed().as_secs_f64() * 1e3;
         row.bytes_up = wire.iter().map(|b| b.len() as u64).sum();
         let t = Instant::now();
-        let mut pool = plan.flood_pool(params)?;
-        pool.fill(&server, plan.output_cts())?;
+        let mut pool = layout.flood_pool(params)?;
+        pool.fill(&server, layout.output_cts())?;
         row.flood_ms = t.elapsed().as_secs_f64() * 1e3;
         let t = Instant::now();
         let q: Vec<_> = wire
@@ -175,13 +175,13 @@ pub fn measure_with<L: LinearLayer>(
         server.take();
         let t = Instant::now();
         let out = match &m {
-            Some(m) => plan.compute(&server, m, &q)?,
-            None => plan.compute_on_the_fly(&server, w, &q)?,
+            Some(m) => layout.compute(&server, m, &q)?,
+            None => layout.compute_on_the_fly(&server, w, &q)?,
         };
         row.kernel_ms = t.elapsed().as_secs_f64() * 1e3;
         let counts = server.take();
         let t = Instant::now();
-        let (response, server_share) = plan.share_response(&server, out, &mut pool)?;
+        let (response, server_share) = layout.share_response(&server, out, &mut pool)?;
         row.share_ms = t.elapsed().as_secs_f64() * 1e3;
         let t = Instant::now();
         let resp: Vec<Vec<u8>> = response
@@ -195,7 +195,7 @@ pub fn measure_with<L: LinearLayer>(
             .par_iter()
             .map(|b| client.deserialize(b))
             .collect::<std::result::Result<_, _>>()?;
-        let client_share = plan.decrypt(&client, &resp)?;
+        let client_share = layout.decrypt(&client, &resp)?;
         let client_dec = t.elapsed().as_secs_f64() * 1e3;
         row.noise_budget_left = resp
             .iter()
@@ -223,7 +223,7 @@ pub fn measure_with<L: LinearLayer>(
     samples.sort_by(|a, b| a.query_ms.total_cmp(&b.query_ms));
     let mut row = samples[samples.len() / 2].clone();
     row.correct = samples.iter().all(|s| s.correct);
-    let costs = measure_costs(&client, &plan.galois().steps().collect::<Vec<_>>())?;
+    let costs = measure_costs(&client, &layout.galois().steps().collect::<Vec<_>>())?;
     let c = OpCounts {
         perm: row.perm,
         dec_perm: row.dec_perm,
@@ -233,13 +233,13 @@ pub fn measure_with<L: LinearLayer>(
         fused_add: row.fused_add,
         ..Default::default()
     };
-    row.predicted_server_ms = predict(&c, plan.query_cts(), plan.output_cts(), &costs);
-    row.method = plan.method_name();
+    row.predicted_server_ms = predict(&c, layout.query_cts(), layout.output_cts(), &costs);
+    row.method = layout.method_name();
     row.params = params.name().to_string();
     row.offline_ms = offline_ms;
-    row.galois_keys = plan.galois().key_count(params.n() / 2);
+    row.galois_keys = layout.galois().key_count(params.n() / 2);
     row.key_bytes = client.public_keys().galois_bytes() + client.public_keys().public_key_bytes();
-    row.bytes_up_pk_query = (plan.query_cts() * params.ct_wire_size(0, false)) as u64;
+    row.bytes_up_pk_query = (layout.query_cts() * params.ct_wire_size(0, false)) as u64;
     Ok(row)
 }
 

@@ -68,9 +68,9 @@ fn auto_params(
     budget: usize,
 ) -> std::result::Result<Params, String> {
     for p in auto_candidates() {
-        let plan = MatvecLayout::with_key_budget(method, n_o, n_i, slots(&p), Some(budget))
+        let layout = MatvecLayout::with_key_budget(method, n_o, n_i, slots(&p), Some(budget))
             .map_err(|e| e.to_string())?;
-        if leaves_ten_bits(&p, |m| plan.kernel_noise(m)) {
+        if leaves_ten_bits(&p, |m| layout.kernel_noise(m)) {
             return Ok(p);
         }
     }
@@ -104,10 +104,10 @@ pub fn run(a: &MatvecOptions) -> Result<LinearReport> {
                 s.rem_euclid(p as i128) as u64
             })
             .collect();
-        let plan =
+        let layout =
             MatvecLayout::with_key_budget(m, a.rows, a.cols, slots(&params), Some(a.key_budget))?;
-        let mut row = measure(&plan, &params, &w, &xr, &want, a.reps)?;
-        row.extra_hops = plan.rotations().composed();
+        let mut row = measure(&layout, &params, &w, &xr, &want, a.reps)?;
+        row.extra_hops = layout.rotations().composed();
         rows.push(row);
         pb.inc(1);
     }

@@ -361,18 +361,18 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                         return Err(format!("{}: no estimate for {}", l.name, method.name()).into())
                     }
                 };
-                let plan = LayerLayout::new(&l.shape.with(method)?, &params)?;
-                let parallel = plan.parallel();
+                let layout = LayerLayout::new(&l.shape.with(method)?, &params)?;
+                let parallel = layout.parallel();
                 row.predicted_server_ms =
                     planner.server_ms(est.server_ms, est.encode_ms, parallel, l.on_the_fly);
                 row.predicted_client_ms = planner.client_ms(est.client_ms, parallel);
                 row.galois_keys = est.galois_keys;
                 row.encoded_bytes = est.encoded_bytes;
                 if row.pick {
-                    steps.extend(plan.galois().steps());
+                    steps.extend(layout.galois().steps());
                 }
                 if bfv {
-                    let x: Vec<i64> = (0..plan.input_len())
+                    let x: Vec<i64> = (0..layout.input_len())
                         .map(|_| rand::Rng::random_range(&mut rng, -128..128))
                         .collect();
                     let chunks = est.encoded_bytes.div_ceil(layer_budget.max(1)).max(1) as usize;
@@ -509,8 +509,8 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                     p: params.p(),
                     layout: Layout::TwoRows,
                 };
-                let plan = kernels::SquareLayout::new(count, slots)?;
-                let e = kernels::estimate(&plan, &params, &planner.model)?;
+                let layout = kernels::SquareLayout::new(count, slots)?;
+                let e = kernels::estimate(&layout, &params, &planner.model)?;
                 let mut row = LayerRow {
                     step: i,
                     layer: name.clone(),
@@ -913,8 +913,8 @@ fn table_ix(name: &str, prog: &nn::Program) -> Res<Option<TableIx>> {
         match protocol::layer_shape(step) {
             Some(LayerShape::Matvec { rows, cols }) => {
                 for (m, acc) in [(Method::Hybrid, &mut gz), (Method::Gala, &mut ga)] {
-                    let plan = MatvecLayout::with_key_budget(m, rows, cols, slots, None)?;
-                    *acc = *acc + kernel_counts(&plan, N, P)?;
+                    let layout = MatvecLayout::with_key_budget(m, rows, cols, slots, None)?;
+                    *acc = *acc + kernel_counts(&layout, N, P)?;
                 }
             }
             Some(LayerShape::Conv(sh)) => {
@@ -922,8 +922,8 @@ fn table_ix(name: &str, prog: &nn::Program) -> Res<Option<TableIx>> {
                     (ConvMethod::GazelleOut, &mut gz),
                     (ConvMethod::Gala, &mut ga),
                 ] {
-                    let plan = ConvLayout::with_key_budget(m, sh, slots, None)?;
-                    *acc = *acc + kernel_counts(&plan, N, P)?;
+                    let layout = ConvLayout::with_key_budget(m, sh, slots, None)?;
+                    *acc = *acc + kernel_counts(&layout, N, P)?;
                 }
             }
             Some(LayerShape::Grouped(_)) | None => {}
@@ -954,11 +954,11 @@ fn table_ix(name: &str, prog: &nn::Program) -> Res<Option<TableIx>> {
     }))
 }
 
-fn kernel_counts<L: LinearLayer>(plan: &L, n: usize, p: u64) -> Res<OpCounts> {
-    let b = Count::ideal(n, p, plan.galois());
-    let m = plan.encode_weights(&b, &vec![0; plan.weight_len()])?;
-    let q = plan.query(&b, &vec![0; plan.input_len()])?;
+fn kernel_counts<L: LinearLayer>(layout: &L, n: usize, p: u64) -> Res<OpCounts> {
+    let b = Count::ideal(n, p, layout.galois());
+    let m = layout.encode_weights(&b, &vec![0; layout.weight_len()])?;
+    let q = layout.query(&b, &vec![0; layout.input_len()])?;
     b.take();
-    plan.compute(&b, &m, &q)?;
+    layout.compute(&b, &m, &q)?;
     Ok(b.take())
 }

@@ -71,11 +71,11 @@ fn bytes(c: Counters) -> u64 {
 
 /// One Square between two threads: the client's share a, the server's share b.
 fn square_once(params: &Params, count: usize) -> Res<Row> {
-    let plan = SquareLayout::new(count, slots(params))?;
+    let layout = SquareLayout::new(count, slots(params))?;
     let p = params.p();
     let (y, a, b) = random_shares(p, count);
     let (mut sch, mut cch) = loopback()?;
-    let (sp, splan) = (params.clone(), plan.clone());
+    let (sp, slayout) = (params.clone(), layout.clone());
     let server = thread::spawn(move || -> Result<(Vec<u64>, f64), ProtocolError> {
         let keys = match recv(&mut sch)? {
             Msg::Setup(k) => k,
@@ -88,8 +88,8 @@ fn square_once(params: &Params, count: usize) -> Res<Row> {
         };
         let srv = Bfv::server(&sp, &keys)?;
         let t = Instant::now();
-        let mut pool = FloodPool::new(splan.flood_bits(&sp)?);
-        pool.fill(&srv, splan.output_cts())?;
+        let mut pool = FloodPool::new(slayout.flood_bits(&sp)?);
+        pool.fill(&srv, slayout.output_cts())?;
         let offline_ms = t.elapsed().as_secs_f64() * 1e3;
         send(&mut sch, &Msg::Ready)?;
         let cts = match recv(&mut sch)? {
@@ -106,16 +106,16 @@ fn square_once(params: &Params, count: usize) -> Res<Row> {
             .map(|c| he::Backend::deserialize(&srv, c))
             .collect::<Result<Vec<_>, _>>()?;
         let w: Vec<i64> = b.iter().map(|&v| v as i64).collect();
-        let m = splan.encode_weights(&srv, &w)?;
-        let (resp, cross) = splan.respond(&srv, &m, &q, &mut pool)?;
+        let m = slayout.encode_weights(&srv, &w)?;
+        let (resp, cross) = slayout.respond(&srv, &m, &q, &mut pool)?;
         let cts = resp
             .iter()
             .map(|c| he::Backend::serialize(&srv, c))
             .collect::<Result<Vec<_>, _>>()?;
         send(&mut sch, &Msg::Response { step: 0, cts })?;
-        Ok((splan.server_output(&b, &cross)?, offline_ms))
+        Ok((slayout.server_output(&b, &cross)?, offline_ms))
     });
-    let client = Bfv::keygen(params, plan.galois())?;
+    let client = Bfv::keygen(params, layout.galois())?;
     send(&mut cch, &Msg::Setup(client.public_keys().clone()))?;
     let c_setup = cch.counters();
     let t = Instant::now();
@@ -125,7 +125,7 @@ fn square_once(params: &Params, count: usize) -> Res<Row> {
     }
     let c_offline = cch.counters();
     let t_online = Instant::now();
-    let q = plan.query(&client, &a)?;
+    let q = layout.query(&client, &a)?;
     let cts = q
         .iter()
         .map(|c| he::Backend::serialize(&client, c))
@@ -139,8 +139,8 @@ fn square_once(params: &Params, count: usize) -> Res<Row> {
         .iter()
         .map(|c| he::Backend::deserialize(&client, c))
         .collect::<Result<Vec<_>, _>>()?;
-    let cross = plan.decrypt(&client, &resp)?;
-    let zc = plan.client_output(&a, &cross)?;
+    let cross = layout.decrypt(&client, &resp)?;
+    let zc = layout.client_output(&a, &cross)?;
     let online_ms = t_online.elapsed().as_secs_f64() * 1e3;
     let _ = t;
     let (zs, offline_ms) = server.join().map_err(|_| "server thread panicked")??;

@@ -104,12 +104,12 @@ pub enum KernelError {
         /// What was wrong.
         detail: String,
     },
-    /// The encoded matrix was made for another plan.
+    /// The encoded matrix was made for another layout.
     #[error("the encoded matrix was made for {expected}, not {actual}")]
     PlanMismatch {
-        /// The plan the encoding needs.
+        /// The layout the encoding needs.
         expected: String,
-        /// The plan it was used with.
+        /// The layout it was used with.
         actual: String,
     },
     /// A group count that does not divide the channels of a grouped convolution.

@@ -293,31 +293,35 @@ impl Estimate {
 
 /// Runs the layer on the counting backend and prices it. Fails like the real run would
 /// (for example when the parameters cannot afford the flooding).
-pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) -> Result<Estimate> {
-    let galois = plan.galois();
+pub fn estimate<L: LinearLayer>(
+    layout: &L,
+    params: &Params,
+    model: &CostModel,
+) -> Result<Estimate> {
+    let galois = layout.galois();
     let galois_keys = galois.key_count(params.n() / 2);
     let b = Count::real(params, galois);
     b.take();
-    let m = plan.encode_weights(&b, &vec![0; plan.weight_len()])?;
+    let m = layout.encode_weights(&b, &vec![0; layout.weight_len()])?;
     // Every encode or prepare counts one NTT on the counting backend, a row-constant
     // plaintext (the scalar path) a `row_constants`.
     let prepared = b.take();
     let plaintexts = prepared.ntt + prepared.row_constants;
-    let x = vec![0; plan.input_len()];
-    let q = plan.query(&b, &x)?;
+    let x = vec![0; layout.input_len()];
+    let q = layout.query(&b, &x)?;
     let bytes_up = q.iter().map(|c| b.wire_size(c) as u64).sum();
-    let mut pool = plan.flood_pool(params)?;
+    let mut pool = layout.flood_pool(params)?;
     // Below the top level, products and encodings touch fewer moduli.
-    let level = plan.query_level(params);
+    let level = layout.query_level(params);
     let limbs = (params.levels() - level) as f64 / params.levels() as f64;
-    pool.fill(&b, plan.output_cts())?;
+    pool.fill(&b, layout.output_cts())?;
     b.take();
-    let (resp, _) = plan.respond(&b, &m, &q, &mut pool)?;
+    let (resp, _) = layout.respond(&b, &m, &q, &mut pool)?;
     let counts = b.take();
     let bytes_down = resp.iter().map(|c| b.wire_size(c) as u64).sum();
     Ok(Estimate {
         server_ms: model.server_ms(&counts, 0) * limbs
-            + model.server_ms(&OpCounts::default(), plan.output_cts())
+            + model.server_ms(&OpCounts::default(), layout.output_cts())
             + (q.len() as f64 * model.wire_us_for(he::Dir::Up) * limbs
                 + resp.len() as f64 * model.wire_us_for(he::Dir::Down))
                 / 1e3,
@@ -328,12 +332,12 @@ pub fn estimate<L: LinearLayer>(plan: &L, params: &Params, model: &CostModel) ->
         plaintexts,
         encoded_bytes: prepared.ntt * prepared_bytes(params, level)
             + prepared.row_constants * row_constants_bytes(params),
-        encode_ms: (prepared.ntt as f64 * model.prepare_us_for(plan.encoding())
+        encode_ms: (prepared.ntt as f64 * model.prepare_us_for(layout.encoding())
             + prepared.row_constants as f64 * model.prepare_rows_us())
             * limbs
             / 1e3,
-        client_ms: (q.len() as f64 * model.encrypt_us_for(plan.encoding()) * limbs
-            + resp.len() as f64 * model.decrypt_us_for(plan.encoding()))
+        client_ms: (q.len() as f64 * model.encrypt_us_for(layout.encoding()) * limbs
+            + resp.len() as f64 * model.decrypt_us_for(layout.encoding()))
             / 1e3,
     })
 }

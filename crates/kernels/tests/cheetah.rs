@@ -31,14 +31,14 @@ fn client() -> &'static Bfv {
     B.get_or_init(|| Bfv::keygen(params(), GaloisSpec::none()).unwrap())
 }
 
-/// Wire bytes of one of the plan's queries: seeded, c0 rounded as the plan's noise
+/// Wire bytes of one of the layout's queries: seeded, c0 rounded as the layout's noise
 /// affords, at its query level.
-fn query_bytes<L: LinearLayer>(p: &Params, plan: &L) -> usize {
+fn query_bytes<L: LinearLayer>(p: &Params, layout: &L) -> usize {
     let r = Rounding {
-        c0: plan.query_rounding(p),
+        c0: layout.query_rounding(p),
         c1: Dropped::NONE,
     };
-    p.rounded_ct_wire_size(plan.query_level(p), true, None, r)
+    p.rounded_ct_wire_size(layout.query_level(p), true, None, r)
 }
 
 /// Wire bytes of a response keeping `kept` coefficients of c0 in `runs` runs, rounded
@@ -75,19 +75,19 @@ fn random(len: usize, bound: i64, rng: &mut ChaCha20Rng) -> Vec<i64> {
 /// The whole protocol on one backend (client = server): (client share, server share).
 fn run<L: LinearLayer, B: Backend>(
     b: &B,
-    plan: &L,
+    layout: &L,
     w: &[i64],
     x: &[i64],
     bits: u32,
 ) -> (Vec<u64>, Vec<u64>) {
     let p = b.slots().p;
     let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
-    let m = plan.encode_weights(b, w).unwrap();
-    let q = plan.query(b, &xr).unwrap();
+    let m = layout.encode_weights(b, w).unwrap();
+    let q = layout.query(b, &xr).unwrap();
     let mut pool = FloodPool::at_level(bits, b.level(&q[0]));
-    pool.fill(b, plan.output_cts()).unwrap();
-    let (resp, server) = plan.respond(b, &m, &q, &mut pool).unwrap();
-    (plan.decrypt(b, &resp).unwrap(), server)
+    pool.fill(b, layout.output_cts()).unwrap();
+    let (resp, server) = layout.respond(b, &m, &q, &mut pool).unwrap();
+    (layout.decrypt(b, &resp).unwrap(), server)
 }
 
 fn reconstruct(a: &[u64], b: &[u64], p: u64) -> Vec<u64> {
@@ -146,14 +146,14 @@ fn matvec_reconstructs_on_sim() {
     {
         let mut r = ChaCha20Rng::seed_from_u64(i as u64);
         let (w, x) = (random(n_o * n_i, 1000, &mut r), random(n_i, 1000, &mut r));
-        let plan = MatvecLayout::new(Method::Cheetah, n_o, n_i, real(p)).unwrap();
-        let g = plan.geometry();
+        let layout = MatvecLayout::new(Method::Cheetah, n_o, n_i, real(p)).unwrap();
+        let g = layout.geometry();
         assert!(g.block_rows * g.tile <= g.n, "{n_o}x{n_i}: {g:?}");
         if n_i > g.n {
-            assert!(plan.query_cts() > 1);
+            assert!(layout.query_cts() > 1);
         }
-        let sim = Sim::new(p, plan.galois());
-        let (c, s) = run(&sim, &plan, &w, &x, 0);
+        let sim = Sim::new(p, layout.galois());
+        let (c, s) = run(&sim, &layout, &w, &x, 0);
         assert_eq!(
             reconstruct(&c, &s, p.p()),
             matvec_ref(&w, &x, n_o, n_i, p.p()),
@@ -172,9 +172,9 @@ fn matvec_reconstructs_in_small_ideal_rings() {
     {
         let mut r = ChaCha20Rng::seed_from_u64(10 + i as u64);
         let (w, x) = (random(n_o * n_i, 50, &mut r), random(n_i, 50, &mut r));
-        let plan = MatvecLayout::with_key_budget(Method::Cheetah, n_o, n_i, slots, None).unwrap();
-        let sim = Sim::ideal(1024, slots.p, plan.galois());
-        let (c, s) = run(&sim, &plan, &w, &x, 0);
+        let layout = MatvecLayout::with_key_budget(Method::Cheetah, n_o, n_i, slots, None).unwrap();
+        let sim = Sim::ideal(1024, slots.p, layout.galois());
+        let (c, s) = run(&sim, &layout, &w, &x, 0);
         assert_eq!(
             reconstruct(&c, &s, slots.p),
             matvec_ref(&w, &x, n_o, n_i, slots.p),
@@ -186,17 +186,17 @@ fn matvec_reconstructs_in_small_ideal_rings() {
 /// The split: d0·d1 ≤ n, and the 2·queries + responses it minimises.
 #[test]
 fn matvec_split() {
-    let plan = MatvecLayout::new(Method::Cheetah, 512, 512, real(params())).unwrap();
-    let g = plan.geometry();
+    let layout = MatvecLayout::new(Method::Cheetah, 512, 512, real(params())).unwrap();
+    let g = layout.geometry();
     // d1 = 128: 4 query chunks; d0 = 64 rows per block: 8 responses (2·4 + 8 = 16).
     assert_eq!((g.tile, g.block_rows), (128, 64));
-    assert_eq!((plan.query_cts(), plan.output_cts()), (4, 8));
+    assert_eq!((layout.query_cts(), layout.output_cts()), (4, 8));
     for (n_o, n_i) in [(1, 1), (10, 100000), (100000, 10), (777, 3333)] {
-        let plan = MatvecLayout::new(Method::Cheetah, n_o, n_i, real(params())).unwrap();
-        let g = plan.geometry();
+        let layout = MatvecLayout::new(Method::Cheetah, n_o, n_i, real(params())).unwrap();
+        let g = layout.geometry();
         assert!(g.block_rows * g.tile <= 8192 && g.block_rows <= n_o && g.tile <= n_i);
-        assert_eq!(plan.query_cts(), n_i.div_ceil(g.tile));
-        assert_eq!(plan.output_cts(), n_o.div_ceil(g.block_rows));
+        assert_eq!(layout.query_cts(), n_i.div_ceil(g.tile));
+        assert_eq!(layout.output_cts(), n_o.div_ceil(g.block_rows));
     }
 }
 
@@ -205,38 +205,38 @@ fn matvec_split() {
 /// reconstruct W·x; no rotation; the same counts on Sim and Count.
 fn bfv_matvec(n_o: usize, n_i: usize, seed: u64) {
     let p = params();
-    let plan = MatvecLayout::new(Method::Cheetah, n_o, n_i, real(p)).unwrap();
-    assert_eq!(plan.galois(), GaloisSpec::none());
+    let layout = MatvecLayout::new(Method::Cheetah, n_o, n_i, real(p)).unwrap();
+    assert_eq!(layout.galois(), GaloisSpec::none());
     let mut r = ChaCha20Rng::seed_from_u64(seed);
     let w = random(n_o * n_i, (p.p() / 2) as i64, &mut r); // the whole centred range
     let x = random(n_i, 1000, &mut r);
-    let (c, s, counts) = bfv_run(&plan, &w, &x);
+    let (c, s, counts) = bfv_run(&layout, &w, &x);
     assert_eq!(
         reconstruct(&c, &s, p.p()),
         matvec_ref(&w, &x, n_o, n_i, p.p()),
         "{n_o}x{n_i} on Bfv"
     );
-    let products = plan.query_cts() * plan.output_cts();
-    same_counts_everywhere(&plan, &w, &x, counts, products, &format!("{n_o}x{n_i}"));
+    let products = layout.query_cts() * layout.output_cts();
+    same_counts_everywhere(&layout, &w, &x, counts, products, &format!("{n_o}x{n_i}"));
 }
 
-fn bfv_run<L: LinearLayer>(plan: &L, w: &[i64], x: &[i64]) -> (Vec<u64>, Vec<u64>, OpCounts) {
+fn bfv_run<L: LinearLayer>(layout: &L, w: &[i64], x: &[i64]) -> (Vec<u64>, Vec<u64>, OpCounts) {
     let p = params();
-    let bits = plan.flood_bits(p).unwrap();
+    let bits = layout.flood_bits(p).unwrap();
     let client = client();
     let server = Counting::new(Bfv::server(p, client.public_keys()).unwrap());
     let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();
-    let m = plan.encode_weights(&server, w).unwrap();
-    let q: Vec<_> = plan
+    let m = layout.encode_weights(&server, w).unwrap();
+    let q: Vec<_> = layout
         .query(client, &xr)
         .unwrap()
         .iter()
         .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
         .collect();
     let mut pool = FloodPool::at_level(bits, server.level(&q[0]));
-    pool.fill(&server, plan.output_cts()).unwrap();
+    pool.fill(&server, layout.output_cts()).unwrap();
     server.take();
-    let (resp, s) = plan.respond(&server, &m, &q, &mut pool).unwrap();
+    let (resp, s) = layout.respond(&server, &m, &q, &mut pool).unwrap();
     let counts = server.take();
     let resp: Vec<_> = resp
         .iter()
@@ -245,7 +245,7 @@ fn bfv_run<L: LinearLayer>(plan: &L, w: &[i64], x: &[i64]) -> (Vec<u64>, Vec<u64
     for (i, ct) in resp.iter().enumerate() {
         assert_eq!(client.level(ct), p.last_level());
         // Only the coefficients `finish` reads travel in c0.
-        let keep = plan.response_coeffs(i).unwrap();
+        let keep = layout.response_coeffs(i).unwrap();
         let kept: usize = keep.iter().map(|r| r.len()).sum();
         assert_eq!(
             server.serialize(ct).unwrap().len(),
@@ -253,13 +253,13 @@ fn bfv_run<L: LinearLayer>(plan: &L, w: &[i64], x: &[i64]) -> (Vec<u64>, Vec<u64
         );
         assert_eq!(client.noise_budget(ct).unwrap(), None);
     }
-    (plan.decrypt(client, &resp).unwrap(), s, counts)
+    (layout.decrypt(client, &resp).unwrap(), s, counts)
 }
 
 /// The server's counts of `respond` (kernel + share_output) on Sim and Count equal
 /// those on Bfv, field by field; none of them is a rotation.
 fn same_counts_everywhere<L: LinearLayer>(
-    plan: &L,
+    layout: &L,
     w: &[i64],
     x: &[i64],
     bfv: OpCounts,
@@ -268,25 +268,25 @@ fn same_counts_everywhere<L: LinearLayer>(
 ) {
     fn respond_counts<L: LinearLayer, B: Backend>(
         b: &Counting<B>,
-        plan: &L,
+        layout: &L,
         w: &[i64],
         x: &[i64],
     ) -> OpCounts {
         let p = b.slots().p;
         let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
-        let m = plan.encode_weights(b, w).unwrap();
-        let q = plan.query(b, &xr).unwrap();
+        let m = layout.encode_weights(b, w).unwrap();
+        let q = layout.query(b, &xr).unwrap();
         let mut pool = FloodPool::at_level(0, b.level(&q[0]));
-        pool.fill(b, plan.output_cts()).unwrap();
+        pool.fill(b, layout.output_cts()).unwrap();
         b.take();
-        plan.respond(b, &m, &q, &mut pool).unwrap();
+        layout.respond(b, &m, &q, &mut pool).unwrap();
         b.take()
     }
     let p = params();
-    let sim = Counting::new(Sim::new(p, plan.galois()));
-    let cnt = Count::real(p, plan.galois());
-    assert_eq!(respond_counts(&sim, plan, w, x), bfv, "{what}: sim");
-    assert_eq!(respond_counts(&cnt, plan, w, x), bfv, "{what}: count");
+    let sim = Counting::new(Sim::new(p, layout.galois()));
+    let cnt = Count::real(p, layout.galois());
+    assert_eq!(respond_counts(&sim, layout, w, x), bfv, "{what}: sim");
+    assert_eq!(respond_counts(&cnt, layout, w, x), bfv, "{what}: count");
     assert_eq!(
         (bfv.perm, bfv.hst_perm, bfv.dec_perm),
         (0, 0, 0),
@@ -295,7 +295,7 @@ fn same_counts_everywhere<L: LinearLayer>(
     assert_eq!(bfv.sc_mult as usize, products, "{what}: products");
     assert_eq!(
         bfv.mod_switch as usize,
-        plan.output_cts() * (p.last_level() - plan.query_level(p))
+        layout.output_cts() * (p.last_level() - layout.query_level(p))
     );
 }
 
@@ -328,10 +328,10 @@ fn conv_reconstructs_on_sim() {
     ];
     for (i, sh) in shapes.iter().enumerate() {
         let (x, f) = conv_problem(sh, 30 + i as u64);
-        let plan = ConvLayout::new(ConvMethod::Cheetah, *sh, real(p)).unwrap();
-        assert_eq!(plan.galois().key_count(p.n() / 2), 0);
-        let sim = Sim::new(p, plan.galois());
-        let (c, s) = run(&sim, &plan, &f, &x, 0);
+        let layout = ConvLayout::new(ConvMethod::Cheetah, *sh, real(p)).unwrap();
+        assert_eq!(layout.galois().key_count(p.n() / 2), 0);
+        let sim = Sim::new(p, layout.galois());
+        let (c, s) = run(&sim, &layout, &f, &x, 0);
         assert_eq!(
             reconstruct(&c, &s, p.p()),
             conv_ref(sh, &x, &f, p.p()),
@@ -361,9 +361,9 @@ fn conv_reconstructs_in_small_ideal_rings() {
     .enumerate()
     {
         let (x, f) = conv_problem(sh, 50 + i as u64);
-        let plan = ConvLayout::with_key_budget(ConvMethod::Cheetah, *sh, slots, None).unwrap();
-        let sim = Sim::ideal(1024, slots.p, plan.galois());
-        let (c, s) = run(&sim, &plan, &f, &x, 0);
+        let layout = ConvLayout::with_key_budget(ConvMethod::Cheetah, *sh, slots, None).unwrap();
+        let sim = Sim::ideal(1024, slots.p, layout.galois());
+        let (c, s) = run(&sim, &layout, &f, &x, 0);
         assert_eq!(
             reconstruct(&c, &s, slots.p),
             conv_ref(sh, &x, &f, slots.p),
@@ -378,18 +378,18 @@ fn conv_reconstructs_in_small_ideal_rings() {
 fn conv_packing_of_the_benchmark_shape() {
     let p = params();
     let sh = shape(128, 16, 16, 128, 3, 1, Padding::Same);
-    let plan = ConvLayout::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
-    assert_eq!((plan.query_cts(), plan.output_cts()), (16, 43));
-    assert_eq!(plan.encoded_plaintexts(), 16 * 43);
-    let e = estimate(&plan, p, &CostModel::reference(p)).unwrap();
+    let layout = ConvLayout::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
+    assert_eq!((layout.query_cts(), layout.output_cts()), (16, 43));
+    assert_eq!(layout.encoded_plaintexts(), 16 * 43);
+    let e = estimate(&layout, p, &CostModel::reference(p)).unwrap();
     assert_eq!(e.counts.sc_mult, 688);
     assert_eq!(
         (e.counts.rotations(), e.counts.dec_perm, e.galois_keys),
         (0, 0, 0)
     );
-    assert_eq!(e.bytes_up, 16 * query_bytes(p, &plan) as u64);
+    assert_eq!(e.bytes_up, 16 * query_bytes(p, &layout) as u64);
     // rounded to the bits the noise needs: at most 70% of a seeded query
-    assert!(query_bytes(p, &plan) * 10 <= p.ct_wire_size(0, true) * 7);
+    assert!(query_bytes(p, &layout) * 10 <= p.ct_wire_size(0, true) * 7);
     // Each response keeps 3 channels x 16 rows of 16 coefficients (the last one 2
     // channels): c1 whole, c0 at 768 (512) coefficients, both rounded (at most 80% of
     // the unrounded selection).
@@ -404,8 +404,8 @@ fn conv_packing_of_the_benchmark_shape() {
 
 fn bfv_conv(sh: ConvShape, seed: u64) {
     let p = params();
-    let plan = ConvLayout::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
-    assert_eq!(plan.galois(), GaloisSpec::none());
+    let layout = ConvLayout::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
+    assert_eq!(layout.galois(), GaloisSpec::none());
     let mut r = ChaCha20Rng::seed_from_u64(seed);
     let x = random(sh.c_i * sh.h * sh.w, 1000, &mut r);
     let f = random(
@@ -413,19 +413,19 @@ fn bfv_conv(sh: ConvShape, seed: u64) {
         (p.p() / 2) as i64,
         &mut r,
     );
-    let (c, s, counts) = bfv_run(&plan, &f, &x);
+    let (c, s, counts) = bfv_run(&layout, &f, &x);
     assert_eq!(
         reconstruct(&c, &s, p.p()),
         conv_ref(&sh, &x, &f, p.p()),
         "{sh:?} on Bfv"
     );
     // ScMult = tiles · input groups · output groups.
-    let e = plan.cheetah_geometry().unwrap();
-    assert_eq!(plan.query_cts(), e.tiles() * e.in_groups);
-    assert_eq!(plan.output_cts(), e.tiles() * e.out_groups);
+    let e = layout.cheetah_geometry().unwrap();
+    assert_eq!(layout.query_cts(), e.tiles() * e.in_groups);
+    assert_eq!(layout.output_cts(), e.tiles() * e.out_groups);
     assert!(e.c_w * e.m_w * e.th * e.tw <= p.n());
     let products = e.tiles() * e.in_groups * e.out_groups;
-    same_counts_everywhere(&plan, &f, &x, counts, products, &format!("{sh:?}"));
+    same_counts_everywhere(&layout, &f, &x, counts, products, &format!("{sh:?}"));
 }
 
 #[test]
@@ -441,8 +441,8 @@ fn conv_on_bfv() {
 #[test]
 fn responses_are_flooded_rerandomised_and_at_the_last_level() {
     let p = params();
-    let plan = MatvecLayout::new(Method::Cheetah, 30, 200, real(p)).unwrap();
-    let bits = plan.flood_bits(p).unwrap();
+    let layout = MatvecLayout::new(Method::Cheetah, 30, 200, real(p)).unwrap();
+    let bits = layout.flood_bits(p).unwrap();
     let client = client();
     let server = Bfv::server(p, client.public_keys()).unwrap();
     let expected = p.log_q_at(0) - (p.p() as f64).log2() - bits as f64 - 1.0;
@@ -459,19 +459,19 @@ fn responses_are_flooded_rerandomised_and_at_the_last_level() {
     let mut r = ChaCha20Rng::seed_from_u64(70);
     let (w, x) = (random(30 * 200, 500, &mut r), random(200, 500, &mut r));
     let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();
-    let m = plan.encode(&server, &w).unwrap();
-    let q: Vec<_> = plan
+    let m = layout.encode(&server, &w).unwrap();
+    let q: Vec<_> = layout
         .query(client, &xr)
         .unwrap()
         .iter()
         .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
         .collect();
     let mut pool = FloodPool::at_level(bits, server.level(&q[0]));
-    pool.fill(&server, 3 * plan.output_cts()).unwrap();
-    let (r1, s1) = plan.respond(&server, &m, &q, &mut pool).unwrap();
-    let (r2, _) = plan.respond(&server, &m, &q, &mut pool).unwrap();
+    pool.fill(&server, 3 * layout.output_cts()).unwrap();
+    let (r1, s1) = layout.respond(&server, &m, &q, &mut pool).unwrap();
+    let (r2, _) = layout.respond(&server, &m, &q, &mut pool).unwrap();
     let raw = server
-        .switch_to_last(&plan.compute(&server, &m, &q).unwrap()[0])
+        .switch_to_last(&layout.compute(&server, &m, &q).unwrap()[0])
         .unwrap();
     let c1 = |ct: &he::BfvCt| server.component_bytes(ct, 1).unwrap();
     assert_ne!(c1(&r1[0]), c1(&r2[0]));
@@ -479,7 +479,7 @@ fn responses_are_flooded_rerandomised_and_at_the_last_level() {
     // The privacy step alone (before the coefficient selection): every response at the
     // last level, rounded for the wire: the rounding spends most of the budget the
     // unflooded result has there, and the response still decrypts.
-    let out = plan.compute(&server, &m, &q).unwrap();
+    let out = layout.compute(&server, &m, &q).unwrap();
     let shared =
         kernels::share_output_encoded(&server, out, &mut pool, he::Encoding::Coeffs).unwrap();
     for ct in &shared.response {
@@ -501,11 +501,11 @@ fn responses_are_flooded_rerandomised_and_at_the_last_level() {
         .map(|c| client.deserialize(&server.serialize(c).unwrap()).unwrap())
         .collect();
     assert_eq!(
-        reconstruct(&plan.decrypt(client, &resp).unwrap(), &s1, p.p()),
+        reconstruct(&layout.decrypt(client, &resp).unwrap(), &s1, p.p()),
         matvec_ref(&w, &x, 30, 200, p.p())
     );
     assert!(matches!(
-        plan.respond(&server, &m, &q, &mut pool),
+        layout.respond(&server, &m, &q, &mut pool),
         Err(KernelError::PoolEmpty { .. })
     ));
 }
@@ -515,22 +515,22 @@ fn mask_covers_every_coefficient_and_only_read_ones_are_sent() {
     // share_output masks all n coefficients: the decrypted coefficients are
     // uniform-looking everywhere, including the ones the finish map never reads.
     let p = params();
-    let plan = MatvecLayout::new(Method::Cheetah, 4, 5, real(p)).unwrap();
-    let sim = Sim::new(p, plan.galois());
-    let m = plan.encode(&sim, &[1; 20]).unwrap();
-    let q = plan.query(&sim, &[1; 5]).unwrap();
+    let layout = MatvecLayout::new(Method::Cheetah, 4, 5, real(p)).unwrap();
+    let sim = Sim::new(p, layout.galois());
+    let m = layout.encode(&sim, &[1; 20]).unwrap();
+    let q = layout.query(&sim, &[1; 5]).unwrap();
     let mut pool = FloodPool::at_level(0, sim.level(&q[0]));
     pool.fill(&sim, 2).unwrap();
-    let out = plan.compute(&sim, &m, &q).unwrap();
+    let out = layout.compute(&sim, &m, &q).unwrap();
     let shared = kernels::share_output_encoded(&sim, out, &mut pool, he::Encoding::Coeffs).unwrap();
     let coeffs = sim.decrypt_coeffs(&shared.response[0]).unwrap();
     assert!(coeffs.iter().filter(|&&v| v == 0).count() < 3);
     assert!(shared.server_slots[0].iter().filter(|&&v| v == 0).count() < 3);
     // The response then keeps the 4 coefficients finish reads (0, 5, 10, 15: d1 = 5).
-    assert_eq!(plan.geometry().tile, 5);
-    let keep = plan.response_coeffs(0).unwrap();
+    assert_eq!(layout.geometry().tile, 5);
+    let keep = layout.response_coeffs(0).unwrap();
     assert_eq!(keep, vec![0..1, 5..6, 10..11, 15..16]);
-    let (resp, _) = plan.respond(&sim, &m, &q, &mut pool).unwrap();
+    let (resp, _) = layout.respond(&sim, &m, &q, &mut pool).unwrap();
     let seen = sim.decrypt_coeffs(&resp[0]).unwrap();
     for (i, &v) in seen.iter().enumerate() {
         if !keep.iter().any(|r| r.contains(&i)) {
@@ -552,14 +552,14 @@ fn flooding_budget_errors_are_typed() {
         .moduli(he::Moduli::Bits(vec![36, 36]))
         .build()
         .unwrap();
-    let plan = MatvecLayout::new(Method::Cheetah, 16, 128, real(&small)).unwrap();
-    match plan.flood_bits(&small) {
+    let layout = MatvecLayout::new(Method::Cheetah, 16, 128, real(&small)).unwrap();
+    match layout.flood_bits(&small) {
         Err(KernelError::NoiseBudget { suggestion, .. }) => {
             // the preset it names affords the layer
             let name = suggestion.trim_start_matches("preset ");
             let named = Params::preset(name).unwrap();
-            let plan = MatvecLayout::new(Method::Cheetah, 16, 128, real(&named)).unwrap();
-            assert!(plan.flood_bits(&named).is_ok(), "{suggestion}");
+            let layout = MatvecLayout::new(Method::Cheetah, 16, 128, real(&named)).unwrap();
+            assert!(layout.flood_bits(&named).is_ok(), "{suggestion}");
         }
         other => panic!("expected a noise-budget error, got {other:?}"),
     }
@@ -573,7 +573,7 @@ fn flooding_budget_errors_are_typed() {
         conv.flood_bits(&small),
         Err(KernelError::NoiseBudget { .. })
     ));
-    assert!(plan.flood_bits(params()).is_ok() && conv.flood_bits(params()).is_ok());
+    assert!(layout.flood_bits(params()).is_ok() && conv.flood_bits(params()).is_ok());
 }
 
 #[test]
@@ -584,10 +584,10 @@ fn bad_inputs_are_typed_errors() {
         MatvecLayout::new(Method::Cheetah, 0, 4, s),
         Err(KernelError::EmptyDimension { .. })
     ));
-    let plan = MatvecLayout::new(Method::Cheetah, 2, 3, s).unwrap();
-    let sim = Sim::new(p, plan.galois());
+    let layout = MatvecLayout::new(Method::Cheetah, 2, 3, s).unwrap();
+    let sim = Sim::new(p, layout.galois());
     assert!(matches!(
-        plan.encode(&sim, &[1, 2, 3]),
+        layout.encode(&sim, &[1, 2, 3]),
         Err(KernelError::Shape {
             expected: 6,
             actual: 3,
@@ -595,44 +595,44 @@ fn bad_inputs_are_typed_errors() {
         })
     ));
     assert!(matches!(
-        plan.encode(&sim, &[1, 2, 3, 4, 5, p.p() as i64]),
+        layout.encode(&sim, &[1, 2, 3, 4, 5, p.p() as i64]),
         Err(KernelError::WeightRange { index: 5, .. })
     ));
     assert!(matches!(
-        plan.query(&sim, &[1, 2]),
+        layout.query(&sim, &[1, 2]),
         Err(KernelError::Shape { .. })
     ));
     assert!(matches!(
-        plan.query(&sim, &[1, 2, p.p()]),
+        layout.query(&sim, &[1, 2, p.p()]),
         Err(KernelError::He(he::HeError::NotReduced { .. }))
     ));
-    let m = plan.encode(&sim, &[1; 6]).unwrap();
+    let m = layout.encode(&sim, &[1; 6]).unwrap();
     assert!(matches!(
-        plan.compute(&sim, &m, &[]),
+        layout.compute(&sim, &m, &[]),
         Err(KernelError::CiphertextCount { .. })
     ));
     let other = MatvecLayout::new(Method::Gala, 2, 3, s).unwrap();
     let q_slots = other.query(&sim, &[1, 2, 3]).unwrap();
     // A slot-encoded query is refused by the simulator (and would decrypt to garbage).
-    // (a slot query sits at the top level, the cheetah plan's below it)
+    // (a slot query sits at the top level, the cheetah layout's below it)
     assert!(matches!(
-        plan.compute(&sim, &m, &q_slots),
+        layout.compute(&sim, &m, &q_slots),
         Err(KernelError::He(
             he::HeError::EncodingMismatch { .. } | he::HeError::LevelMismatch { .. }
         ))
     ));
     let m_other = other.encode(&sim, &[1; 6]).unwrap();
-    let q = plan.query(&sim, &[1, 2, 3]).unwrap();
+    let q = layout.query(&sim, &[1, 2, 3]).unwrap();
     assert!(matches!(
-        plan.compute(&sim, &m_other, &q),
+        layout.compute(&sim, &m_other, &q),
         Err(KernelError::PlanMismatch { .. })
     ));
     assert!(matches!(
-        plan.finish(&[]),
+        layout.finish(&[]),
         Err(KernelError::CiphertextCount { .. })
     ));
     assert!(matches!(
-        plan.finish(&[vec![0; 3]]),
+        layout.finish(&[vec![0; 3]]),
         Err(KernelError::Shape { .. })
     ));
 
@@ -674,19 +674,19 @@ fn bad_inputs_are_typed_errors() {
 #[test]
 fn encoded_cheetah_matrices_save_and_load() {
     let p = params();
-    let plan = MatvecLayout::new(Method::Cheetah, 10, 300, real(p)).unwrap();
+    let layout = MatvecLayout::new(Method::Cheetah, 10, 300, real(p)).unwrap();
     let b = client();
     let mut r = ChaCha20Rng::seed_from_u64(80);
     let (w, x) = (random(3000, 900, &mut r), random(300, 900, &mut r));
-    let bytes = plan.encode(b, &w).unwrap().save(b).unwrap();
-    let loaded = kernels::EncodedMatrix::load(b, &plan, &bytes).unwrap();
+    let bytes = layout.encode(b, &w).unwrap().save(b).unwrap();
+    let loaded = kernels::EncodedMatrix::load(b, &layout, &bytes).unwrap();
     let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();
-    let q = plan.query(b, &xr).unwrap();
-    let mut pool = FloodPool::at_level(plan.flood_bits(p).unwrap(), b.level(&q[0]));
-    pool.fill(b, plan.output_cts()).unwrap();
-    let (resp, s) = plan.respond(b, &loaded, &q, &mut pool).unwrap();
+    let q = layout.query(b, &xr).unwrap();
+    let mut pool = FloodPool::at_level(layout.flood_bits(p).unwrap(), b.level(&q[0]));
+    pool.fill(b, layout.output_cts()).unwrap();
+    let (resp, s) = layout.respond(b, &loaded, &q, &mut pool).unwrap();
     assert_eq!(
-        reconstruct(&plan.decrypt(b, &resp).unwrap(), &s, p.p()),
+        reconstruct(&layout.decrypt(b, &resp).unwrap(), &s, p.p()),
         matvec_ref(&w, &x, 10, 300, p.p())
     );
     let other = MatvecLayout::new(Method::Heliks, 10, 300, real(p)).unwrap();
@@ -700,12 +700,12 @@ fn encoded_cheetah_matrices_save_and_load() {
 fn estimates_have_no_rotation_and_exact_bytes() {
     let p = params();
     let model = CostModel::reference(p);
-    let plan = MatvecLayout::new(Method::Cheetah, 512, 512, real(p)).unwrap();
-    let e = estimate(&plan, p, &model).unwrap();
+    let layout = MatvecLayout::new(Method::Cheetah, 512, 512, real(p)).unwrap();
+    let e = estimate(&layout, p, &model).unwrap();
     assert_eq!((e.counts.rotations(), e.galois_keys), (0, 0));
     assert_eq!(e.counts.sc_mult, 4 * 8);
     assert_eq!(e.plaintexts, 32);
-    assert_eq!(e.bytes_up, 4 * query_bytes(p, &plan) as u64);
+    assert_eq!(e.bytes_up, 4 * query_bytes(p, &layout) as u64);
     // 64 rows per response, one coefficient each (stride d1 = 128).
     assert_eq!(e.bytes_down, 8 * response_bytes(p, 64, 64) as u64);
     // 4 queries deserialised, 8 responses serialised; the client encrypts the 4 and
@@ -729,8 +729,8 @@ fn methods_are_registered() {
     assert_eq!(ConvMethod::parse("cheetah"), Some(ConvMethod::Cheetah));
     assert!(ConvMethod::ALL.contains(&ConvMethod::Cheetah));
     assert_eq!(Method::Cheetah.to_string(), "cheetah");
-    let plan = MatvecLayout::new(Method::Cheetah, 3, 3, real(params())).unwrap();
-    assert_eq!(plan.encoding(), he::Encoding::Coeffs);
+    let layout = MatvecLayout::new(Method::Cheetah, 3, 3, real(params())).unwrap();
+    assert_eq!(layout.encoding(), he::Encoding::Coeffs);
 }
 
 /// On the whole n8192 chain (44 + 58 + 58 + 58 bits) a Cheetah layer needs no key
@@ -742,15 +742,15 @@ fn methods_are_registered() {
 fn queries_below_the_top_level_on_the_full_chain() {
     let p = Params::preset("n8192").unwrap();
     let sh = shape(20, 12, 12, 6, 3, 1, Padding::Same);
-    let plan = ConvLayout::new(ConvMethod::Cheetah, sh, real(&p)).unwrap();
-    assert_eq!(plan.query_level(&p), 1);
+    let layout = ConvLayout::new(ConvMethod::Cheetah, sh, real(&p)).unwrap();
+    assert_eq!(layout.query_level(&p), 1);
     let gazelle = ConvLayout::new(ConvMethod::GazelleOut, sh, real(&p)).unwrap();
     assert_eq!(gazelle.query_level(&p), 0);
     let mv = MatvecLayout::new(Method::Cheetah, 30, 50, real(&p)).unwrap();
     assert_eq!(mv.query_level(&p), 1);
     // the lower level affords the flooding, the one below it does not
     let model = kernels::noise::NoiseModel::new(&p);
-    let k = plan.kernel_noise(&model);
+    let k = layout.kernel_noise(&model);
     assert!(kernels::noise::NoiseModel::at_level(&p, 1).affords(k));
     assert!(!kernels::noise::NoiseModel::at_level(&p, 2).affords(k));
 
@@ -758,36 +758,36 @@ fn queries_below_the_top_level_on_the_full_chain() {
     let client = Bfv::keygen(&p, GaloisSpec::none()).unwrap();
     let server = Bfv::server(&p, client.public_keys()).unwrap();
     let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();
-    let m = plan.encode_weights(&server, &f).unwrap();
-    let q = plan.query(&client, &xr).unwrap();
+    let m = layout.encode_weights(&server, &f).unwrap();
+    let q = layout.query(&client, &xr).unwrap();
     for c in &q {
         assert_eq!(client.level(c), 1);
-        assert_eq!(client.serialize(c).unwrap().len(), query_bytes(&p, &plan));
+        assert_eq!(client.serialize(c).unwrap().len(), query_bytes(&p, &layout));
     }
     assert!(p.ct_wire_size(1, true) * 4 <= p.ct_wire_size(0, true) * 3 + 4096);
     let q: Vec<_> = q
         .iter()
         .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
         .collect();
-    let mut pool = plan.flood_pool(&p).unwrap();
+    let mut pool = layout.flood_pool(&p).unwrap();
     assert_eq!(pool.level(), 1);
-    pool.fill(&server, plan.output_cts()).unwrap();
-    let (resp, s) = plan.respond(&server, &m, &q, &mut pool).unwrap();
+    pool.fill(&server, layout.output_cts()).unwrap();
+    let (resp, s) = layout.respond(&server, &m, &q, &mut pool).unwrap();
     let resp: Vec<_> = resp
         .iter()
         .map(|c| client.deserialize(&server.serialize(c).unwrap()).unwrap())
         .collect();
     assert!(resp.iter().all(|c| client.level(c) == p.last_level()));
-    let c = plan.decrypt(&client, &resp).unwrap();
+    let c = layout.decrypt(&client, &resp).unwrap();
     assert_eq!(reconstruct(&c, &s, p.p()), conv_ref(&sh, &x, &f, p.p()));
     // a top-level pool does not fit these responses
-    let mut top = FloodPool::new(plan.flood_bits(&p).unwrap());
-    top.fill(&server, plan.output_cts()).unwrap();
-    assert!(plan.respond(&server, &m, &q, &mut top).is_err());
+    let mut top = FloodPool::new(layout.flood_bits(&p).unwrap());
+    top.fill(&server, layout.output_cts()).unwrap();
+    assert!(layout.respond(&server, &m, &q, &mut top).is_err());
 }
 
 /// A public weight bound (a fixed point's |w| ≤ 2^s) sizes the coefficient kernels'
-/// noise by it instead of p/2: the same plan's queries drop at least 8 more bits per
+/// noise by it instead of p/2: the same layout's queries drop at least 8 more bits per
 /// coefficient, its flooding is smaller, and weights at the bound (the worst case
 /// the model allows) still reconstruct the reference bit for bit on real BFV.
 #[test]
@@ -799,14 +799,14 @@ fn a_public_weight_bound_shrinks_queries_and_weights_at_it_reconstruct() {
     assert_eq!(pb.weight_bound_log2(), 8.0);
     assert_eq!(p.weight_bound_log2(), (p.p() as f64 / 2.0).log2());
     let sh = shape(48, 14, 14, 40, 1, 1, Padding::Same);
-    let plan = ConvLayout::new(ConvMethod::Cheetah, sh, real(&p)).unwrap();
+    let layout = ConvLayout::new(ConvMethod::Cheetah, sh, real(&p)).unwrap();
     let n = p.n();
-    assert!(query_bytes(&pb, &plan) + n <= query_bytes(&p, &plan));
-    assert!(plan.flood_bits(&pb).unwrap() < plan.flood_bits(&p).unwrap());
+    assert!(query_bytes(&pb, &layout) + n <= query_bytes(&p, &layout));
+    assert!(layout.flood_bits(&pb).unwrap() < layout.flood_bits(&p).unwrap());
     let mv = MatvecLayout::new(Method::Cheetah, 30, 500, real(&p)).unwrap();
     assert!(query_bytes(&pb, &mv) + n <= query_bytes(&p, &mv));
     // tiles chosen again for the smaller queries: no more wire bytes than before
-    let bounded = plan
+    let bounded = layout
         .clone()
         .with_weight_bound(pb.weight_bound_log2())
         .unwrap();
@@ -815,7 +815,7 @@ fn a_public_weight_bound_shrinks_queries_and_weights_at_it_reconstruct() {
         let e = estimate(pl, &pb, &model).unwrap();
         e.bytes_up + e.bytes_down
     };
-    assert!(wire(&bounded) <= wire(&plan));
+    assert!(wire(&bounded) <= wire(&layout));
 
     let mut r = ChaCha20Rng::seed_from_u64(81);
     let x: Vec<i64> = random(sh.c_i * sh.h * sh.w, (p.p() / 2) as i64, &mut r);
@@ -858,25 +858,25 @@ fn a_public_weight_bound_shrinks_queries_and_weights_at_it_reconstruct() {
 fn conv_on_the_fly_equals_encoded_weights() {
     fn counts_of<L: LinearLayer, B: Backend>(
         b: &Counting<B>,
-        plan: &L,
+        layout: &L,
         w: &[i64],
         x: &[i64],
         on_the_fly: bool,
     ) -> (Vec<u64>, OpCounts) {
         let p = b.slots().p;
         let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
-        let q = plan.query(b, &xr).unwrap();
+        let q = layout.query(b, &xr).unwrap();
         let mut pool = FloodPool::at_level(0, b.level(&q[0]));
-        pool.fill(b, plan.output_cts()).unwrap();
+        pool.fill(b, layout.output_cts()).unwrap();
         b.take();
         let (resp, server) = if on_the_fly {
-            plan.respond_on_the_fly(b, w, &q, &mut pool).unwrap()
+            layout.respond_on_the_fly(b, w, &q, &mut pool).unwrap()
         } else {
-            let m = plan.encode_weights(b, w).unwrap();
-            plan.respond(b, &m, &q, &mut pool).unwrap()
+            let m = layout.encode_weights(b, w).unwrap();
+            layout.respond(b, &m, &q, &mut pool).unwrap()
         };
         let counts = b.take();
-        let client = plan.decrypt(b, &resp).unwrap();
+        let client = layout.decrypt(b, &resp).unwrap();
         (reconstruct(&client, &server, p), counts)
     }
     let p = params();
@@ -893,13 +893,13 @@ fn conv_on_the_fly_equals_encoded_weights() {
         let methods = [ConvMethod::Cheetah, ConvMethod::Bsgs, ConvMethod::Heliks];
         for (m, method) in methods.into_iter().enumerate() {
             // The slot layout cannot hold every shape (a row wider than n/2 slots).
-            let Ok(plan) = ConvLayout::new(method, *sh, real(p)) else {
+            let Ok(layout) = ConvLayout::new(method, *sh, real(p)) else {
                 continue;
             };
             ran[m] += 1;
-            let sim = Counting::new(Sim::new(p, plan.galois()));
-            let (held, held_counts) = counts_of(&sim, &plan, &f, &x, false);
-            let (fly, fly_counts) = counts_of(&sim, &plan, &f, &x, true);
+            let sim = Counting::new(Sim::new(p, layout.galois()));
+            let (held, held_counts) = counts_of(&sim, &layout, &f, &x, false);
+            let (fly, fly_counts) = counts_of(&sim, &layout, &f, &x, true);
             assert_eq!(held, want, "{method} {sh:?} encoded");
             assert_eq!(fly, want, "{method} {sh:?} on the fly");
             assert_eq!(fly_counts, held_counts, "{method} {sh:?} counts");
@@ -917,14 +917,16 @@ fn conv_on_the_fly_equals_encoded_weights() {
     // Real BFV: the on-the-fly responses decrypt to the reference's shares.
     let sh = shape(130, 6, 6, 70, 3, 1, Padding::Valid);
     let (x, f) = conv_problem(&sh, 99);
-    let plan = ConvLayout::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
+    let layout = ConvLayout::new(ConvMethod::Cheetah, sh, real(p)).unwrap();
     let client = client();
     let server = Bfv::server(p, client.public_keys()).unwrap();
     let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();
-    let q = plan.query(client, &xr).unwrap();
-    let mut pool = FloodPool::at_level(plan.flood_bits(p).unwrap(), server.level(&q[0]));
-    pool.fill(&server, plan.output_cts()).unwrap();
-    let (resp, s) = plan.respond_on_the_fly(&server, &f, &q, &mut pool).unwrap();
-    let c = plan.decrypt(client, &resp).unwrap();
+    let q = layout.query(client, &xr).unwrap();
+    let mut pool = FloodPool::at_level(layout.flood_bits(p).unwrap(), server.level(&q[0]));
+    pool.fill(&server, layout.output_cts()).unwrap();
+    let (resp, s) = layout
+        .respond_on_the_fly(&server, &f, &q, &mut pool)
+        .unwrap();
+    let c = layout.decrypt(client, &resp).unwrap();
     assert_eq!(reconstruct(&c, &s, p.p()), conv_ref(&sh, &x, &f, p.p()));
 }

@@ -54,15 +54,15 @@ fn problem(sh: &ConvShape, seed: u64) -> (Vec<i64>, Vec<i64>) {
     (x, f)
 }
 
-fn run<B: Backend>(b: &B, plan: &ConvLayout, x: &[i64], f: &[i64], bits: u32) -> Vec<u64> {
+fn run<B: Backend>(b: &B, layout: &ConvLayout, x: &[i64], f: &[i64], bits: u32) -> Vec<u64> {
     let p = b.slots().p;
     let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
-    let m = plan.encode(b, f).unwrap();
-    let q = plan.query(b, &xr).unwrap();
+    let m = layout.encode(b, f).unwrap();
+    let q = layout.query(b, &xr).unwrap();
     let mut pool = FloodPool::at_level(bits, b.level(&q[0]));
-    pool.fill(b, plan.output_cts()).unwrap();
-    let (resp, server) = plan.respond(b, &m, &q, &mut pool).unwrap();
-    let client = plan.decrypt(b, &resp).unwrap();
+    pool.fill(b, layout.output_cts()).unwrap();
+    let (resp, server) = layout.respond(b, &m, &q, &mut pool).unwrap();
+    let client = layout.decrypt(b, &resp).unwrap();
     client
         .iter()
         .zip(&server)
@@ -89,9 +89,9 @@ fn every_method_reconstructs_on_sim() {
         let (x, f) = problem(sh, i as u64);
         let want = reference(sh, &x, &f, params.p());
         for method in ConvMethod::ALL {
-            let plan = ConvLayout::new(method, *sh, real(&params)).unwrap();
-            let sim = Sim::new(&params, plan.galois());
-            assert_eq!(run(&sim, &plan, &x, &f, 0), want, "{method} {sh:?}");
+            let layout = ConvLayout::new(method, *sh, real(&params)).unwrap();
+            let sim = Sim::new(&params, layout.galois());
+            assert_eq!(run(&sim, &layout, &x, &f, 0), want, "{method} {sh:?}");
         }
     }
 }
@@ -126,15 +126,20 @@ fn compact_packing_reconstructs_on_sim() {
         let (x, f) = problem(sh, 100 + i as u64);
         let want = reference(sh, &x, &f, params.p());
         for method in SLOT_METHODS {
-            let plan = ConvLayout::with_packing(method, *sh, real(&params), None, Packing::Compact)
-                .unwrap();
-            let g = plan.geometry();
+            let layout =
+                ConvLayout::with_packing(method, *sh, real(&params), None, Packing::Compact)
+                    .unwrap();
+            let g = layout.geometry();
             assert!(
                 g.c_n * sh.h * sh.w <= 4096 && 2 * g.c_n * sh.h * sh.w > 4096,
                 "{g:?}"
             );
-            let sim = Sim::new(&params, plan.galois());
-            assert_eq!(run(&sim, &plan, &x, &f, 0), want, "{method} compact {sh:?}");
+            let sim = Sim::new(&params, layout.galois());
+            assert_eq!(
+                run(&sim, &layout, &x, &f, 0),
+                want,
+                "{method} compact {sh:?}"
+            );
         }
     }
 }
@@ -147,13 +152,14 @@ fn compact_packing_on_bfv() {
     let (x, f) = problem(&sh, 7);
     let want = reference(&sh, &x, &f, params.p());
     for method in [ConvMethod::Gala, ConvMethod::Heliks, ConvMethod::Bsgs] {
-        let plan = ConvLayout::with_packing(method, sh, real(&params), Some(16), Packing::Compact)
-            .unwrap();
-        assert_eq!(plan.geometry().c_n, 2);
-        let bits = plan.flood_bits(&params).unwrap();
-        let b = Bfv::keygen(&params, plan.galois()).unwrap();
+        let layout =
+            ConvLayout::with_packing(method, sh, real(&params), Some(16), Packing::Compact)
+                .unwrap();
+        assert_eq!(layout.geometry().c_n, 2);
+        let bits = layout.flood_bits(&params).unwrap();
+        let b = Bfv::keygen(&params, layout.galois()).unwrap();
         assert_eq!(
-            run(&b, &plan, &x, &f, bits),
+            run(&b, &layout, &x, &f, bits),
             want,
             "{method} compact on Bfv"
         );
@@ -181,30 +187,34 @@ fn scalar_path_on_bfv() {
         let (x, f) = problem(&sh, 40 + i as u64);
         let want = reference(&sh, &x, &f, params.p());
         for &method in methods {
-            let plan = ConvLayout::new(method, sh, real(&params)).unwrap();
-            assert!(plan.geometry().scalar_path(), "{method} {sh:?}");
-            let bits = plan.flood_bits(&params).unwrap();
-            let b = Counting::new(Bfv::keygen(&params, plan.galois()).unwrap());
+            let layout = ConvLayout::new(method, sh, real(&params)).unwrap();
+            assert!(layout.geometry().scalar_path(), "{method} {sh:?}");
+            let bits = layout.flood_bits(&params).unwrap();
+            let b = Counting::new(Bfv::keygen(&params, layout.galois()).unwrap());
             b.take();
-            let m = plan.encode(&b, &f).unwrap();
+            let m = layout.encode(&b, &f).unwrap();
             let c = b.take();
             assert_eq!(
                 (c.ntt, c.row_constants as usize),
-                (0, plan.encoded_plaintexts())
+                (0, layout.encoded_plaintexts())
             );
             drop(m);
             // held compactly: four words per modulus, not n·L
             let est = kernels::estimate::estimate(
-                &plan,
+                &layout,
                 &params,
                 &kernels::CostModel::reference(&params),
             )
             .unwrap();
             assert_eq!(
                 est.encoded_bytes,
-                plan.encoded_plaintexts() as u64 * 4 * 8 * params.levels() as u64
+                layout.encoded_plaintexts() as u64 * 4 * 8 * params.levels() as u64
             );
-            assert_eq!(run(&b, &plan, &x, &f, bits), want, "{method} {sh:?} on Bfv");
+            assert_eq!(
+                run(&b, &layout, &x, &f, bits),
+                want,
+                "{method} {sh:?} on Bfv"
+            );
         }
     }
 }
@@ -285,12 +295,16 @@ fn bfv_small_convolutions() {
             if (method == ConvMethod::GazelleIn) != *input_rotation {
                 continue;
             }
-            let plan = ConvLayout::new(method, *sh, real(&params)).unwrap();
-            let bits = plan.flood_bits(&params).unwrap();
-            let b = Counting::new(Bfv::keygen(&params, plan.galois()).unwrap());
-            assert_eq!(run(&b, &plan, &x, &f, bits), want, "{method} {sh:?} on Bfv");
-            let c = Count::real(&params, plan.galois());
-            run(&c, &plan, &x, &f, bits);
+            let layout = ConvLayout::new(method, *sh, real(&params)).unwrap();
+            let bits = layout.flood_bits(&params).unwrap();
+            let b = Counting::new(Bfv::keygen(&params, layout.galois()).unwrap());
+            assert_eq!(
+                run(&b, &layout, &x, &f, bits),
+                want,
+                "{method} {sh:?} on Bfv"
+            );
+            let c = Count::real(&params, layout.galois());
+            run(&c, &layout, &x, &f, bits);
             let (bc, cc) = (b.counts(), c.counts());
             assert_eq!(
                 (bc.perm, bc.hst_perm, bc.sc_mult, bc.add),
@@ -312,14 +326,14 @@ fn ideal_counts(method: ConvMethod, sh: ConvShape, n: usize) -> OpCounts {
         Padding::Same => Packing::Compact,
         Padding::Valid => Packing::Padded,
     };
-    let plan = ConvLayout::with_packing(method, sh, slots, None, packing).unwrap();
-    let c = Count::ideal(n, 12289, plan.galois());
-    let m = plan
+    let layout = ConvLayout::with_packing(method, sh, slots, None, packing).unwrap();
+    let c = Count::ideal(n, 12289, layout.galois());
+    let m = layout
         .encode(&c, &vec![0; sh.c_o * sh.c_i * sh.k_h * sh.k_w])
         .unwrap();
-    let q = plan.query(&c, &vec![0; sh.c_i * sh.h * sh.w]).unwrap();
+    let q = layout.query(&c, &vec![0; sh.c_i * sh.h * sh.w]).unwrap();
     c.take();
-    plan.compute(&c, &m, &q).unwrap();
+    layout.compute(&c, &m, &q).unwrap();
     c.take()
 }
 
@@ -422,13 +436,13 @@ fn heliks_matches_table_1_with_at_most_four_keys() {
         assert_eq!((c.hst_perm, c.sc_mult), (0, ci * co * f / c_n));
     }
     let params = Params::preset("n8192").unwrap();
-    let plan = ConvLayout::new(
+    let layout = ConvLayout::new(
         ConvMethod::Heliks,
         shape(16, 16, 16, 16, 3, 1, Padding::Same),
         real(&params),
     )
     .unwrap();
-    assert!(plan.galois().key_count(4096) <= 4);
+    assert!(layout.galois().key_count(4096) <= 4);
 }
 
 #[test]
@@ -465,14 +479,14 @@ fn ensei_needs_no_rotation() {
     // ciphertext: 16 query ciphertexts, 32 · 16 ScMult, 32 responses, no key.
     let params = Params::preset("n8192").unwrap();
     let sh = shape(32, 32, 32, 32, 3, 1, Padding::Same);
-    let plan = ConvLayout::new(ConvMethod::Ensei, sh, real(&params)).unwrap();
-    assert_eq!(plan.galois().key_count(4096), 0);
-    assert_eq!((plan.query_cts(), plan.output_cts()), (16, 32));
-    let c = Count::real(&params, plan.galois());
-    let m = plan.encode(&c, &vec![0; 32 * 32 * 9]).unwrap();
-    let q = plan.query(&c, &vec![0; 32 * 32 * 32]).unwrap();
+    let layout = ConvLayout::new(ConvMethod::Ensei, sh, real(&params)).unwrap();
+    assert_eq!(layout.galois().key_count(4096), 0);
+    assert_eq!((layout.query_cts(), layout.output_cts()), (16, 32));
+    let c = Count::real(&params, layout.galois());
+    let m = layout.encode(&c, &vec![0; 32 * 32 * 9]).unwrap();
+    let q = layout.query(&c, &vec![0; 32 * 32 * 32]).unwrap();
     c.take();
-    plan.compute(&c, &m, &q).unwrap();
+    layout.compute(&c, &m, &q).unwrap();
     let k = c.take();
     assert_eq!((k.perm, k.hst_perm, k.sc_mult), (0, 0, 32 * 16));
 }
@@ -480,15 +494,15 @@ fn ensei_needs_no_rotation() {
 #[test]
 fn large_channels_are_cut_into_strips() {
     let params = Params::preset("n8192").unwrap();
-    let plan = ConvLayout::new(
+    let layout = ConvLayout::new(
         ConvMethod::Gala,
         shape(2, 100, 90, 3, 3, 1, Padding::Same),
         real(&params),
     )
     .unwrap();
-    let g = plan.geometry();
+    let g = layout.geometry();
     assert!(g.strips > 1 && g.hp * g.wp <= 4096, "{g:?}");
-    assert_eq!(plan.query_cts(), g.strips * g.in_cts);
+    assert_eq!(layout.query_cts(), g.strips * g.in_cts);
 }
 
 #[test]
@@ -519,19 +533,19 @@ fn bad_shapes_are_typed_errors() {
         ),
         Err(KernelError::Shape { .. })
     ));
-    let plan = ConvLayout::new(
+    let layout = ConvLayout::new(
         ConvMethod::Gala,
         shape(2, 4, 4, 2, 3, 1, Padding::Same),
         real(&params),
     )
     .unwrap();
-    let sim = Sim::new(&params, plan.galois());
+    let sim = Sim::new(&params, layout.galois());
     assert!(matches!(
-        plan.encode(&sim, &[1; 5]),
+        layout.encode(&sim, &[1; 5]),
         Err(KernelError::Shape { .. })
     ));
     assert!(matches!(
-        plan.query(&sim, &[1; 5]),
+        layout.query(&sim, &[1; 5]),
         Err(KernelError::Shape { .. })
     ));
 }
@@ -544,12 +558,12 @@ fn identical_counts_on_sim_and_count() {
         shape(2, 100, 90, 3, 3, 2, Padding::Same),
     ] {
         for method in ConvMethod::ALL {
-            let plan = ConvLayout::new(method, sh, real(&params)).unwrap();
+            let layout = ConvLayout::new(method, sh, real(&params)).unwrap();
             let (x, f) = problem(&sh, 3);
-            let sim = Counting::new(Sim::new(&params, plan.galois()));
-            let cnt = Count::real(&params, plan.galois());
-            run(&sim, &plan, &x, &f, 0);
-            run(&cnt, &plan, &x, &f, 0);
+            let sim = Counting::new(Sim::new(&params, layout.galois()));
+            let cnt = Count::real(&params, layout.galois());
+            run(&sim, &layout, &x, &f, 0);
+            run(&cnt, &layout, &x, &f, 0);
             assert_eq!(sim.counts(), cnt.counts(), "{method} {sh:?}");
         }
     }
@@ -572,8 +586,8 @@ fn bsgs_rotates_inputs_by_baby_steps_and_outputs_by_giant_steps() {
             p: 12289,
             layout: Layout::Cyclic,
         };
-        let plan = ConvLayout::with_key_budget(ConvMethod::Bsgs, sh, slots, None).unwrap();
-        let g = plan.geometry();
+        let layout = ConvLayout::with_key_budget(ConvMethod::Bsgs, sh, slots, None).unwrap();
+        let g = layout.geometry();
         let b1 = kernels::conv::bsgs::baby(g) as u64;
         let (c_n, ins, outs, f) = (
             g.c_n as u64,
@@ -595,13 +609,13 @@ fn bsgs_rotates_inputs_by_baby_steps_and_outputs_by_giant_steps() {
     // On Bfv, a shape whose fold shares baby steps (b₁ > 1) reconstructs exactly.
     let params = Params::preset("n8192").unwrap();
     let sh = shape(40, 16, 16, 24, 1, 1, Padding::Same);
-    let plan = ConvLayout::new(ConvMethod::Bsgs, sh, real(&params)).unwrap();
-    assert!(kernels::conv::bsgs::baby(plan.geometry()) > 1);
+    let layout = ConvLayout::new(ConvMethod::Bsgs, sh, real(&params)).unwrap();
+    assert!(kernels::conv::bsgs::baby(layout.geometry()) > 1);
     let (x, f) = problem(&sh, 77);
-    let b = Bfv::keygen(&params, plan.galois()).unwrap();
-    let bits = plan.flood_bits(&params).unwrap();
+    let b = Bfv::keygen(&params, layout.galois()).unwrap();
+    let bits = layout.flood_bits(&params).unwrap();
     assert_eq!(
-        run(&b, &plan, &x, &f, bits),
+        run(&b, &layout, &x, &f, bits),
         reference(&sh, &x, &f, params.p())
     );
 }

@@ -84,17 +84,17 @@ fn reference(sh: &GroupedConvShape, x: &[i64], f: &[i64], p: u64) -> Vec<u64> {
     kernels::reference::reduce(&direct, p)
 }
 
-fn run<B: Backend, L: LinearLayer>(b: &B, plan: &L, x: &[i64], f: &[i64], bits: u32) -> Vec<u64> {
+fn run<B: Backend, L: LinearLayer>(b: &B, layout: &L, x: &[i64], f: &[i64], bits: u32) -> Vec<u64> {
     let p = b.slots().p;
     let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
-    let m = plan.encode_weights(b, f).unwrap();
-    let q = plan.query(b, &xr).unwrap();
-    assert_eq!(q.len(), plan.query_cts());
+    let m = layout.encode_weights(b, f).unwrap();
+    let q = layout.query(b, &xr).unwrap();
+    assert_eq!(q.len(), layout.query_cts());
     let mut pool = FloodPool::at_level(bits, b.level(&q[0]));
-    pool.fill(b, plan.output_cts()).unwrap();
-    let (resp, server) = plan.respond(b, &m, &q, &mut pool).unwrap();
-    assert_eq!(resp.len(), plan.output_cts());
-    let client = plan.decrypt(b, &resp).unwrap();
+    pool.fill(b, layout.output_cts()).unwrap();
+    let (resp, server) = layout.respond(b, &m, &q, &mut pool).unwrap();
+    assert_eq!(resp.len(), layout.output_cts());
+    let client = layout.decrypt(b, &resp).unwrap();
     client
         .iter()
         .zip(&server)
@@ -103,14 +103,14 @@ fn run<B: Backend, L: LinearLayer>(b: &B, plan: &L, x: &[i64], f: &[i64], bits: 
 }
 
 /// The server's online counts of one layer (compute only) on the counting backend.
-fn counts<L: LinearLayer>(plan: &L, params: &Params) -> OpCounts {
-    let c = Count::real(params, plan.galois());
-    let m = plan
-        .encode_weights(&c, &vec![0; plan.weight_len()])
+fn counts<L: LinearLayer>(layout: &L, params: &Params) -> OpCounts {
+    let c = Count::real(params, layout.galois());
+    let m = layout
+        .encode_weights(&c, &vec![0; layout.weight_len()])
         .unwrap();
-    let q = plan.query(&c, &vec![0; plan.input_len()]).unwrap();
+    let q = layout.query(&c, &vec![0; layout.input_len()]).unwrap();
     c.take();
-    plan.compute(&c, &m, &q).unwrap();
+    layout.compute(&c, &m, &q).unwrap();
     c.take()
 }
 
@@ -156,9 +156,9 @@ fn depthwise_reconstructs_on_sim() {
     for (i, sh) in depthwise_shapes().iter().enumerate() {
         let (x, f) = problem(sh, i as u64);
         let want = reference(sh, &x, &f, params.p());
-        let plan = DepthwiseLayout::new(*sh, real(&params)).unwrap();
-        let sim = Sim::new(&params, plan.galois());
-        assert_eq!(run(&sim, &plan, &x, &f, 0), want, "depthwise {sh:?}");
+        let layout = DepthwiseLayout::new(*sh, real(&params)).unwrap();
+        let sim = Sim::new(&params, layout.galois());
+        assert_eq!(run(&sim, &layout, &x, &f, 0), want, "depthwise {sh:?}");
     }
 }
 
@@ -186,9 +186,9 @@ fn grouped_runs_depthwise(shapes: &[GroupedConvShape]) {
     for (i, sh) in shapes.iter().enumerate() {
         let (x, f) = problem(sh, 100 + i as u64);
         let want = reference(sh, &x, &f, params.p());
-        let plan = GroupedLayout::new(ConvMethod::Gala, *sh, real(&params)).unwrap();
-        let sim = Sim::new(&params, plan.galois());
-        assert_eq!(run(&sim, &plan, &x, &f, 0), want, "grouped {sh:?}");
+        let layout = GroupedLayout::new(ConvMethod::Gala, *sh, real(&params)).unwrap();
+        let sim = Sim::new(&params, layout.galois());
+        assert_eq!(run(&sim, &layout, &x, &f, 0), want, "grouped {sh:?}");
         let d = DepthwiseLayout::new(*sh, real(&params)).unwrap();
         let sim = Sim::new(&params, d.galois());
         assert_eq!(run(&sim, &d, &x, &f, 0), want, "depthwise {sh:?}");
@@ -208,10 +208,10 @@ fn general_groups_with_every_method_on_sim() {
         let (x, f) = problem(sh, 200 + i as u64);
         let want = reference(sh, &x, &f, params.p());
         for method in ConvMethod::ALL {
-            let plan = GroupedLayout::new(method, *sh, real(&params)).unwrap();
-            assert_eq!(plan.method_name(), format!("grouped:{method}"));
-            let sim = Sim::new(&params, plan.galois());
-            assert_eq!(run(&sim, &plan, &x, &f, 0), want, "{method} {sh:?}");
+            let layout = GroupedLayout::new(method, *sh, real(&params)).unwrap();
+            assert_eq!(layout.method_name(), format!("grouped:{method}"));
+            let sim = Sim::new(&params, layout.galois());
+            assert_eq!(run(&sim, &layout, &x, &f, 0), want, "{method} {sh:?}");
         }
     }
     // One group is the dense convolution.
@@ -237,30 +237,37 @@ fn bfv_grouped_and_depthwise() {
     for (i, sh) in depthwise.iter().enumerate() {
         let (x, f) = problem(sh, 300 + i as u64);
         let want = reference(sh, &x, &f, params.p());
-        let plan = DepthwiseLayout::new(*sh, real(&params)).unwrap();
-        check_bfv(&params, &plan, &x, &f, &want, &format!("depthwise {sh:?}"));
+        let layout = DepthwiseLayout::new(*sh, real(&params)).unwrap();
+        check_bfv(
+            &params,
+            &layout,
+            &x,
+            &f,
+            &want,
+            &format!("depthwise {sh:?}"),
+        );
     }
     // 30x30 grids: 4 blocks per row, so GALA's block shifts stay few.
     let sh = grouped(4, 28, 28, 8, 3, 1, Padding::Same, 2);
     let (x, f) = problem(&sh, 310);
     let want = reference(&sh, &x, &f, params.p());
-    let plan = GroupedLayout::new(ConvMethod::Gala, sh, real(&params)).unwrap();
-    check_bfv(&params, &plan, &x, &f, &want, &format!("grouped {sh:?}"));
+    let layout = GroupedLayout::new(ConvMethod::Gala, sh, real(&params)).unwrap();
+    check_bfv(&params, &layout, &x, &f, &want, &format!("grouped {sh:?}"));
 }
 
 fn check_bfv<L: LinearLayer>(
     params: &Params,
-    plan: &L,
+    layout: &L,
     x: &[i64],
     f: &[i64],
     want: &[u64],
     what: &str,
 ) {
-    let bits = plan.flood_bits(params).unwrap();
-    let b = Counting::new(Bfv::keygen(params, plan.galois()).unwrap());
-    assert_eq!(run(&b, plan, x, f, bits), want, "{what} on Bfv");
-    let c = Count::real(params, plan.galois());
-    run(&c, plan, x, f, bits);
+    let bits = layout.flood_bits(params).unwrap();
+    let b = Counting::new(Bfv::keygen(params, layout.galois()).unwrap());
+    assert_eq!(run(&b, layout, x, f, bits), want, "{what} on Bfv");
+    let c = Count::real(params, layout.galois());
+    run(&c, layout, x, f, bits);
     let (bc, cc) = (b.counts(), c.counts());
     assert_eq!(
         (bc.perm, bc.dec_perm, bc.hst_perm, bc.sc_mult, bc.add),
@@ -281,23 +288,23 @@ fn identical_counts_on_sim_and_count() {
     .enumerate()
     {
         let (x, f) = problem(sh, 400 + i as u64);
-        let plan = DepthwiseLayout::new(*sh, real(&params)).unwrap();
-        same_counts(&params, &plan, &x, &f);
+        let layout = DepthwiseLayout::new(*sh, real(&params)).unwrap();
+        same_counts(&params, &layout, &x, &f);
     }
     let sh = grouped(8, 8, 8, 16, 3, 2, Padding::Same, 4);
     let (x, f) = problem(&sh, 410);
     for method in ConvMethod::ALL {
-        let plan = GroupedLayout::new(method, sh, real(&params)).unwrap();
-        same_counts(&params, &plan, &x, &f);
+        let layout = GroupedLayout::new(method, sh, real(&params)).unwrap();
+        same_counts(&params, &layout, &x, &f);
     }
 }
 
-fn same_counts<L: LinearLayer>(params: &Params, plan: &L, x: &[i64], f: &[i64]) {
-    let sim = Counting::new(Sim::new(params, plan.galois()));
-    let cnt = Count::real(params, plan.galois());
-    run(&sim, plan, x, f, 0);
-    run(&cnt, plan, x, f, 0);
-    assert_eq!(sim.counts(), cnt.counts(), "{}", plan.method_name());
+fn same_counts<L: LinearLayer>(params: &Params, layout: &L, x: &[i64], f: &[i64]) {
+    let sim = Counting::new(Sim::new(params, layout.galois()));
+    let cnt = Count::real(params, layout.galois());
+    run(&sim, layout, x, f, 0);
+    run(&cnt, layout, x, f, 0);
+    assert_eq!(sim.counts(), cnt.counts(), "{}", layout.method_name());
 }
 
 #[test]
@@ -306,15 +313,15 @@ fn depthwise_counts_are_exact() {
     // ScMults; no plain rotation, no column rotation.
     let params = params();
     for sh in depthwise_shapes() {
-        let plan = DepthwiseLayout::new(sh, real(&params)).unwrap();
-        let g = plan.geometry().clone();
+        let layout = DepthwiseLayout::new(sh, real(&params)).unwrap();
+        let g = layout.geometry().clone();
         let taps = (sh.k_h * sh.k_w) as u64;
         let inputs = (g.in_cts * g.strips) as u64;
         let rotations: u64 = (0..g.in_cts)
             .map(|i| g.steps(i).iter().filter(|&&s| s != 0).count() as u64)
             .sum::<u64>()
             * g.strips as u64;
-        let c = counts(&plan, &params);
+        let c = counts(&layout, &params);
         assert_eq!(c.perm, 0, "{sh:?}");
         assert_eq!(c.hst_perm, rotations, "{sh:?}");
         if sh.k_h >= sh.stride && sh.k_w >= sh.stride {
@@ -326,9 +333,9 @@ fn depthwise_counts_are_exact() {
             * g.strips;
         assert_eq!(c.dec_perm, hoisted as u64, "{sh:?}");
         assert_eq!(c.sc_mult, inputs * sh.multiplier() as u64 * taps, "{sh:?}");
-        assert!(!plan.galois().column);
+        assert!(!layout.galois().column);
         assert_eq!(
-            plan.output_cts(),
+            layout.output_cts(),
             g.strips * g.in_cts.div_ceil(g.phases) * sh.multiplier()
         );
     }
@@ -342,15 +349,15 @@ fn depthwise_counts_are_exact() {
         (dw(96, 16, 16, 3, 2, Padding::Same), (4, 32, 36, 1, 15)),
     ];
     for (sh, (q, rot, sc, out, keys)) in want {
-        let plan = DepthwiseLayout::new(sh, real(&params)).unwrap();
-        let c = counts(&plan, &params);
+        let layout = DepthwiseLayout::new(sh, real(&params)).unwrap();
+        let c = counts(&layout, &params);
         assert_eq!(
             (
-                plan.query_cts(),
+                layout.query_cts(),
                 c.rotations(),
                 c.sc_mult,
-                plan.output_cts(),
-                plan.galois().key_count(4096)
+                layout.output_cts(),
+                layout.galois().key_count(4096)
             ),
             (q, rot, sc, out, keys),
             "{sh:?}"
@@ -416,7 +423,7 @@ fn depthwise_is_much_cheaper_than_grouped_and_dense() {
 #[test]
 fn stride_phases_shrink_the_response() {
     // 32x32x32 stride 2: four query ciphertexts share a response (2 instead of 6). With
-    // a budget below the phases' 15 keys, the plan falls back to one phase per response.
+    // a budget below the phases' 15 keys, the layout falls back to one phase per response.
     let params = params();
     let sh = dw(32, 32, 32, 3, 2, Padding::Same);
     let (x, f) = problem(&sh, 500);
@@ -426,9 +433,9 @@ fn stride_phases_shrink_the_response() {
     assert_eq!((phased.geometry().phases, phased.output_cts()), (4, 2));
     assert_eq!((single.geometry().phases, single.output_cts()), (1, 6));
     assert_eq!(single.galois().key_count(4096), 8);
-    for plan in [&phased, &single] {
-        let sim = Sim::new(&params, plan.galois());
-        assert_eq!(run(&sim, plan, &x, &f, 0), want);
+    for layout in [&phased, &single] {
+        let sim = Sim::new(&params, layout.galois());
+        assert_eq!(run(&sim, layout, &x, &f, 0), want);
     }
     let model = CostModel::reference(&params);
     let a = estimate(&phased, &params, &model).unwrap();
@@ -446,9 +453,9 @@ fn estimate_prices_both_plans() {
     let d = DepthwiseLayout::new(sh, real(&params)).unwrap();
     let e = estimate(&d, &params, &model).unwrap();
     assert_eq!(e.counts.sc_mult, counts(&d, &params).sc_mult);
-    let query = |plan: &dyn Fn(&Params) -> he::Dropped| {
+    let query = |layout: &dyn Fn(&Params) -> he::Dropped| {
         let r = he::Rounding {
-            c0: plan(&params),
+            c0: layout(&params),
             c1: he::Dropped::NONE,
         };
         params.rounded_ct_wire_size(0, true, None, r) as u64
@@ -645,30 +652,30 @@ fn measure_depthwise_against_dense() {
 
 fn measure<L: LinearLayer>(
     name: &str,
-    plan: &L,
+    layout: &L,
     sh: &GroupedConvShape,
     params: &Params,
     model: &CostModel,
 ) {
-    let e = estimate(plan, params, model).unwrap();
+    let e = estimate(layout, params, model).unwrap();
     let (x, mut f) = problem(sh, 7);
-    if plan.weight_len() != f.len() {
-        // The dense plan: block-diagonal filters.
-        f = vec![1; plan.weight_len()];
+    if layout.weight_len() != f.len() {
+        // The dense layout: block-diagonal filters.
+        f = vec![1; layout.weight_len()];
     }
-    let bits = plan.flood_bits(params).unwrap();
-    let b = Bfv::keygen(params, plan.galois()).unwrap();
+    let bits = layout.flood_bits(params).unwrap();
+    let b = Bfv::keygen(params, layout.galois()).unwrap();
     let p = params.p();
     let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
-    let m = plan.encode_weights(&b, &f).unwrap();
-    let q = plan.query(&b, &xr).unwrap();
+    let m = layout.encode_weights(&b, &f).unwrap();
+    let q = layout.query(&b, &xr).unwrap();
     let reps = 3;
     let mut times = Vec::new();
     for _ in 0..reps {
         let mut pool = FloodPool::at_level(bits, b.level(&q[0]));
-        pool.fill(&b, plan.output_cts()).unwrap();
+        pool.fill(&b, layout.output_cts()).unwrap();
         let t = std::time::Instant::now();
-        let r = plan.respond(&b, &m, &q, &mut pool).unwrap();
+        let r = layout.respond(&b, &m, &q, &mut pool).unwrap();
         times.push(t.elapsed().as_secs_f64() * 1e3);
         std::hint::black_box(r);
     }
@@ -676,7 +683,7 @@ fn measure<L: LinearLayer>(
     println!(
         "{:<34} {:<18} {:>10.1} {:>10.1} {:>10.0} {:>10.0} {:>8} {:>8} {:>5}",
         name,
-        plan.method_name(),
+        layout.method_name(),
         times[reps / 2],
         e.server_ms,
         e.bytes_up as f64 / 1024.0,

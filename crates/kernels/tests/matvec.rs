@@ -49,19 +49,19 @@ fn random_problem(n_o: usize, n_i: usize, seed: u64) -> (Vec<i64>, Vec<i64>) {
 /// returns (client share, server share).
 fn run<B: Backend>(
     b: &B,
-    plan: &MatvecLayout,
+    layout: &MatvecLayout,
     w: &[i64],
     x: &[i64],
     flood_bits: u32,
 ) -> (Vec<u64>, Vec<u64>) {
     let p = b.slots().p;
     let xr: Vec<u64> = x.iter().map(|&v| v.rem_euclid(p as i64) as u64).collect();
-    let m = plan.encode(b, w).unwrap();
-    let q = plan.query(b, &xr).unwrap();
+    let m = layout.encode(b, w).unwrap();
+    let q = layout.query(b, &xr).unwrap();
     let mut pool = FloodPool::at_level(flood_bits, b.level(&q[0]));
-    pool.fill(b, plan.output_cts()).unwrap();
-    let (resp, server) = plan.respond(b, &m, &q, &mut pool).unwrap();
-    let client = plan.decrypt(b, &resp).unwrap();
+    pool.fill(b, layout.output_cts()).unwrap();
+    let (resp, server) = layout.respond(b, &m, &q, &mut pool).unwrap();
+    let client = layout.decrypt(b, &resp).unwrap();
     (client, server)
 }
 
@@ -90,9 +90,9 @@ fn every_method_reconstructs_on_sim() {
             if n_o * n_i > 1_000_000 && method == Method::Naive {
                 continue; // 5000 rotate-and-sums: covered by the other shapes
             }
-            let plan = MatvecLayout::new(method, n_o, n_i, real(params)).unwrap();
-            let sim = Sim::new(params, plan.galois());
-            let (c, s) = run(&sim, &plan, &w, &x, 0);
+            let layout = MatvecLayout::new(method, n_o, n_i, real(params)).unwrap();
+            let sim = Sim::new(params, layout.galois());
+            let (c, s) = run(&sim, &layout, &w, &x, 0);
             assert_eq!(
                 reconstruct(&c, &s, params.p()),
                 want,
@@ -118,9 +118,9 @@ fn every_method_reconstructs_in_the_ideal_cyclic_model() {
         let (w, x) = random_problem(n_o, n_i, 100 + i as u64);
         let want = reference(&w, &x, n_o, n_i, p);
         for method in Method::ALL {
-            let plan = MatvecLayout::with_key_budget(method, n_o, n_i, slots, None).unwrap();
-            let sim = Sim::ideal(2048, p, plan.galois());
-            let (c, s) = run(&sim, &plan, &w, &x, 0);
+            let layout = MatvecLayout::with_key_budget(method, n_o, n_i, slots, None).unwrap();
+            let sim = Sim::ideal(2048, p, layout.galois());
+            let (c, s) = run(&sim, &layout, &w, &x, 0);
             assert_eq!(reconstruct(&c, &s, p), want, "{method} {n_o}x{n_i}");
         }
     }
@@ -128,23 +128,23 @@ fn every_method_reconstructs_in_the_ideal_cyclic_model() {
 
 fn bfv_case(method: Method, n_o: usize, n_i: usize, seed: u64) {
     let params = n8192();
-    let plan = MatvecLayout::new(method, n_o, n_i, real(params)).unwrap();
-    let bits = plan.flood_bits(params).unwrap();
-    let client = Bfv::keygen(params, plan.galois()).unwrap();
+    let layout = MatvecLayout::new(method, n_o, n_i, real(params)).unwrap();
+    let bits = layout.flood_bits(params).unwrap();
+    let client = Bfv::keygen(params, layout.galois()).unwrap();
     let server = Counting::new(Bfv::server(params, client.public_keys()).unwrap());
     let (w, x) = random_problem(n_o, n_i, seed);
     let p = params.p();
     let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
-    let m = plan.encode(&server, &w).unwrap();
-    let q: Vec<_> = plan
+    let m = layout.encode(&server, &w).unwrap();
+    let q: Vec<_> = layout
         .query(&client, &xr)
         .unwrap()
         .iter()
         .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
         .collect();
     let mut pool = FloodPool::at_level(bits, server.level(&q[0]));
-    pool.fill(&server, plan.output_cts()).unwrap();
-    let (resp, s) = plan.respond(&server, &m, &q, &mut pool).unwrap();
+    pool.fill(&server, layout.output_cts()).unwrap();
+    let (resp, s) = layout.respond(&server, &m, &q, &mut pool).unwrap();
     let resp: Vec<_> = resp
         .iter()
         .map(|c| client.deserialize(&server.serialize(c).unwrap()).unwrap())
@@ -155,18 +155,18 @@ fn bfv_case(method: Method, n_o: usize, n_i: usize, seed: u64) {
         assert_eq!(client.level(r), params.last_level());
         assert!(client.noise_budget(r).unwrap().is_some(), "{method}");
     }
-    let c = plan.decrypt(&client, &resp).unwrap();
+    let c = layout.decrypt(&client, &resp).unwrap();
     assert_eq!(
         reconstruct(&c, &s, p),
         reference(&w, &x, n_o, n_i, p),
         "{method} {n_o}x{n_i} on Bfv"
     );
     // The same run on Sim and Count gives the same counts as on Bfv (server side).
-    let sim = Counting::new(Sim::new(params, plan.galois()));
-    let cnt = Count::real(params, plan.galois());
+    let sim = Counting::new(Sim::new(params, layout.galois()));
+    let cnt = Count::real(params, layout.galois());
     for (name, counts) in [
-        ("sim", server_counts(&sim, &plan, &w, &xr, bits)),
-        ("count", server_counts(&cnt, &plan, &w, &xr, bits)),
+        ("sim", server_counts(&sim, &layout, &w, &xr, bits)),
+        ("count", server_counts(&cnt, &layout, &w, &xr, bits)),
     ] {
         let mut bfv = server.counts();
         bfv.encrypt = counts.encrypt; // the pool filled above
@@ -184,7 +184,7 @@ fn bfv_case(method: Method, n_o: usize, n_i: usize, seed: u64) {
 
 fn server_counts<B: Backend>(
     b: &Counting<B>,
-    plan: &MatvecLayout,
+    layout: &MatvecLayout,
     w: &[i64],
     xr: &[u64],
     bits: u32,
@@ -192,7 +192,7 @@ fn server_counts<B: Backend>(
     // Queries and the pool add encryptions and encodings only; the compared fields
     // (rotations, products, additions, switches) come from `respond` alone.
     let x: Vec<i64> = xr.iter().map(|&v| v as i64).collect();
-    run(b, plan, w, &x, bits);
+    run(b, layout, w, &x, bits);
     b.take()
 }
 
@@ -218,9 +218,9 @@ fn bfv_rectangular_and_tiled() {
 #[test]
 fn bfv_diagonal_composes_keys_beyond_the_budget() {
     // d = 128 > 64 keys: power-of-two keys, composed rotations.
-    let plan = MatvecLayout::new(Method::Diagonal, 16, 128, real(n8192())).unwrap();
-    assert!(plan.rotations().composed());
-    assert_eq!(plan.galois().key_count(4096), 7);
+    let layout = MatvecLayout::new(Method::Diagonal, 16, 128, real(n8192())).unwrap();
+    assert!(layout.rotations().composed());
+    assert_eq!(layout.galois().key_count(4096), 7);
     bfv_case(Method::Diagonal, 16, 128, 55);
 }
 
@@ -229,44 +229,44 @@ fn responses_are_rerandomised() {
     // GALA 16x128 is one ScMult: without re-randomisation the response's c1 would be a
     // deterministic function (c1_query · w, switched down) of the query.
     let params = n8192();
-    let plan = MatvecLayout::new(Method::Gala, 16, 128, real(params)).unwrap();
-    let b = Bfv::keygen(params, plan.galois()).unwrap();
+    let layout = MatvecLayout::new(Method::Gala, 16, 128, real(params)).unwrap();
+    let b = Bfv::keygen(params, layout.galois()).unwrap();
     let (w, x) = random_problem(16, 128, 60);
     let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
-    let m = plan.encode(&b, &w).unwrap();
-    let q = plan.query(&b, &xr).unwrap();
-    let bits = plan.flood_bits(params).unwrap();
+    let m = layout.encode(&b, &w).unwrap();
+    let q = layout.query(&b, &xr).unwrap();
+    let bits = layout.flood_bits(params).unwrap();
     let c1 = |ct: &he::BfvCt| -> Vec<u8> { b.component_bytes(ct, 1).unwrap() };
     let mut pool = FloodPool::at_level(bits, b.level(&q[0]));
     pool.fill(&b, 2).unwrap();
-    let (r1, _) = plan.respond(&b, &m, &q, &mut pool).unwrap();
-    let (r2, _) = plan.respond(&b, &m, &q, &mut pool).unwrap();
+    let (r1, _) = layout.respond(&b, &m, &q, &mut pool).unwrap();
+    let (r2, _) = layout.respond(&b, &m, &q, &mut pool).unwrap();
     let plain = b
-        .switch_to_last(&plan.compute(&b, &m, &q).unwrap()[0])
+        .switch_to_last(&layout.compute(&b, &m, &q).unwrap()[0])
         .unwrap();
     assert_ne!(c1(&r1[0]), c1(&r2[0]));
     assert_ne!(c1(&r1[0]), c1(&plain));
     // Without step 2 the c1 half is reproducible from the query alone.
     let plain2 = b
-        .switch_to_last(&plan.compute(&b, &m, &q).unwrap()[0])
+        .switch_to_last(&layout.compute(&b, &m, &q).unwrap()[0])
         .unwrap();
     assert_eq!(c1(&plain), c1(&plain2));
     assert!(matches!(
-        plan.respond(&b, &m, &q, &mut pool),
+        layout.respond(&b, &m, &q, &mut pool),
         Err(KernelError::PoolEmpty { .. })
     ));
 }
 
 #[test]
 fn n4096_cannot_afford_flooding_and_names_a_preset_that_can() {
-    let plan = MatvecLayout::new(Method::Hybrid, 16, 128, real(n4096())).unwrap();
-    match plan.flood_bits(n4096()) {
+    let layout = MatvecLayout::new(Method::Hybrid, 16, 128, real(n4096())).unwrap();
+    match layout.flood_bits(n4096()) {
         Err(KernelError::NoiseBudget { suggestion, .. }) => {
             assert!(suggestion.contains("n8192"), "{suggestion}")
         }
         other => panic!("expected a noise-budget error, got {other:?}"),
     }
-    assert!(plan.flood_bits(n8192()).is_ok());
+    assert!(layout.flood_bits(n8192()).is_ok());
 }
 
 #[test]
@@ -276,10 +276,10 @@ fn bad_inputs_are_typed_errors() {
         MatvecLayout::new(Method::Gala, 0, 4, s),
         Err(KernelError::EmptyDimension { .. })
     ));
-    let plan = MatvecLayout::new(Method::Gala, 2, 3, s).unwrap();
-    let sim = Sim::new(n4096(), plan.galois());
+    let layout = MatvecLayout::new(Method::Gala, 2, 3, s).unwrap();
+    let sim = Sim::new(n4096(), layout.galois());
     assert!(matches!(
-        plan.encode(&sim, &[1, 2, 3]),
+        layout.encode(&sim, &[1, 2, 3]),
         Err(KernelError::Shape {
             expected: 6,
             actual: 3,
@@ -288,11 +288,11 @@ fn bad_inputs_are_typed_errors() {
     ));
     let big = n4096().p() as i64;
     assert!(matches!(
-        plan.encode(&sim, &[1, 2, 3, 4, 5, big]),
+        layout.encode(&sim, &[1, 2, 3, 4, 5, big]),
         Err(KernelError::WeightRange { index: 5, .. })
     ));
     assert!(matches!(
-        plan.query(&sim, &[1, 2]),
+        layout.query(&sim, &[1, 2]),
         Err(KernelError::Shape {
             expected: 3,
             actual: 2,
@@ -300,19 +300,19 @@ fn bad_inputs_are_typed_errors() {
         })
     ));
     assert!(matches!(
-        plan.query(&sim, &[1, 2, n4096().p()]),
+        layout.query(&sim, &[1, 2, n4096().p()]),
         Err(KernelError::He(he::HeError::NotReduced { .. }))
     ));
     let other = MatvecLayout::new(Method::Heliks, 2, 3, s).unwrap();
     let m = other.encode(&sim, &[1; 6]).unwrap();
-    let q = plan.query(&sim, &[1, 2, 3]).unwrap();
+    let q = layout.query(&sim, &[1, 2, 3]).unwrap();
     assert!(matches!(
-        plan.compute(&sim, &m, &q),
+        layout.compute(&sim, &m, &q),
         Err(KernelError::PlanMismatch { .. })
     ));
-    let m = plan.encode(&sim, &[1; 6]).unwrap();
+    let m = layout.encode(&sim, &[1; 6]).unwrap();
     assert!(matches!(
-        plan.compute(&sim, &m, &[]),
+        layout.compute(&sim, &m, &[]),
         Err(KernelError::CiphertextCount { .. })
     ));
 }
@@ -320,28 +320,28 @@ fn bad_inputs_are_typed_errors() {
 #[test]
 fn encoded_matrices_save_and_load() {
     let params = n8192();
-    let plan = MatvecLayout::new(Method::Heliks, 10, 300, real(params)).unwrap();
-    let b = Bfv::keygen(params, plan.galois()).unwrap();
+    let layout = MatvecLayout::new(Method::Heliks, 10, 300, real(params)).unwrap();
+    let b = Bfv::keygen(params, layout.galois()).unwrap();
     let (w, x) = random_problem(10, 300, 70);
-    let m = plan.encode(&b, &w).unwrap();
+    let m = layout.encode(&b, &w).unwrap();
     let bytes = m.save(&b).unwrap();
-    let loaded = kernels::EncodedMatrix::load(&b, &plan, &bytes).unwrap();
+    let loaded = kernels::EncodedMatrix::load(&b, &layout, &bytes).unwrap();
     let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
-    let q = plan.query(&b, &xr).unwrap();
-    let mut pool = FloodPool::at_level(plan.flood_bits(params).unwrap(), b.level(&q[0]));
-    pool.fill(&b, plan.output_cts()).unwrap();
-    let (resp, s) = plan.respond(&b, &loaded, &q, &mut pool).unwrap();
-    let c = plan.decrypt(&b, &resp).unwrap();
+    let q = layout.query(&b, &xr).unwrap();
+    let mut pool = FloodPool::at_level(layout.flood_bits(params).unwrap(), b.level(&q[0]));
+    pool.fill(&b, layout.output_cts()).unwrap();
+    let (resp, s) = layout.respond(&b, &loaded, &q, &mut pool).unwrap();
+    let c = layout.decrypt(&b, &resp).unwrap();
     assert_eq!(
         reconstruct(&c, &s, params.p()),
         reference(&w, &x, 10, 300, params.p())
     );
-    // Truncated, corrupted, or for another plan: typed errors.
-    assert!(kernels::EncodedMatrix::<Bfv>::load(&b, &plan, &bytes[..bytes.len() / 2]).is_err());
+    // Truncated, corrupted, or for another layout: typed errors.
+    assert!(kernels::EncodedMatrix::<Bfv>::load(&b, &layout, &bytes[..bytes.len() / 2]).is_err());
     let mut bad = bytes.clone();
     let at = bad.len() - 100;
     bad[at..].iter_mut().for_each(|v| *v = 0xff);
-    assert!(kernels::EncodedMatrix::<Bfv>::load(&b, &plan, &bad).is_err());
+    assert!(kernels::EncodedMatrix::<Bfv>::load(&b, &layout, &bad).is_err());
     let other = MatvecLayout::new(Method::Gala, 10, 300, real(params)).unwrap();
     assert!(matches!(
         kernels::EncodedMatrix::<Bfv>::load(&b, &other, &bytes),
@@ -359,9 +359,9 @@ fn encoded_matrices_save_and_load() {
 fn flooding_is_real_and_responses_decrypt() {
     let params = n8192();
     for method in [Method::Gala, Method::Hybrid] {
-        let plan = MatvecLayout::new(method, 16, 128, real(params)).unwrap();
-        let bits = plan.flood_bits(params).unwrap();
-        let client = Bfv::keygen(params, plan.galois()).unwrap();
+        let layout = MatvecLayout::new(method, 16, 128, real(params)).unwrap();
+        let bits = layout.flood_bits(params).unwrap();
+        let client = Bfv::keygen(params, layout.galois()).unwrap();
         let server = Bfv::server(params, client.public_keys()).unwrap();
         let expected = params.log_q_at(0) - (params.p() as f64).log2() - bits as f64 - 1.0;
         let budget = |c: &he::BfvCt| {
@@ -377,18 +377,18 @@ fn flooding_is_real_and_responses_decrypt() {
         assert!(plain > flooded + 80.0, "{method}: {plain} vs {flooded}");
         let (w, x) = random_problem(16, 128, 70);
         let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
-        let m = plan.encode(&server, &w).unwrap();
-        let q: Vec<_> = plan
+        let m = layout.encode(&server, &w).unwrap();
+        let q: Vec<_> = layout
             .query(&client, &xr)
             .unwrap()
             .iter()
             .map(|c| server.deserialize(&client.serialize(c).unwrap()).unwrap())
             .collect();
         let mut pool = FloodPool::at_level(bits, server.level(&q[0]));
-        pool.fill(&server, plan.output_cts()).unwrap();
-        let (resp, s) = plan.respond(&server, &m, &q, &mut pool).unwrap();
+        pool.fill(&server, layout.output_cts()).unwrap();
+        let (resp, s) = layout.respond(&server, &m, &q, &mut pool).unwrap();
         let raw = server
-            .switch_to_last(&plan.compute(&server, &m, &q).unwrap()[0])
+            .switch_to_last(&layout.compute(&server, &m, &q).unwrap()[0])
             .unwrap();
         for r in &resp {
             let (left, unrounded) = (budget(r), budget(&raw));
@@ -401,7 +401,7 @@ fn flooding_is_real_and_responses_decrypt() {
             .iter()
             .map(|c| client.deserialize(&server.serialize(c).unwrap()).unwrap())
             .collect();
-        let c = plan.decrypt(&client, &resp).unwrap();
+        let c = layout.decrypt(&client, &resp).unwrap();
         assert_eq!(
             reconstruct(&c, &s, params.p()),
             reference(&w, &x, 16, 128, params.p())
@@ -423,7 +423,7 @@ fn composed_rotations_count_every_key_switch_in_the_noise() {
     assert_eq!(hops, 7, "steps up to 127 take up to 7 power-of-two hops");
     let m = kernels::noise::NoiseModel::new(params);
     assert!(composed.kernel_noise(&m) > keyed.kernel_noise(&m) + 1.0);
-    // at the same queries the composed plan floods more; each plan then rounds its
+    // at the same queries the composed layout floods more; each layout then rounds its
     // queries within what its noise leaves, the composed one no more
     assert!(m.flood_bits(composed.kernel_noise(&m)) > m.flood_bits(keyed.kernel_noise(&m)));
     let q = params.moduli_at(0);

@@ -17,20 +17,20 @@ fn slots(n: usize) -> SlotInfo {
 }
 
 /// Counts of the kernel alone (after the query arrived, before share_output).
-fn kernel_counts<B: Backend>(b: &Counting<B>, plan: &MatvecLayout) -> OpCounts {
-    let g = plan.geometry();
+fn kernel_counts<B: Backend>(b: &Counting<B>, layout: &MatvecLayout) -> OpCounts {
+    let g = layout.geometry();
     let w = vec![1i64; g.n_o * g.n_i];
     let x = vec![1u64; g.n_i];
-    let m = plan.encode(b, &w).unwrap();
-    let q = plan.query(b, &x).unwrap();
+    let m = layout.encode(b, &w).unwrap();
+    let q = layout.query(b, &x).unwrap();
     b.take();
-    plan.compute(b, &m, &q).unwrap();
+    layout.compute(b, &m, &q).unwrap();
     b.take()
 }
 
 fn ideal(method: Method, n: usize, n_o: usize, n_i: usize) -> OpCounts {
-    let plan = MatvecLayout::with_key_budget(method, n_o, n_i, slots(n), None).unwrap();
-    kernel_counts(&Count::ideal(n, P, plan.galois()), &plan)
+    let layout = MatvecLayout::with_key_budget(method, n_o, n_i, slots(n), None).unwrap();
+    kernel_counts(&Count::ideal(n, P, layout.galois()), &layout)
 }
 
 /// (Perm, HstPerm, ScMult, Add)
@@ -72,10 +72,10 @@ fn gala_table_ii_formulas_on_a_grid() {
                         "gala n={n} {n_o}x{n_i}"
                     );
                     // HELiKs: the same products and rotations as GALA, one key.
-                    let plan =
+                    let layout =
                         MatvecLayout::with_key_budget(Method::Heliks, n_o, n_i, slots(n), None)
                             .unwrap();
-                    assert_eq!(plan.galois().key_count(n), usize::from(k > 1));
+                    assert_eq!(layout.galois().key_count(n), usize::from(k > 1));
                     assert_eq!(
                         cells(ideal(Method::Heliks, n, n_o, n_i)),
                         (k - 1, 0, k, k - 1),
@@ -142,32 +142,33 @@ fn gazelle_table_8_naive_and_hybrid_columns() {
 fn bsgs_uses_about_two_sqrt_d_rotations() {
     // d = 4096 diagonals in the ideal n = 8192 model: b = 128 baby steps (≈ √(2d)),
     // 32 giant steps in Horner form (one key), b keys in all.
-    let plan = MatvecLayout::with_key_budget(Method::Bsgs, 4096, 4096, slots(8192), None).unwrap();
-    assert_eq!(plan.geometry().baby, 128);
-    assert_eq!(plan.galois().key_count(8192), 128);
+    let layout =
+        MatvecLayout::with_key_budget(Method::Bsgs, 4096, 4096, slots(8192), None).unwrap();
+    assert_eq!(layout.geometry().baby, 128);
+    assert_eq!(layout.galois().key_count(8192), 128);
     let c = ideal(Method::Bsgs, 8192, 4096, 4096);
     assert_eq!(
         (c.hst_perm, c.perm, c.sc_mult, c.add),
         (127, 31, 4096, 4095)
     );
     // Under a 64-key budget b shrinks to 64: 63 + 63 rotations.
-    let plan =
+    let layout =
         MatvecLayout::with_key_budget(Method::Bsgs, 4096, 4096, slots(8192), Some(64)).unwrap();
-    assert_eq!(plan.geometry().baby, 64);
-    assert!(plan.galois().key_count(8192) <= 64);
+    assert_eq!(layout.geometry().baby, 64);
+    assert!(layout.galois().key_count(8192) <= 64);
 }
 
 #[test]
 fn identical_counts_on_sim_and_count() {
     for method in Method::ALL {
         for (n_o, n_i) in [(16, 128), (100, 300), (3, 5000)] {
-            let plan = MatvecLayout::new(method, n_o, n_i, slots(4096)).unwrap();
-            let spec: GaloisSpec = plan.galois();
+            let layout = MatvecLayout::new(method, n_o, n_i, slots(4096)).unwrap();
+            let spec: GaloisSpec = layout.galois();
             let sim = Counting::new(Sim::ideal(4096, P, spec.clone()));
             let cnt = Count::ideal(4096, P, spec);
             assert_eq!(
-                kernel_counts(&sim, &plan),
-                kernel_counts(&cnt, &plan),
+                kernel_counts(&sim, &layout),
+                kernel_counts(&cnt, &layout),
                 "{method} {n_o}x{n_i}"
             );
         }

@@ -19,25 +19,25 @@ fn square_of_shares_equals_y_squared() {
     let params = Params::preset("n8192").unwrap();
     let p = params.p();
     let count = params.n() + 7;
-    let plan = SquareLayout::new(count, slots(&params)).unwrap();
+    let layout = SquareLayout::new(count, slots(&params)).unwrap();
     let mut r = rand::rngs::StdRng::seed_from_u64(5);
     let mut y: Vec<u64> = (0..count).map(|_| r.random_range(0..p)).collect();
     y[..6].copy_from_slice(&[0, 1, p - 1, (p - 1) / 2, p.div_ceil(2), 2]);
     let a: Vec<u64> = (0..count).map(|_| r.random_range(0..p)).collect();
     let b: Vec<u64> = y.iter().zip(&a).map(|(y, a)| (y + p - a) % p).collect();
 
-    let client = Bfv::keygen(&params, plan.galois()).unwrap();
+    let client = Bfv::keygen(&params, layout.galois()).unwrap();
     let server = Bfv::server(&params, client.public_keys()).unwrap();
-    let q = plan.query(&client, &a).unwrap();
+    let q = layout.query(&client, &a).unwrap();
     assert_eq!(q.len(), 2);
     let w: Vec<i64> = b.iter().map(|&v| v as i64).collect();
-    let m = plan.encode_weights(&server, &w).unwrap();
-    let mut pool = FloodPool::new(plan.flood_bits(&params).unwrap());
-    pool.fill(&server, plan.output_cts()).unwrap();
-    let (resp, s_cross) = plan.respond(&server, &m, &q, &mut pool).unwrap();
-    let c_cross = plan.decrypt(&client, &resp).unwrap();
-    let zc = plan.client_output(&a, &c_cross).unwrap();
-    let zs = plan.server_output(&b, &s_cross).unwrap();
+    let m = layout.encode_weights(&server, &w).unwrap();
+    let mut pool = FloodPool::new(layout.flood_bits(&params).unwrap());
+    pool.fill(&server, layout.output_cts()).unwrap();
+    let (resp, s_cross) = layout.respond(&server, &m, &q, &mut pool).unwrap();
+    let c_cross = layout.decrypt(&client, &resp).unwrap();
+    let zc = layout.client_output(&a, &c_cross).unwrap();
+    let zs = layout.server_output(&b, &s_cross).unwrap();
     for i in 0..count {
         let want = (y[i] as u128 * y[i] as u128 % p as u128) as u64;
         assert_eq!((zc[i] + zs[i]) % p, want, "value {i}: y = {}", y[i]);
@@ -46,11 +46,11 @@ fn square_of_shares_equals_y_squared() {
     assert_ne!(&zc[6..40], &zs[6..40]);
 
     // Op counts: one ScMult per ciphertext, no rotation.
-    let cnt = Count::real(&params, plan.galois());
-    let m = plan.encode_weights(&cnt, &w).unwrap();
-    let q = plan.query(&cnt, &a).unwrap();
+    let cnt = Count::real(&params, layout.galois());
+    let m = layout.encode_weights(&cnt, &w).unwrap();
+    let q = layout.query(&cnt, &a).unwrap();
     cnt.take();
-    plan.compute(&cnt, &m, &q).unwrap();
+    layout.compute(&cnt, &m, &q).unwrap();
     let c = cnt.counts();
     assert_eq!((c.sc_mult, c.rotations()), (2, 0));
 }
@@ -58,10 +58,10 @@ fn square_of_shares_equals_y_squared() {
 #[test]
 fn square_rejects_bad_shares() {
     let params = Params::preset("n8192").unwrap();
-    let plan = SquareLayout::new(4, slots(&params)).unwrap();
-    let cnt = Count::real(&params, plan.galois());
+    let layout = SquareLayout::new(4, slots(&params)).unwrap();
+    let cnt = Count::real(&params, layout.galois());
     assert!(matches!(
-        plan.query(&cnt, &[1, 2, 3]),
+        layout.query(&cnt, &[1, 2, 3]),
         Err(KernelError::Shape {
             expected: 4,
             actual: 3,
@@ -69,11 +69,11 @@ fn square_rejects_bad_shares() {
         })
     ));
     assert!(matches!(
-        plan.query(&cnt, &[1, 2, 3, params.p()]),
+        layout.query(&cnt, &[1, 2, 3, params.p()]),
         Err(KernelError::He(he::HeError::NotReduced { index: 3, .. }))
     ));
     assert!(matches!(
-        plan.encode_weights(&cnt, &[1, -2, 3, 4]),
+        layout.encode_weights(&cnt, &[1, -2, 3, 4]),
         Err(KernelError::WeightRange {
             index: 1,
             value: -2,
@@ -91,9 +91,9 @@ fn square_rejects_bad_shares() {
         .moduli(he::Moduli::Bits(vec![36, 36]))
         .build()
         .unwrap();
-    let plan = SquareLayout::new(4, slots(&small)).unwrap();
+    let layout = SquareLayout::new(4, slots(&small)).unwrap();
     assert!(matches!(
-        plan.flood_bits(&small),
+        layout.flood_bits(&small),
         Err(KernelError::NoiseBudget { .. })
     ));
 }

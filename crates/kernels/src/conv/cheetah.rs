@@ -18,7 +18,7 @@
 //! so channel m's outputs at m·C_w·HW + O + i·W_w + j meet no term of another channel,
 //! and with M_w·C_w·HW ≤ n nothing wraps onto them. So C_w·M_w·HW ≤ n trades query
 //! ciphertexts (C/C_w per tile) against response ciphertexts (M/M_w per tile); M_w = 1
-//! is Cheetah's layout. The plan minimises the bytes on the wire, then the products:
+//! is Cheetah's layout. The layout minimises the bytes on the wire, then the products:
 //! a rounded query ciphertext costs n times the bits its noise needs (about 105-115 at
 //! p = 2^20 with weights up to p/2, about 95 with a fixed point's 8-bit weights), a
 //! response n·(p + 12) bits of c1 plus its read coefficients (fixed by the layer).

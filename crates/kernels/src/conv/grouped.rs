@@ -2,7 +2,7 @@
 //!
 //! Output channel o reads the input channels g·(c_i/G) .. (g+1)·(c_i/G) with
 //! g = o / (c_o/G); the weights are laid out [c_o, c_i/G, k_h, k_w] as in ONNX and
-//! PyTorch. Two plans:
+//! PyTorch. Two layouts:
 //!
 //! ## [`DepthwiseLayout`]: G = c_i, c_o = m·c_i (MobileNet's depthwise 3x3, multiplier m)
 //! Every channel is zero padded to the hp x wp grid of the dense layout (module
@@ -58,7 +58,7 @@
 //! [`ConvMethod`] the caller picks (one [`ConvLayout`] serves every group: the shapes are
 //! equal). The query is the concatenation of the groups' queries on their channel slices,
 //! the response the concatenation of the groups' responses, and `finish` concatenates
-//! the groups' outputs in channel order. Costs are G times the per-group plan's. It also
+//! the groups' outputs in channel order. Costs are G times the per-group layout's. It also
 //! runs depthwise shapes (G = c_i: one query ciphertext per channel), which makes it the
 //! fallback and the cross-check of [`DepthwiseLayout`].
 
@@ -360,11 +360,11 @@ pub struct DepthwiseLayout {
 }
 
 impl DepthwiseLayout {
-    /// Plans with the default key budget.
+    /// The layout with the default key budget.
     pub fn new(shape: GroupedConvShape, slots: SlotInfo) -> Result<Self> {
         Self::with_key_budget(shape, slots, Some(DEFAULT_KEY_BUDGET))
     }
-    /// Plans with a key budget (`None`: one key per step). The stride phases are dropped
+    /// The layout with a key budget (`None`: one key per step). The stride phases are dropped
     /// when their keys would exceed the budget and the stride-1 taps' keys would not.
     pub fn with_key_budget(
         shape: GroupedConvShape,
@@ -491,7 +491,7 @@ impl LinearLayer for DepthwiseLayout {
             Ok(pts)
         })?;
         Ok(EncodedFilters {
-            plan: self.id(),
+            layout: self.id(),
             pts: groups.into_iter().flatten().collect(),
         })
     }
@@ -525,9 +525,9 @@ impl LinearLayer for DepthwiseLayout {
         Ok(out)
     }
     fn compute<B: Backend>(&self, b: &B, m: &EncodedFilters<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
-        if m.plan != self.id() {
+        if m.layout != self.id() {
             return Err(KernelError::PlanMismatch {
-                expected: m.plan.clone(),
+                expected: m.layout.clone(),
                 actual: self.id(),
             });
         }
@@ -600,7 +600,7 @@ impl LinearLayer for DepthwiseLayout {
 
 /// Encoded filters of a [`GroupedLayout`]: one encoding per group.
 pub struct EncodedGroups<B: Backend> {
-    plan: String,
+    layout: String,
     groups: Vec<EncodedFilters<B>>,
 }
 
@@ -613,11 +613,11 @@ pub struct GroupedLayout {
 }
 
 impl GroupedLayout {
-    /// Plans with the default key budget.
+    /// The layout with the default key budget.
     pub fn new(method: ConvMethod, shape: GroupedConvShape, slots: SlotInfo) -> Result<Self> {
         Self::with_key_budget(method, shape, slots, Some(DEFAULT_KEY_BUDGET))
     }
-    /// Plans with a key budget (`None`: one key per step).
+    /// The layout with a key budget (`None`: one key per step).
     pub fn with_key_budget(
         method: ConvMethod,
         shape: GroupedConvShape,
@@ -636,7 +636,7 @@ impl GroupedLayout {
     pub fn method(&self) -> ConvMethod {
         self.inner.method()
     }
-    /// The plan of one group (c_i/G → c_o/G).
+    /// The layout of one group (c_i/G → c_o/G).
     pub fn group_plan(&self) -> &ConvLayout {
         &self.inner
     }
@@ -676,7 +676,7 @@ impl LinearLayer for GroupedLayout {
         self.inner.kernel_noise(m)
     }
     fn flood_bits(&self, params: &Params) -> Result<u32> {
-        // Every group is one independent run of the group plan: the same noise.
+        // Every group is one independent run of the group layout: the same noise.
         self.inner.flood_bits(params).map_err(|e| match e {
             KernelError::NoiseBudget {
                 params,
@@ -703,7 +703,7 @@ impl LinearLayer for GroupedLayout {
             .map(|fg| self.inner.encode(b, fg))
             .collect::<Result<Vec<_>>>()?;
         Ok(EncodedGroups {
-            plan: self.id(),
+            layout: self.id(),
             groups,
         })
     }
@@ -717,9 +717,9 @@ impl LinearLayer for GroupedLayout {
         Ok(out)
     }
     fn compute<B: Backend>(&self, b: &B, m: &EncodedGroups<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
-        if m.plan != self.id() || m.groups.len() != self.shape.groups {
+        if m.layout != self.id() || m.groups.len() != self.shape.groups {
             return Err(KernelError::PlanMismatch {
-                expected: m.plan.clone(),
+                expected: m.layout.clone(),
                 actual: self.id(),
             });
         }
@@ -731,7 +731,7 @@ impl LinearLayer for GroupedLayout {
         })?;
         Ok(parts.into_iter().flatten().collect())
     }
-    // The response format of the group plan (Cheetah: coefficients, and only those that
+    // The response format of the group layout (Cheetah: coefficients, and only those that
     // its `finish` reads), per group.
     fn encoding(&self) -> Encoding {
         LinearLayer::encoding(&self.inner)

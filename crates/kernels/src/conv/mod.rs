@@ -45,7 +45,7 @@
 //! channel's) has its weight zeroed at that output in the plaintexts. Everything else
 //! (methods, counts, rows) is as above. [`ConvLayout::new`] takes it where it packs more
 //! channels per row and the reference cost ([`ConvGeometry::reference_us`]) is lower;
-//! both parties derive the same plan from the layer's shape and method.
+//! both parties derive the same layout from the layer's shape and method.
 //!
 //! Block shift k pairs input block b with output block (b − k) mod c_n: the products'
 //! plaintexts hold, at input block b, the filter tap of the output channel in block
@@ -465,7 +465,7 @@ pub(crate) const REF_CT_US: f64 = 3000.0;
 
 /// An encoded filter bank (offline).
 pub struct EncodedFilters<B: Backend> {
-    plan: String,
+    layout: String,
     pts: Vec<B::PreparedPt>,
 }
 
@@ -481,12 +481,12 @@ pub struct ConvLayout {
 }
 
 impl ConvLayout {
-    /// Plans with the default key budget.
+    /// The layout with the default key budget.
     pub fn new(method: ConvMethod, shape: ConvShape, slots: SlotInfo) -> Result<Self> {
         Self::with_key_budget(method, shape, slots, Some(DEFAULT_KEY_BUDGET))
     }
 
-    /// Plans with a key budget (`None`: one key per step). A slot method on a 'same'
+    /// The layout with a key budget (`None`: one key per step). A slot method on a 'same'
     /// convolution takes [`Packing::Compact`] where it packs more channels per row and its
     /// reference cost ([`ConvGeometry::reference_us`]) is lower; else the padded layout.
     pub fn with_key_budget(
@@ -510,7 +510,7 @@ impl ConvLayout {
         )
     }
 
-    /// Plans with a key budget and a channel packing (an error where the packing does
+    /// The layout with a key budget and a channel packing (an error where the packing does
     /// not apply: compact needs a slot method, 'same' padding and a channel within a row).
     pub fn with_packing(
         method: ConvMethod,
@@ -555,7 +555,7 @@ impl ConvLayout {
             cheetah: coeff,
         })
     }
-    /// The plan for weights with a public bound `|w| ≤ 2^weight_log2`
+    /// The layout for weights with a public bound `|w| ≤ 2^weight_log2`
     /// ([`he::Params::weight_bound_log2`]): Cheetah's tiles are chosen again for the
     /// smaller queries the bound allows; the other methods do not change.
     pub fn with_weight_bound(mut self, weight_log2: f64) -> Result<Self> {
@@ -636,7 +636,7 @@ impl ConvLayout {
         self.geom.packing
     }
 
-    /// A query of the plan's ciphertext count.
+    /// A query of the layout's ciphertext count.
     fn check_query<C>(&self, q: &[C]) -> Result<()> {
         if q.len() != self.query_cts() {
             return Err(KernelError::CiphertextCount {
@@ -759,7 +759,7 @@ impl ConvLayout {
                     .collect::<Result<Vec<_>>>()
             })?;
             return Ok(EncodedFilters {
-                plan: self.id(),
+                layout: self.id(),
                 pts: groups.into_iter().flatten().collect(),
             });
         }
@@ -779,7 +779,7 @@ impl ConvLayout {
             })?;
             let pts: Vec<B::PreparedPt> = groups.into_iter().flatten().collect();
             return Ok(EncodedFilters {
-                plan: self.id(),
+                layout: self.id(),
                 pts,
             });
         }
@@ -787,7 +787,7 @@ impl ConvLayout {
         let groups = crate::par::map(0..g.out_cts, |o| self.slot_filters(b, f, o))?;
         let pts: Vec<B::PreparedPt> = groups.into_iter().flatten().collect();
         Ok(EncodedFilters {
-            plan: self.id(),
+            layout: self.id(),
             pts,
         })
     }
@@ -976,9 +976,9 @@ impl crate::layer::LinearLayer for ConvLayout {
             .collect()
     }
     fn compute<B: Backend>(&self, b: &B, m: &EncodedFilters<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
-        if m.plan != self.id() {
+        if m.layout != self.id() {
             return Err(KernelError::PlanMismatch {
-                expected: m.plan.clone(),
+                expected: m.layout.clone(),
                 actual: self.id(),
             });
         }

@@ -110,7 +110,7 @@ impl std::fmt::Display for Method {
     }
 }
 
-/// The shape of a plan in slots; see the module doc for the symbols.
+/// The shape of a layout in slots; see the module doc for the symbols.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Geometry {
     /// Slots per ciphertext.
@@ -165,7 +165,7 @@ pub(crate) fn row_rotated_source(g: &Geometry, slot: usize, shift: usize) -> usi
 
 /// An encoded weight matrix (offline), reusable across queries.
 pub struct EncodedMatrix<B: Backend> {
-    plan: String,
+    layout: String,
     pts: Vec<B::PreparedPt>,
 }
 
@@ -173,7 +173,7 @@ pub struct EncodedMatrix<B: Backend> {
 #[derive(Serialize, Deserialize)]
 struct StoredMatrix {
     format: u32,
-    plan: String,
+    layout: String,
     pts: Vec<Vec<u8>>,
 }
 
@@ -184,7 +184,7 @@ impl<B: Backend> EncodedMatrix<B> {
     pub fn save(&self, b: &B) -> Result<Vec<u8>> {
         let stored = StoredMatrix {
             format: STORED_FORMAT,
-            plan: self.plan.clone(),
+            layout: self.layout.clone(),
             pts: self
                 .pts
                 .iter()
@@ -196,8 +196,8 @@ impl<B: Backend> EncodedMatrix<B> {
         })
     }
 
-    /// Loads an encoded matrix saved for `plan`, validating every plaintext.
-    pub fn load(b: &B, plan: &MatvecLayout, bytes: &[u8]) -> Result<Self> {
+    /// Loads an encoded matrix saved for `layout`, validating every plaintext.
+    pub fn load(b: &B, layout: &MatvecLayout, bytes: &[u8]) -> Result<Self> {
         let stored: StoredMatrix = bincode::DefaultOptions::new()
             .with_fixint_encoding()
             .with_limit(bytes.len() as u64)
@@ -210,13 +210,13 @@ impl<B: Backend> EncodedMatrix<B> {
                 detail: format!("format {} (expected {STORED_FORMAT})", stored.format),
             });
         }
-        if stored.plan != plan.id() {
+        if stored.layout != layout.id() {
             return Err(KernelError::PlanMismatch {
-                expected: stored.plan,
-                actual: plan.id(),
+                expected: stored.layout,
+                actual: layout.id(),
             });
         }
-        let g = &plan.geom;
+        let g = &layout.geom;
         let count = g.row_blocks * g.diags * g.col_tiles;
         if stored.pts.len() != count {
             return Err(KernelError::Storage {
@@ -229,7 +229,7 @@ impl<B: Backend> EncodedMatrix<B> {
             .map(|p| b.prepared_from_bytes(p))
             .collect::<std::result::Result<_, _>>()?;
         Ok(Self {
-            plan: stored.plan,
+            layout: stored.layout,
             pts,
         })
     }
@@ -258,12 +258,12 @@ fn pow2(x: usize) -> usize {
 }
 
 impl MatvecLayout {
-    /// Plans `method` for an n_o x n_i matrix with the default key budget (64 keys).
+    /// Lays out `method` for an n_o x n_i matrix with the default key budget (64 keys).
     pub fn new(method: Method, n_o: usize, n_i: usize, slots: SlotInfo) -> Result<Self> {
         Self::with_key_budget(method, n_o, n_i, slots, Some(DEFAULT_KEY_BUDGET))
     }
 
-    /// Plans with a key budget (`None`: one key per step, the papers' counting model).
+    /// The layout with a key budget (`None`: one key per step, the papers' counting model).
     pub fn with_key_budget(
         method: Method,
         n_o: usize,
@@ -357,7 +357,7 @@ impl MatvecLayout {
     pub fn rotations(&self) -> &Rotations {
         &self.rot
     }
-    /// The Galois keys the client must generate for this plan.
+    /// The Galois keys the client must generate for this layout.
     pub fn galois(&self) -> GaloisSpec {
         self.rot.galois()
     }
@@ -433,7 +433,7 @@ impl MatvecLayout {
         })?;
         let pts: Vec<B::PreparedPt> = groups.into_iter().flatten().collect();
         Ok(EncodedMatrix {
-            plan: self.id(),
+            layout: self.id(),
             pts,
         })
     }
@@ -494,7 +494,7 @@ impl crate::layer::LinearLayer for MatvecLayout {
             .filter_map(|name| Params::preset(name).ok())
             .find(|cand| {
                 let m = NoiseModel::new(cand);
-                let plan = MatvecLayout::with_key_budget(
+                let layout = MatvecLayout::with_key_budget(
                     self.method,
                     self.geom.n_o,
                     self.geom.n_i,
@@ -505,7 +505,7 @@ impl crate::layer::LinearLayer for MatvecLayout {
                     },
                     None,
                 );
-                plan.is_ok_and(|pl| m.affords(pl.kernel_noise(&m)))
+                layout.is_ok_and(|pl| m.affords(pl.kernel_noise(&m)))
             })
             .map(|c| format!("preset {}", c.name()))
             .unwrap_or_else(|| "a larger ring degree".to_string());
@@ -562,9 +562,9 @@ impl crate::layer::LinearLayer for MatvecLayout {
             .collect()
     }
     fn compute<B: Backend>(&self, b: &B, m: &EncodedMatrix<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
-        if m.plan != self.id() {
+        if m.layout != self.id() {
             return Err(KernelError::PlanMismatch {
-                expected: m.plan.clone(),
+                expected: m.layout.clone(),
                 actual: self.id(),
             });
         }
