@@ -402,7 +402,7 @@ pub fn server(a: &ServerArgs) -> Res<()> {
         Ok(o) => eprintln!(
             "helina server: {}: served {} in {:.1} ms (setup {:.1}, offline {:.1}, online {:.1}); {} B in, {} B out{}",
             rep.peer,
-            o.plan
+            o.specs
                 .iter()
                 .map(|s| format!("{:?} with {}", s.shape(), s.method().name()))
                 .collect::<Vec<_>>()
@@ -539,7 +539,7 @@ pub fn client(a: &ClientArgs) -> Res<()> {
     let report = ClientReport {
         layer: format!("{shape:?}"),
         method: out
-            .plan
+            .specs
             .first()
             .map(|s| s.method().name().to_string())
             .unwrap_or_default(),

@@ -1,7 +1,7 @@
 //! The client: says what it wants (`Hello`), takes the parameter set and the program
-//! from the server's plan, checks every input against the plan's input range before
+//! from the server's offer, checks every input against the offer's input range before
 //! anything is encrypted, generates only the keys the plan needs, then runs the engine
-//! ([`crate::engine`]) once per input and, when the plan reveals it, reconstructs the
+//! ([`crate::engine`]) once per input and, when the offer reveals it, reconstructs the
 //! output from the server's share.
 //!
 //! [`run`] is the one client session; [`infer`] (a network's float inputs) and [`query`]
@@ -17,7 +17,7 @@ use crate::engine::PhaseCounters;
 use crate::engine::{
     ids_in_range, layer_shape, run_inference, ClientSide, InferenceReport, NonlinearSession,
 };
-use crate::limits::{valid_segments, SessionLimits, PLAN_MAX_BYTES};
+use crate::limits::{valid_segments, SessionLimits, OFFER_MAX_BYTES};
 use crate::msg::{
     recv_at_most, send, unexpected, LayerRequest, LayerSpec, Msg, PlanError, ProtocolError, Result,
     SessionOffer, PROTOCOL_VERSION,
@@ -70,7 +70,7 @@ impl std::fmt::Display for Phase {
 /// The client's inputs.
 #[derive(Clone, Copy, Debug)]
 pub enum Inputs<'a> {
-    /// Floats, checked against the plan's input range and quantised at its scale.
+    /// Floats, checked against the offer's input range and quantised at its scale.
     Float(&'a [Vec<f32>]),
     /// Integers mod p (a single layer's input), checked to be reduced.
     Residues(&'a [Vec<u64>]),
@@ -115,7 +115,7 @@ pub struct ClientRequest {
 pub struct ClientOutput {
     /// The client's share of the output.
     pub share: Vec<u64>,
-    /// The output (centred), when the plan reveals it.
+    /// The output (centred), when the offer reveals it.
     pub value: Option<Vec<i64>>,
     /// The report.
     pub report: InferenceReport,
@@ -124,10 +124,10 @@ pub struct ClientOutput {
 /// What the client gets from a session.
 #[derive(Clone, Debug)]
 pub struct ClientOutcome {
-    /// The parameter set of the server's plan.
+    /// The parameter set of the server's offer.
     pub params: Params,
-    /// The server's plan (the program without weights).
-    pub plan: SessionOffer,
+    /// The server's offer (the program without weights, the methods, …).
+    pub offer: SessionOffer,
     /// Per input ([`run`]; empty from [`run_each`], which hands each to its callback).
     pub outputs: Vec<ClientOutput>,
     /// The first input's report.
@@ -145,12 +145,12 @@ pub struct ClientOutcome {
 impl ClientOutcome {
     /// The architecture the server announced (no weights).
     pub fn program(&self) -> &nn::Program {
-        &self.plan.program
+        &self.offer.program
     }
 }
 
 /// Checks input `k` against the plan: its length, and for floats that every value is
-/// finite and inside the plan's input range; for integers that every value is reduced.
+/// finite and inside the offer's input range; for integers that every value is reduced.
 fn check_input(prog: &nn::Program, p: u64, k: usize, x: Input<'_>) -> Result<()> {
     let n: usize = prog.input_shape.iter().product();
     let length = |actual: usize| ProtocolError::InputLength {
@@ -274,35 +274,35 @@ fn run_inner<C: Channel>(
             reveal: request.reveal,
         },
     )?;
-    let plan = match recv_at_most(ch, PLAN_MAX_BYTES)? {
-        Msg::Offer(plan) => *plan,
-        m => return Err(unexpected("LayerLayout", &m)),
+    let offer = match recv_at_most(ch, OFFER_MAX_BYTES)? {
+        Msg::Offer(offer) => *offer,
+        m => return Err(unexpected("Offer", &m)),
     };
-    let params = Params::from_spec(&plan.params)?;
-    if params.hash() != plan.params_hash {
+    let params = Params::from_spec(&offer.params)?;
+    if params.hash() != offer.params_hash {
         return Err(ProtocolError::Params {
             ours: params.hash(),
-            theirs: plan.params_hash.clone(),
+            theirs: offer.params_hash.clone(),
         });
     }
     if let Some(want) = &request.expect {
         if want != &params {
             return Err(ProtocolError::Params {
                 ours: want.hash(),
-                theirs: plan.params_hash.clone(),
+                theirs: offer.params_hash.clone(),
             });
         }
     }
-    let prog = &plan.program;
-    let inconsistent = if plan.methods.len() != prog.steps.len() {
+    let prog = &offer.program;
+    let inconsistent = if offer.methods.len() != prog.steps.len() {
         Some("a method slot per step")
     } else if prog.p != params.p() {
         Some("the program's p is the parameters'")
-    } else if plan.inputs != count {
+    } else if offer.inputs != count {
         Some("the inputs asked for")
     } else if !ids_in_range(prog) {
         Some("tensor ids within the program")
-    } else if !valid_segments(&plan.segments, prog.steps.len()) {
+    } else if !valid_segments(&offer.segments, prog.steps.len()) {
         Some("offline segments within the steps, in order")
     } else {
         None
@@ -312,7 +312,7 @@ fn run_inner<C: Channel>(
     }
     // a layer server must serve the layer asked for, with the method asked for
     if let [r] = request.layers.as_slice() {
-        let agrees = matches!(plan.methods.as_slice(), [Some(s)]
+        let agrees = matches!(offer.methods.as_slice(), [Some(s)]
             if s.shape() == r.shape && r.method.is_none_or(|m| m == s.method()));
         if !agrees {
             return Err(PlanError::Offer {
@@ -325,38 +325,38 @@ fn run_inner<C: Channel>(
     // flooding, hence the layers' levels (both parties derive them from the plan)
     let params = params
         .with_weight_bound(prog.weight_bound_bits)
-        .with_session_responses(plan.session_responses_log2);
+        .with_session_responses(offer.session_responses_log2);
     // every input is checked before anything is encrypted
     for k in 0..inputs.len() {
         check_input(prog, params.p(), k, inputs.get(k))?;
     }
-    let plans = prog
+    let layouts = prog
         .steps
         .iter()
-        .zip(&plan.methods)
+        .zip(&offer.methods)
         .map(|(s, m)| match (layer_shape(s), m) {
             (Some(shape), Some(spec)) if spec.shape() == shape => {
                 LayerLayout::new(spec, &params).map(Some)
             }
             (None, None) => Ok(None),
             _ => Err(PlanError::MethodCount {
-                methods: plan.methods.iter().flatten().count(),
+                methods: offer.methods.iter().flatten().count(),
                 steps: prog.steps.len(),
             }
             .into()),
         })
         .collect::<Result<Vec<_>>>()?;
-    let limits = SessionLimits::new(&params, prog, &plans, plan.nonlinear, false)?;
+    let limits = SessionLimits::new(&params, prog, &layouts, offer.nonlinear, false)?;
     ch.set_recv_limit(limits.largest_frame);
-    debug!(methods = ?plan.methods, "plan accepted");
+    debug!(methods = ?offer.methods, "offer accepted");
     progress(Phase::KeyGen);
     let b = Bfv::keygen(&params, limits.galois.clone())?;
     progress(Phase::Setup);
     send(ch, &Msg::Setup(b.public_keys().clone()))?;
-    let mut nonlinear = NonlinearSession::setup(ch, plan.nonlinear, false, prog)?;
+    let mut nonlinear = NonlinearSession::setup(ch, offer.nonlinear, false, prog)?;
     let mut out = ClientOutcome {
         params: params.clone(),
-        plan: plan.clone(),
+        offer: offer.clone(),
         outputs: Vec::new(),
         first: None,
         inputs: 0,
@@ -374,12 +374,12 @@ fn run_inner<C: Channel>(
     for k in 0..inputs.len() {
         progress(Phase::Offline { input: k });
         let x = share_of(prog, p, inputs.get(k));
-        let mut side = ClientSide::new(&b, &params, prog, &plans, &mut nonlinear, &limits);
+        let mut side = ClientSide::new(&b, &params, prog, &layouts, &mut nonlinear, &limits);
         let (share, mut report) = run_inference(
             &mut side,
             ch,
             prog,
-            &plan.segments,
+            &offer.segments,
             x,
             &mut |step, steps| {
                 progress(Phase::Step {
@@ -394,7 +394,7 @@ fn run_inner<C: Channel>(
         }
         let c = ch.counters();
         let t = Instant::now();
-        let value = if plan.reveal {
+        let value = if offer.reveal {
             let theirs = match recv_at_most(ch, limits.share_max)? {
                 Msg::Share(s) if s.len() == share.len() => s,
                 m => return Err(unexpected("the server's share of the output", &m)),
@@ -427,7 +427,7 @@ fn run_inner<C: Channel>(
             out.first = Some(report.clone());
         }
         on_output(
-            &plan,
+            &offer,
             k,
             ClientOutput {
                 share,
@@ -443,7 +443,7 @@ fn run_inner<C: Channel>(
     Ok(out)
 }
 
-/// A network session: float inputs, the parameter set from the server's plan (`expect`
+/// A network session: float inputs, the parameter set from the server's offer (`expect`
 /// asserts it), the output revealed to the client. `progress(step, steps)` is told as
 /// each step starts.
 pub fn infer<C: Channel>(
@@ -468,7 +468,7 @@ pub fn infer<C: Channel>(
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayerOutcome {
     /// The layer and the method the server ran.
-    pub plan: Vec<LayerSpec>,
+    pub specs: Vec<LayerSpec>,
     /// The client's share of each input's output.
     pub shares: Vec<Vec<u64>>,
     /// With `reveal` (public demo weights only): the outputs (client + server share mod
@@ -512,8 +512,8 @@ pub fn query<C: Channel>(
     let out = run(ch, &request, Inputs::Residues(inputs), progress)?;
     let p = params.p();
     Ok(LayerOutcome {
-        plan: out.plan.methods.iter().flatten().cloned().collect(),
-        revealed: if out.plan.reveal {
+        specs: out.offer.methods.iter().flatten().cloned().collect(),
+        revealed: if out.offer.reveal {
             Some(
                 out.outputs
                     .iter()

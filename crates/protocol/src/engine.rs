@@ -7,7 +7,7 @@
 //!   in cleartext, W·x_S + b to its own share (`ServerSide`). By linearity
 //!   W·(x_C + x_S) = W·x_C + W·x_S: this is GAZELLE's HomRec without an HE operation or
 //!   any extra noise (for ENSEI layers likewise, the transform is linear).
-//! - Nonlinear (ReLU, MaxPool, rounding truncation), by the plan's
+//! - Nonlinear (ReLU, MaxPool, rounding truncation), by the layout's
 //!   [`NonlinearProtocol`]: millionaire comparisons on silent OT (`ot`, the default:
 //!   the session's COT pool is set up once, each step's correlated randomness is
 //!   precomputed offline), or GAZELLE's garbled circuits (`gc`: garbling and random OTs
@@ -20,7 +20,7 @@
 //!   function on each party's share ([`local_step`]).
 //!
 //! A single linear layer is a one-step program; a network is a program of many steps.
-//! Per inference, segment by segment (the plan's offline window,
+//! Per inference, segment by segment (the layout's offline window,
 //! [`crate::limits::offline_segments`]: one segment for every network whose offline
 //! material fits it): offline (flooding zeros, OT precomputation or garbling for the
 //! segment's steps) → `Ready` → the segment's steps online; a tensor is dropped as soon
@@ -612,7 +612,7 @@ fn sum_pool(
 }
 
 /// Pads a share like [`nn::pad_indices`] (zero shares for a zero border, copied shares
-/// otherwise), after checking the shape the peer's plan gave against the share.
+/// otherwise), after checking the shape the peer's layout gave against the share.
 fn pad_share(shape: &[usize], pads: [usize; 4], mode: nn::PadMode, v: &[u64]) -> Result<Vec<u64>> {
     let (c, h, w) = chw(shape)?;
     if h == 0 || w == 0 || c * h * w != v.len() || pads.iter().any(|&p| p > 1 << 16) {
@@ -630,7 +630,7 @@ fn pad_share(shape: &[usize], pads: [usize; 4], mode: nn::PadMode, v: &[u64]) ->
 }
 
 /// Space-to-depth of a share like [`nn::space_to_depth_indices`], after checking the
-/// shape the peer's plan gave against the share and bounding the output.
+/// shape the peer's layout gave against the share and bounding the output.
 fn space_to_depth_share(
     shape: &[usize],
     stride: usize,
@@ -699,7 +699,7 @@ pub fn layer_shape(step: &Step) -> Option<crate::msg::LayerShape> {
 }
 
 /// Whether every tensor a step (or the program) names exists: the client checks the
-/// server's plan before indexing with it.
+/// server's layout before indexing with it.
 pub(crate) fn ids_in_range(prog: &Program) -> bool {
     let n = prog.tensors.len();
     prog.input < n
@@ -789,12 +789,12 @@ pub(crate) fn slots(params: &Params) -> he::SlotInfo {
 }
 
 fn fill<L: LinearLayer>(
-    plan: &L,
+    layout: &L,
     b: &ServerBackend,
     params: &Params,
 ) -> Result<FloodPool<ServerBackend>> {
-    let mut pool = plan.flood_pool(params)?;
-    pool.fill(b, plan.output_cts())?;
+    let mut pool = layout.flood_pool(params)?;
+    pool.fill(b, layout.output_cts())?;
     Ok(pool)
 }
 
@@ -839,7 +839,7 @@ impl<'a> ServerSide<'a> {
     }
 
     /// The query of step `i`: its ciphertext count and frame size checked against the
-    /// plan before anything is decoded.
+    /// layout before anything is decoded.
     fn query_cts<C: Channel>(&self, ch: &mut C, i: usize) -> Result<Vec<Vec<u8>>> {
         let wire = self
             .limits
@@ -873,10 +873,10 @@ impl Side for ServerSide<'_> {
         let step = &self.prog.steps[i];
         match (step, self.layers.get(i).and_then(|l| l.as_ref())) {
             (_, Some(state)) => {
-                let plan = state.layout();
-                r.method = plan.method_name();
+                let layout = state.layout();
+                r.method = layout.method_name();
                 r.on_the_fly = matches!(state, LayerState::OnTheFly(_));
-                self.pools[i] = Some(plan.flood_pool(self.b, self.params)?);
+                self.pools[i] = Some(layout.flood_pool(self.b, self.params)?);
             }
             (Step::Square { input, .. }, _) => {
                 r.method = "square".into();
@@ -913,7 +913,7 @@ impl Side for ServerSide<'_> {
         })?;
         let (resp, mine) = match self.layers.get(i).and_then(|l| l.as_ref()) {
             Some(LayerState::Held(e)) => e.answer(self.b, pool, &cts)?,
-            Some(LayerState::OnTheFly(plan)) => {
+            Some(LayerState::OnTheFly(layout)) => {
                 let w = match step {
                     Step::Linear { weight, .. } | Step::Conv { weight, .. } => weight,
                     _ => {
@@ -923,7 +923,7 @@ impl Side for ServerSide<'_> {
                         .into())
                     }
                 };
-                plan.answer_on_the_fly(self.b, w, pool, &cts)?
+                layout.answer_on_the_fly(self.b, w, pool, &cts)?
             }
             None => {
                 return Err(PlanError::Missing {
@@ -976,13 +976,13 @@ impl Side for ServerSide<'_> {
 // ---------------------------------------------------------------------------------------
 // the client's side
 
-/// The client in one inference: its keys, each linear step's plan, the offline
+/// The client in one inference: its keys, each linear step's layout, the offline
 /// material, and the smallest noise budget seen in a response.
 pub(crate) struct ClientSide<'a> {
     pub(crate) b: &'a Bfv,
     pub(crate) params: &'a Params,
     pub(crate) prog: &'a Program,
-    pub(crate) plans: &'a [Option<LayerLayout>],
+    pub(crate) layouts: &'a [Option<LayerLayout>],
     pub(crate) nonlinear: &'a mut NonlinearSession,
     pub(crate) pres: Vec<Option<Pre<gc::ClientPre, ot::ClientPre>>>,
     pub(crate) limits: &'a SessionLimits,
@@ -994,7 +994,7 @@ impl<'a> ClientSide<'a> {
         b: &'a Bfv,
         params: &'a Params,
         prog: &'a Program,
-        plans: &'a [Option<LayerLayout>],
+        layouts: &'a [Option<LayerLayout>],
         nonlinear: &'a mut NonlinearSession,
         limits: &'a SessionLimits,
     ) -> Self {
@@ -1002,7 +1002,7 @@ impl<'a> ClientSide<'a> {
             b,
             params,
             prog,
-            plans,
+            layouts,
             nonlinear,
             pres: (0..prog.steps.len()).map(|_| None).collect(),
             limits,
@@ -1015,13 +1015,13 @@ impl<'a> ClientSide<'a> {
     fn ask<L: LinearLayer, C: Channel>(
         &mut self,
         ch: &mut C,
-        plan: &L,
+        layout: &L,
         i: usize,
         x: &[u64],
         r: &mut StepReport,
     ) -> Result<Vec<u64>> {
         let b = self.b;
-        let q = plan.query(b, x)?;
+        let q = layout.query(b, x)?;
         let cts = q
             .par_iter()
             .map(|c| b.serialize(c))
@@ -1044,7 +1044,7 @@ impl<'a> ClientSide<'a> {
                 index: i,
             })?
             .response_max;
-        let cts = recv_cts(ch, CtMessage::Response, i, plan.output_cts(), max)?;
+        let cts = recv_cts(ch, CtMessage::Response, i, layout.output_cts(), max)?;
         let resp = cts
             .par_iter()
             .map(|c| b.deserialize(c))
@@ -1055,7 +1055,7 @@ impl<'a> ClientSide<'a> {
                 self.noise_budget = Some(self.noise_budget.map_or(bits, |v| v.min(bits)));
             }
         }
-        Ok(plan.decrypt(b, &resp)?)
+        Ok(layout.decrypt(b, &resp)?)
     }
 }
 
@@ -1064,8 +1064,8 @@ impl Side for ClientSide<'_> {
 
     fn offline<C: Channel>(&mut self, ch: &mut C, i: usize, r: &mut StepReport) -> Result<()> {
         let step = &self.prog.steps[i];
-        if let Some(plan) = self.plans.get(i).and_then(|p| p.as_ref()) {
-            r.method = plan.method_name();
+        if let Some(layout) = self.layouts.get(i).and_then(|p| p.as_ref()) {
+            r.method = layout.method_name();
         } else if matches!(step, Step::Square { .. }) {
             r.method = "square".into();
         } else if let Some(spec) = nonlinear_spec(self.prog, step)? {
@@ -1087,11 +1087,11 @@ impl Side for ClientSide<'_> {
         x: Vec<u64>,
         r: &mut StepReport,
     ) -> Result<Vec<u64>> {
-        let plans = self.plans;
-        match plans.get(i).and_then(|p| p.as_ref()) {
-            Some(plan) => crate::plan::with_layout!(plan, pl => self.ask(ch, pl, i, &x, r)),
+        let layouts = self.layouts;
+        match layouts.get(i).and_then(|p| p.as_ref()) {
+            Some(layout) => crate::plan::with_layout!(layout, pl => self.ask(ch, pl, i, &x, r)),
             None => Err(PlanError::Missing {
-                what: "layer plan of step",
+                what: "layer layout of step",
                 index: i,
             }
             .into()),

@@ -18,7 +18,7 @@
 //!    garbling with the client) → `Ready`; per step `Query` (seeded symmetric
 //!    ciphertexts) → `Response` (masked, flooded, last-level ciphertexts), nonlinear
 //!    (OT or garbled-circuit) and local steps; the server's share of the output
-//!    (`Share`) when the plan reveals it;
+//!    (`Share`) when the offer reveals it;
 //! 5. client → `Close`.
 //!
 //! Servers: [`NetworkServer`] (one program, weights encoded once), [`ServedLayers`] (single

@@ -32,9 +32,9 @@ use crate::plan::LayerLayout;
 /// The largest `Hello` a server reads (a network session's is about 20 bytes, a layer
 /// request's about 100).
 pub const HELLO_MAX_BYTES: usize = 4096;
-/// The largest plan a client reads (the program without weights: ResNet-50's is about
+/// The largest offer a client reads (the program without weights: ResNet-50's is about
 /// 100 KB).
-pub const PLAN_MAX_BYTES: usize = 64 << 20;
+pub const OFFER_MAX_BYTES: usize = 64 << 20;
 /// Messages without a body (`Ready`, `Close`, `Abort`).
 pub(crate) const SMALL_MAX_BYTES: usize = 64;
 /// The largest frame of the nonlinear protocols: `ot` cuts its flights at 4 MiB, `gc`
@@ -117,20 +117,20 @@ pub struct SessionLimits {
 }
 
 impl SessionLimits {
-    /// The limits of `prog` with the linear steps' `plans` (one per step, `None` for the
+    /// The limits of `prog` with the linear steps' `layouts` (one per step, `None` for the
     /// others) on `params`, its nonlinear steps run by `nonlinear`. With `predict`, the
     /// prediction behind the default deadline too (the server's; it prices every
     /// linear step on the counting backend).
     pub fn new(
         params: &Params,
         prog: &Program,
-        plans: &[Option<LayerLayout>],
+        layouts: &[Option<LayerLayout>],
         nonlinear: NonlinearProtocol,
         predict: bool,
     ) -> Result<Self> {
-        if plans.len() != prog.steps.len() {
+        if layouts.len() != prog.steps.len() {
             return Err(PlanError::MethodCount {
-                methods: plans.len(),
+                methods: layouts.len(),
                 steps: prog.steps.len(),
             }
             .into());
@@ -141,26 +141,26 @@ impl SessionLimits {
         let model = CostModel::reference(params);
         let mut galois = GaloisSpec::none();
         let mut predicted = Predicted::default();
-        let mut steps = Vec::with_capacity(plans.len());
-        let mut offline_bytes = Vec::with_capacity(plans.len());
+        let mut steps = Vec::with_capacity(layouts.len());
+        let mut offline_bytes = Vec::with_capacity(layouts.len());
         let mut responses = 0u64;
-        for (step, plan) in prog.steps.iter().zip(plans) {
-            let (wire, offline) = match (step, plan) {
-                (_, Some(plan)) => {
-                    galois = galois.union(&plan.galois());
+        for (step, layout) in prog.steps.iter().zip(layouts) {
+            let (wire, offline) = match (step, layout) {
+                (_, Some(layout)) => {
+                    galois = galois.union(&layout.galois());
                     if predict {
-                        let e = plan.estimate(params, &model)?;
+                        let e = layout.estimate(params, &model)?;
                         predicted.input_ms += e.server_ms + e.client_ms + e.encode_ms;
                         predicted.input_bytes += (e.bytes_up + e.bytes_down) as f64;
                     }
-                    let (q, r) = (plan.query_cts(), plan.output_cts());
+                    let (q, r) = (layout.query_cts(), layout.output_cts());
                     let wire = StepWire {
                         query_cts: q,
                         query_max: frame(q, seeded),
                         response_cts: r,
                         response_max: frame(r, full),
                     };
-                    (Some(wire), plan.session_bytes(params))
+                    (Some(wire), layout.session_bytes(params))
                 }
                 (Step::Square { input, .. }, None) => {
                     let sq = SquareLayout::new(prog.tensors[*input].len(), slots(params))?;

@@ -299,7 +299,7 @@ pub enum Msg {
         /// demonstration weights agrees; a network's output always goes to the client).
         reveal: bool,
     },
-    /// The server's plan.
+    /// The server's offer.
     Offer(Box<SessionOffer>),
     /// Client keys: the public key and only the Galois keys the plan needs.
     Setup(PublicKeys),
@@ -319,7 +319,7 @@ pub enum Msg {
         /// Serialized ciphertexts.
         cts: Vec<Vec<u8>>,
     },
-    /// The server's share of the output (when the plan reveals it).
+    /// The server's share of the output (when the offer reveals it).
     Share(Vec<u64>),
     /// Orderly close.
     Close,
@@ -344,7 +344,7 @@ impl Msg {
     }
 }
 
-/// What does not hold together in a session plan: [`ProtocolError::Plan`].
+/// What does not hold together in a network plan or an offer: [`ProtocolError::Plan`].
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
 #[non_exhaustive]
 pub enum PlanError {

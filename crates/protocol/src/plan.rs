@@ -64,11 +64,11 @@ impl LayerLayout {
                 LayerLayout::Matvec(MatvecLayout::new(*method, *rows, *cols, slots)?)
             }
             LayerSpec::Conv { method, shape } => {
-                let mut plan = ConvLayout::new(*method, *shape, slots)?;
+                let mut layout = ConvLayout::new(*method, *shape, slots)?;
                 if params.weight_bound_bits().is_some() {
-                    plan = plan.with_weight_bound(params.weight_bound_log2())?;
+                    layout = layout.with_weight_bound(params.weight_bound_log2())?;
                 }
-                LayerLayout::Conv(Box::new(plan))
+                LayerLayout::Conv(Box::new(layout))
             }
             LayerSpec::Grouped {
                 method: GroupedMethod::Depthwise,
@@ -186,7 +186,7 @@ pub enum Encoded {
 }
 
 impl Encoded {
-    /// The plan.
+    /// The layout.
     pub fn layout(&self) -> LayerLayout {
         match self {
             Encoded::Matvec(p, _) => LayerLayout::Matvec(p.clone()),
@@ -216,43 +216,43 @@ impl Encoded {
 /// validated while deserialised, the kernel and `share_output` run, the response
 /// serialised.
 pub(crate) fn answer<L: LinearLayer>(
-    plan: &L,
+    layout: &L,
     b: &ServerBackend,
     m: &L::Encoded<ServerBackend>,
     pool: &mut FloodPool<ServerBackend>,
     cts: &[Vec<u8>],
 ) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
-    on_the_wire(plan, b, cts, |q| Ok(plan.respond(b, m, q, pool)?))
+    on_the_wire(layout, b, cts, |q| Ok(layout.respond(b, m, q, pool)?))
 }
 
 /// [`answer`] with the weights encoded on the fly (`LinearLayer::respond_on_the_fly`).
 fn answer_on_the_fly<L: LinearLayer>(
-    plan: &L,
+    layout: &L,
     b: &ServerBackend,
     weights: &[i64],
     pool: &mut FloodPool<ServerBackend>,
     cts: &[Vec<u8>],
 ) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
-    on_the_wire(plan, b, cts, |q| {
-        Ok(plan.respond_on_the_fly(b, weights, q, pool)?)
+    on_the_wire(layout, b, cts, |q| {
+        Ok(layout.respond_on_the_fly(b, weights, q, pool)?)
     })
 }
 
 /// The query read from the wire (count checked, each ciphertext validated while
 /// deserialised, in parallel), `respond` run on it, the response serialised.
 fn on_the_wire<L: LinearLayer>(
-    plan: &L,
+    layout: &L,
     b: &ServerBackend,
     cts: &[Vec<u8>],
     respond: impl FnOnce(&[he::BfvCt]) -> Result<(Vec<he::BfvCt>, Vec<u64>)>,
 ) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
     use rayon::prelude::*;
-    if cts.len() != plan.query_cts() {
+    if cts.len() != layout.query_cts() {
         return Err(ProtocolError::Malformed {
             detail: format!(
                 "query of {} ciphertexts, the layer takes {}",
                 cts.len(),
-                plan.query_cts()
+                layout.query_cts()
             ),
         });
     }

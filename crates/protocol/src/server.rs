@@ -234,11 +234,11 @@ impl Served {
         nonlinear: NonlinearProtocol,
         window: u64,
     ) -> Result<Self> {
-        let plans: Vec<Option<LayerLayout>> = layers
+        let layouts: Vec<Option<LayerLayout>> = layers
             .iter()
             .map(|l| l.as_ref().map(LayerState::layout))
             .collect();
-        let limits = SessionLimits::new(&params, &prog, &plans, nonlinear, true)?;
+        let limits = SessionLimits::new(&params, &prog, &layouts, nonlinear, true)?;
         let segments = offline_segments(&limits.offline_bytes, window);
         Ok(Self {
             params,
@@ -270,8 +270,8 @@ impl Served {
         let model = kernels::CostModel::reference(params);
         let mut fly = 0u64;
         for state in self.layers.iter().flatten() {
-            if let LayerState::OnTheFly(plan) = state {
-                fly = fly.max(plan.estimate(params, &model)?.encoded_bytes);
+            if let LayerState::OnTheFly(layout) = state {
+                fly = fly.max(layout.estimate(params, &model)?.encoded_bytes);
             }
         }
         total += self.limits.window_bytes(&self.segments);
@@ -466,8 +466,8 @@ impl NetworkServer {
 /// What the server keeps of a session.
 #[derive(Clone, Debug, Default)]
 pub struct ServerOutcome {
-    /// The method of every linear step.
-    pub plan: Vec<LayerSpec>,
+    /// The layer and method of every linear step.
+    pub specs: Vec<LayerSpec>,
     /// Per inference, when the output is not revealed: the server's share of the
     /// output (the client holds the other share). Empty when the client learned the
     /// outputs.
@@ -699,7 +699,7 @@ fn session<'s, C: Channel>(
         ch.set_deadline(Some(Instant::now() + limits.deadline(inputs)));
     }
     ch.set_recv_limit(limits.largest_frame);
-    let plan = SessionOffer {
+    let offer = SessionOffer {
         params: params.spec(),
         params_hash: params.hash(),
         program: architecture(prog),
@@ -710,8 +710,8 @@ fn session<'s, C: Channel>(
         session_responses_log2: bound,
         segments: served.segments.clone(),
     };
-    debug!(methods = ?plan.methods, "plan sent");
-    send(ch, &Msg::Offer(Box::new(plan)))?;
+    debug!(methods = ?offer.methods, "offer sent");
+    send(ch, &Msg::Offer(Box::new(offer)))?;
     let keys = match recv_at_most(ch, limits.setup_max)? {
         Msg::Setup(k) => k,
         m => return Err(unexpected("Setup", &m)),
@@ -732,7 +732,7 @@ fn session<'s, C: Channel>(
     drop(keys);
     let mut nonlinear = NonlinearSession::setup(ch, served.nonlinear, true, prog)?;
     let mut out = ServerOutcome {
-        plan: served.methods.iter().flatten().cloned().collect(),
+        specs: served.methods.iter().flatten().cloned().collect(),
         revealed: served.reveal,
         responses_log2: bound,
         ..Default::default()

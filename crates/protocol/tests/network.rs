@@ -80,7 +80,7 @@ fn check_bytes_with(
     let (sp, sprog) = (params.clone(), prog.clone());
     let server = std::thread::spawn(move || serve_network(&mut s, &sp, &sprog, nonlinear));
     let out = infer(&mut c, None, &xs, &mut |_, _| {}).unwrap();
-    assert_eq!(out.plan.nonlinear, nonlinear);
+    assert_eq!(out.offer.nonlinear, nonlinear);
     assert_eq!(out.params, params);
     let srv = server.join().unwrap().unwrap();
     assert_eq!(out.outputs.len(), inputs);

@@ -173,8 +173,8 @@ fn matvec_and_conv_layers_end_to_end_concurrently() {
         .map(|r| r.result.as_ref().unwrap())
         .find(|o| !o.revealed)
         .unwrap();
-    assert_eq!(out.plan, conv_server.plan);
-    assert_eq!(out.plan[0].method(), LayerMethod::Conv(ConvMethod::Gala));
+    assert_eq!(out.specs, conv_server.specs);
+    assert_eq!(out.specs[0].method(), LayerMethod::Conv(ConvMethod::Gala));
     let rec: Vec<u64> = out.shares[0]
         .iter()
         .zip(&conv_server.shares[0])
