@@ -259,7 +259,7 @@ pub fn run(a: &ConvOptions) -> Result<LinearReport> {
         }
         let xr: Vec<u64> = x.iter().map(|&v| params.reduce(v)).collect();
         let want = reference(&layout, &x, &f, params.p());
-        let mut row = measure(&layout, &params, &f, &xr, &want, a.reps)?;
+        let mut row = measure(&layout, &params, &f, &xr, &want, a.reps, false)?;
         row.extra_hops = layout.rotations().composed();
         if slot_method(m) {
             row.method = format!("{m} ({})", layout.packing().name());

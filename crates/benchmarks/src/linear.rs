@@ -113,22 +113,11 @@ fn predict(c: &OpCounts, queries: usize, outputs: usize, k: &Costs) -> f64 {
         / 1e3
 }
 
-/// Measures one planned layer on `params` (`reps` queries, median by query time).
+/// Measures one layer on `params` (`reps` queries, median by query time); with
+/// `on_the_fly` the weights are encoded per query: the kernel's time is then
+/// `compute_on_the_fly`'s, encoding included, and nothing is encoded offline
+/// (`offline_ms` 0).
 pub fn measure<L: LinearLayer>(
-    layout: &L,
-    params: &Params,
-    w: &[i64],
-    xr: &[u64],
-    want: &[u64],
-    reps: usize,
-) -> Result<Row> {
-    measure_with(layout, params, w, xr, want, reps, false)
-}
-
-/// [`measure`], with the weights encoded on the fly when `on_the_fly`: the kernel's
-/// time is then `compute_on_the_fly`'s, encoding included, and nothing is encoded
-/// offline (`offline_ms` 0).
-pub fn measure_with<L: LinearLayer>(
     layout: &L,
     params: &Params,
     w: &[i64],

@@ -106,7 +106,7 @@ pub fn run(a: &MatvecOptions) -> Result<LinearReport> {
             .collect();
         let layout =
             MatvecLayout::with_key_budget(m, a.rows, a.cols, slots(&params), Some(a.key_budget))?;
-        let mut row = measure(&layout, &params, &w, &xr, &want, a.reps)?;
+        let mut row = measure(&layout, &params, &w, &xr, &want, a.reps, false)?;
         row.extra_hops = layout.rotations().composed();
         rows.push(row);
         pb.inc(1);

@@ -33,7 +33,7 @@ use kernels::{reference, ConvLayout, ConvMethod, LinearLayer, MatvecLayout, Meth
 use protocol::{LayerLayout, LayerMethod, LayerShape};
 use serde::Serialize;
 
-use crate::linear::measure_with;
+use crate::linear::measure;
 use crate::Result as Res;
 
 /// Which backend runs the linear layers.
@@ -767,15 +767,13 @@ fn measure_chunked(
         let w = &weights[start * per_weight..(start + n) * per_weight];
         let want = &want[start * per_output..(start + n) * per_output];
         let m = match LayerLayout::new(&part.with(method)?, params)? {
-            LayerLayout::Matvec(pl) => measure_with(&pl, params, w, &xr, want, reps, on_the_fly)?,
-            LayerLayout::Conv(pl) => {
-                measure_with(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?
-            }
+            LayerLayout::Matvec(pl) => measure(&pl, params, w, &xr, want, reps, on_the_fly)?,
+            LayerLayout::Conv(pl) => measure(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?,
             LayerLayout::Depthwise(pl) => {
-                measure_with(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?
+                measure(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?
             }
             LayerLayout::Grouped(pl) => {
-                measure_with(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?
+                measure(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?
             }
         };
         total.correct &= m.correct;

@@ -253,11 +253,7 @@ fn print_report(r: &Report) {
             r.calibration, acc.max_abs_err, acc.mean_abs_err, acc.tolerance
         );
     }
-    println!(
-        "planning: fixed-point search and calibration {:.1} s, methods {:.1} s",
-        r.planning.fixed_point_ms / 1e3,
-        r.planning.methods_ms / 1e3
-    );
+    println!("planning: {}", r.planning);
     if let Some(ir) = r.input_range {
         println!(
             "input range [{}, {}] ({})",

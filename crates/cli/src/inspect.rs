@@ -242,11 +242,7 @@ fn print(r: &Report) {
         "fixed point: {} (p = {}), {} fractional bits; calibration: {}",
         r.params, r.p, r.frac_bits, r.calibration
     );
-    println!(
-        "planning: fixed-point search and calibration {:.1} s, methods {:.1} s",
-        r.planning.fixed_point_ms / 1e3,
-        r.planning.methods_ms / 1e3
-    );
+    println!("planning: {}", r.planning);
     if let Some(acc) = r.accuracy {
         println!(
             "float agreement on the calibration inputs: max |Δ| {:.3e}, mean {:.3e} over {} inputs (tolerance {}, the plan must meet half of it)",

@@ -185,6 +185,17 @@ pub struct PlanTimings {
     pub methods_ms: f64,
 }
 
+impl std::fmt::Display for PlanTimings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "fixed-point search and calibration {:.1} s, methods {:.1} s",
+            self.fixed_point_ms / 1e3,
+            self.methods_ms / 1e3
+        )
+    }
+}
+
 impl Model {
     /// Reads an ONNX file (as `torch.onnx.export` writes it) and plans it.
     pub fn from_onnx(path: &str, fixed: &FixedPoint, planning: &Planning) -> Result<Self> {
