@@ -260,3 +260,43 @@ fn global_max_pool_agrees_with_tract() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The design notes' list of ops is the op table's, op for op and placement for
+/// placement.
+#[test]
+fn the_documented_op_list_is_the_table() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/design-notes.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let start = text.find("The op table, exactly").unwrap();
+    let para = &text[start..start + text[start..].find("\n\n").unwrap()];
+    let names = |after: &str, before: Option<&str>| -> Vec<String> {
+        let from = para.find(after).unwrap() + after.len();
+        let to = before.map_or(para.len(), |b| para.find(b).unwrap());
+        para[from..to]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    };
+    let private = names(": private", Some("; private or in the head"));
+    let both = names("; private or in the head", Some("; only in the head"));
+    let head = names("; only in the head", None);
+    use nn::ops::Placement;
+    let of = |p: Placement| -> Vec<String> {
+        let mut v: Vec<String> = nn::ops::supported()
+            .into_iter()
+            .filter(|(_, _, q)| *q == p)
+            .map(|(op, _, _)| op.to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(private), of(Placement::Private));
+    assert_eq!(sorted(both), of(Placement::Both));
+    assert_eq!(sorted(head), of(Placement::Head));
+}

@@ -184,6 +184,33 @@ pub(crate) fn refusal(domain: &str, op_type: &str) -> String {
     }
 }
 
+/// Where an op may stand in a graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Only before the output head (a private layer, a fold, shape arithmetic).
+    Private,
+    /// Only in the output head (Softmax, ArgMax, …).
+    Head,
+    /// Either.
+    Both,
+}
+
+/// Every op the importer reads: its `op_type`, its domain (`""` is `ai.onnx`) and where
+/// it may stand, in the table's order.
+pub fn supported() -> Vec<(&'static str, &'static str, Placement)> {
+    TABLE
+        .iter()
+        .map(|d| {
+            let placement = match (d.import.is_some(), d.head.is_some()) {
+                (true, true) => Placement::Both,
+                (false, _) => Placement::Head,
+                (true, false) => Placement::Private,
+            };
+            (d.op_type, d.domain, placement)
+        })
+        .collect()
+}
+
 /// The ops only an output head has, joined by `sep`.
 pub(crate) fn head_only_ops(sep: &str) -> String {
     names(|d| d.head_only(), sep)
