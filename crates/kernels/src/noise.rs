@@ -18,7 +18,7 @@
 //!   noise and rounding of its own, by fixed weights: coefficient-encoded kernels).
 //!
 //! **Flooding, per session.** A session may receive at most R = 2^r flooded responses
-//! (the layout states r: [`he::Params::session_responses_log2`]; the server refuses a
+//! (the session offer states r: [`he::Params::session_responses_log2`]; the server refuses a
 //! session that would ask for more), and all of them together must be within 2^-40
 //! ([`FLOOD_SECURITY_BITS`]) of responses that depend on W·x + r alone: by the union
 //! bound, each response within 2^-(40+r), half of it for the tail event and half for
