@@ -129,16 +129,12 @@ pub fn shape(
         "valid" => Padding::Valid,
         other => return Err(format!("--padding `{other}`: same or valid")),
     };
-    Ok(ConvShape {
-        c_i,
-        h,
-        w,
-        c_o,
-        k_h,
-        k_w,
+    Ok(ConvShape::new(
+        [c_i, h, w],
+        [c_o, k_h, k_w],
         stride,
         padding,
-    })
+    ))
 }
 
 /// Plaintext integer convolution, c_o x h_out x w_out, reduced mod p.

@@ -170,16 +170,12 @@ pub fn parse_layer(s: &str) -> Res<LayerShape> {
                 "valid" => Padding::Valid,
                 o => return Err(format!("padding `{o}`: same or valid").into()),
             };
-            LayerShape::Conv(ConvShape {
-                c_i,
-                h,
-                w,
-                c_o,
-                k_h,
-                k_w,
+            LayerShape::Conv(ConvShape::new(
+                [c_i, h, w],
+                [c_o, k_h, k_w],
                 stride,
                 padding,
-            })
+            ))
         }
         _ => return Err(format!("layer `{s}`: expected matvec, conv, matvec:… or conv:…").into()),
     };

@@ -175,6 +175,23 @@ pub struct ConvShape {
     pub padding: Padding,
 }
 
+impl ConvShape {
+    /// The convolution of a `[c_i, h, w]` input by `[c_o, k_h, k_w]` filters.
+    pub fn new(input: [usize; 3], filters: [usize; 3], stride: usize, padding: Padding) -> Self {
+        let ([c_i, h, w], [c_o, k_h, k_w]) = (input, filters);
+        ConvShape {
+            c_i,
+            h,
+            w,
+            c_o,
+            k_h,
+            k_w,
+            stride,
+            padding,
+        }
+    }
+}
+
 /// The slot geometry of a planned convolution (see the module doc).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConvGeometry {

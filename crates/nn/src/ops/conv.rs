@@ -113,16 +113,7 @@ fn import(g: &mut Graph, n: &OnnxNode) -> Result<(), NnError> {
             (p, pt + h + pb, pl + w + pr, Padding::Valid)
         }
     };
-    let shape = ConvShape {
-        c_i,
-        h,
-        w,
-        c_o,
-        k_h,
-        k_w,
-        stride,
-        padding,
-    };
+    let shape = ConvShape::new([c_i, h, w], [c_o, k_h, k_w], stride, padding);
     g.emit(
         n,
         Op::Conv {
