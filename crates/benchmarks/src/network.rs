@@ -60,11 +60,14 @@ impl Backend {
 pub struct NetworkOptions {
     /// The network's name (a built-in's name selects its GALA Table IX cells).
     pub name: String,
-    /// The float network; it is lowered at 8 fractional bits (the shapes matter, not
-    /// the scale).
+    /// The float network; without [`NetworkOptions::program`] it is lowered at 8
+    /// fractional bits on [`NetworkOptions::params`] (the shapes matter, not the scale).
     pub network: nn::Network,
-    /// Parameter preset.
+    /// Parameter preset (without a program).
     pub params: String,
+    /// The fixed-point program a server would run (its own p and truncations, hence the
+    /// nonlinear layers' true cost), in place of the 8-bit lowering.
+    pub program: Option<nn::Program>,
     /// The backend of the linear layers.
     pub backend: Backend,
     /// `auto` (the planner's pick per layer), `all` (every applicable method), or a
@@ -171,6 +174,8 @@ pub struct TableIx {
 pub struct Report {
     pub net: String,
     pub params: String,
+    /// The program's fractional bits (8 unless the served program was given).
+    pub frac_bits: u32,
     pub backend: String,
     pub threads: usize,
     pub objective: String,
@@ -294,9 +299,13 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
     let wall = Instant::now();
     let bfv = a.backend == Backend::Bfv;
     let name = a.name.clone();
-    let params = Params::preset(&a.params)?;
-    let frac = 8;
-    let prog = nn::lower(&a.network, frac, params.p())?;
+    let (prog, params) = match &a.program {
+        Some(prog) => (prog.clone(), Params::preset(&prog.preset)?),
+        None => {
+            let params = Params::preset(&a.params)?;
+            (nn::lower(&a.network, 8, params.p())?, params)
+        }
+    };
     let mut planning = a.planning.clone();
     // without a memory limit every layer's weights count as held (measured apart per layer)
     planning.mem_limit = Some(a.mem_limit.unwrap_or(u64::MAX));
@@ -626,6 +635,7 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
     let report = Report {
         net: name.clone(),
         params: params.name().into(),
+        frac_bits: prog.frac_bits,
         backend: a.backend.name().into(),
         threads: planner.threads,
         objective: format!("{:?}", planner.objective),

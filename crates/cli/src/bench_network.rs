@@ -54,6 +54,15 @@ pub struct NetworkArgs {
     /// Linear layers only.
     #[arg(long)]
     linear_only: bool,
+    /// Run the program `helina infer` would serve: its fixed point chosen on
+    /// --calibration (a built-in network: 32 seeded inputs, as `infer --net`), with its
+    /// own p and truncations (instead of an 8-bit lowering on --params): the nonlinear
+    /// layers then cost what a real inference pays.
+    #[arg(long)]
+    as_served: bool,
+    /// Calibration inputs for --as-served (.npy, batch first).
+    #[arg(long, requires = "as_served")]
+    calibration: Option<String>,
     /// Only the first N linear layers (and the nonlinear layers before the next one).
     #[arg(long)]
     layers: Option<usize>,
@@ -86,10 +95,28 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
     };
     let (name, network) = crate::args::network(&a.model, &a.net)?;
     let link = a.link.link()?;
+    let planning = a.planner.planning(link, protocol::MethodChoice::Auto)?;
+    let program = if a.as_served {
+        let sample = network.input_shape().to_vec();
+        let calibration = match &a.calibration {
+            Some(path) => helina::array::read_batch(path, &sample)?,
+            None if a.net.is_some() => crate::args::seeded_inputs(11, 32, sample.iter().product()),
+            None => return Err("--as-served needs --calibration cal.npy with --model".into()),
+        };
+        let fixed = helina::FixedPoint::calibrated(calibration);
+        Some(
+            helina::Model::new(network.clone(), &fixed, &planning)?
+                .plan
+                .program,
+        )
+    } else {
+        None
+    };
     let report = benchmarks::network::run(&NetworkOptions {
         name,
         network,
         params: a.params.clone(),
+        program,
         backend,
         methods: a.method.clone(),
         linear_only: a.linear_only,
@@ -97,7 +124,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
         reps: a.reps,
         nonlinear_sample: a.nonlinear_sample,
         nonlinear: a.nonlinear.protocol(),
-        planning: a.planner.planning(link, protocol::MethodChoice::Auto)?,
+        planning,
         mem_limit: a.planner.mem_limit_bytes()?,
     })?;
     if let Some(path) = &a.plot {

@@ -232,3 +232,41 @@ fn the_cost_cache_is_written_and_read() {
         .unwrap();
     assert!(!bad.status.success());
 }
+
+/// `--as-served`: the program `helina infer` runs (its parameter set, chosen on the same
+/// 32 seeded calibration inputs), not the 8-bit lowering on `--params`; its nonlinear
+/// layers take the same number of COTs as the real inference's silent OT.
+#[test]
+fn as_served_projects_the_program_infer_runs() {
+    let cache = tmp("bn-served");
+    let bench = |served: bool| {
+        let mut args = vec![
+            "bench",
+            "network",
+            "--net",
+            "mlp",
+            "--backend",
+            "count",
+            "--json",
+            "--costs",
+            "reference",
+        ];
+        if served {
+            args.push("--as-served");
+        }
+        run(&args, &cache)
+    };
+    let lowered = bench(false);
+    let served = bench(true);
+    let infer = run(&["infer", "--net", "mlp", "--limit", "1", "--json"], &cache);
+    assert_eq!(
+        (&lowered["params"], u(&lowered["frac_bits"])),
+        (&"n8192".into(), 8)
+    );
+    assert_eq!(served["params"], infer["params"]);
+    assert_eq!(served["frac_bits"], infer["frac_bits"]);
+    assert_ne!(served["frac_bits"], lowered["frac_bits"]);
+    let relu = |r: &Value| -> u64 { u(&r["relu_elements"]) };
+    assert!(relu(&served) > 0 && relu(&served) == relu(&lowered));
+    assert!(u(&served["cots"]) > 0);
+}
