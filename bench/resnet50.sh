@@ -5,9 +5,14 @@
 # (`infer --net resnet50-imagenet`: linear layers, ReLU, MaxPool and truncation on
 # silent OT, the result checked against the fixed-point reference and float). Raw JSON
 # goes to bench/results/resnet50-*.json; bench/resnet50_table.py prints the table of
-# BENCHMARKS.md beside HELiKs's published figures.
+# BENCHMARKS.md beside HELiKs's published figures, and the planner's projection of the
+# same inference (`bench network --backend count --as-served`) against the measurement.
 source "$(dirname "$0")/lib.sh"
 "$bin" --threads 2 bench network --net resnet50-imagenet --backend bfv --linear-only --json \
   >"$out/resnet50-linear.json"
 "$bin" --threads 2 infer --net resnet50-imagenet --limit 1 --json >"$out/resnet50-infer.json"
-python3 bench/resnet50_table.py "$out/resnet50-linear.json" "$out/resnet50-infer.json"
+# the planner's projection of that same inference (count backend, the served program)
+"$bin" --threads 2 bench network --net resnet50-imagenet --backend count --as-served --json \
+  >"$out/resnet50-projected.json"
+python3 bench/resnet50_table.py "$out/resnet50-linear.json" "$out/resnet50-infer.json" \
+  "$out/resnet50-projected.json"

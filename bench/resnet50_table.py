@@ -1,11 +1,13 @@
 """Prints the ResNet-50 table of BENCHMARKS.md (bench/resnet50.sh) beside HELiKs's
 published figures (HELiKs §6.2 Fig. 9: all linear layers on 4 threads; §6.3 Fig. 10:
-end to end with CrypTFlow2's nonlinear layers, and Cheetah in the same run)."""
+end to end with CrypTFlow2's nonlinear layers, and Cheetah in the same run), and the
+projection (`bench network --backend count --as-served`) against the measured inference."""
 import json
 import sys
 
 linear = json.load(open(sys.argv[1]))
 infer = json.load(open(sys.argv[2]))
+projected = json.load(open(sys.argv[3]))
 out = infer["outputs"][0]
 gb = lambda b: f"{b / 1e9:.2f} GB"
 mb = lambda b: f"{b / 1e6:.0f} MB"
@@ -30,3 +32,20 @@ print(
     f"reference; max abs(private - float) {out['float_max_abs_err']:.4f}; planning "
     f"{infer['planning']['fixed_point_ms'] / 1e3:.1f} s (fixed point) + {infer['planning']['methods_ms'] / 1e3:.1f} s (methods)."
 )
+
+# the projection against the measurement: online (linear + nonlinear online), offline
+pred = {
+    "online": (projected["total_ms"], projected["total_bytes"]),
+    "offline": (projected["offline_ms"], projected["offline_bytes"]),
+}
+pred["total"] = tuple(a + b for a, b in zip(pred["online"], pred["offline"]))
+meas = {k: (out[f"{k}_ms"], out[f"{k}_bytes"]) for k in ("online", "offline", "total")}
+print()
+print("| projection (count backend, the served program) | predicted time | measured time | predicted bytes | measured bytes |")
+print("|---|---|---|---|---|")
+for k in ("online", "offline", "total"):
+    (pt, pb), (mt, mbytes) = pred[k], meas[k]
+    print(
+        f"| {k} | {pt / 1e3:.1f} s | {mt / 1e3:.1f} s ({(pt / mt - 1) * 100:+.0f}%) "
+        f"| {mb(pb)} | {mb(mbytes)} ({(pb / mbytes - 1) * 100:+.0f}%) |"
+    )
