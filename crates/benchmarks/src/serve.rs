@@ -176,7 +176,6 @@ pub fn run(a: &ServeOptions, on_round: &mut dyn FnMut(usize, &Round)) -> Res<Rep
     if xs.is_empty() {
         return Err(format!("{input}: no inputs").into());
     }
-    let pki = a.tls.as_ref();
     let t0 = Instant::now();
     let mut cmd = Command::new(&a.server_exe);
     cmd.args(["server", "--listen", "127.0.0.1:0", "--model", &a.model])
@@ -193,7 +192,7 @@ pub fn run(a: &ServeOptions, on_round: &mut dyn FnMut(usize, &Round)) -> Res<Rep
     if let Some(t) = a.session_timeout {
         cmd.args(["--session-timeout", &t.to_string()]);
     }
-    if let Some(p) = &pki {
+    if let Some(p) = &a.tls {
         cmd.arg("--tls-cert")
             .arg(&p.server_cert)
             .arg("--tls-key")
@@ -223,10 +222,11 @@ pub fn run(a: &ServeOptions, on_round: &mut dyn FnMut(usize, &Round)) -> Res<Rep
         }
     });
     let startup_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let tls = match pki {
-        Some(p) => Some(net::ClientTls::from_pem_files(&p.ca, None)?),
-        None => None,
-    };
+    let tls = a
+        .tls
+        .as_ref()
+        .map(|p| net::ClientTls::from_pem_files(&p.ca, None))
+        .transpose()?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut rounds = Vec::new();
     for r in 0..a.rounds {

@@ -425,6 +425,15 @@ pub fn load_compiled(
     ))
 }
 
+/// The calibration of a built-in network when none is given (`infer`, `inspect`,
+/// `bench network --as-served` choose the same fixed point), and what to call it.
+pub fn builtin_calibration(len: usize) -> (Vec<Vec<f32>>, &'static str) {
+    (
+        seeded_inputs(11, 32, len),
+        "32 seeded random inputs in [0, 1)",
+    )
+}
+
 /// `n` seeded random inputs in [0, 1) of `len` values (public demo data for built-in
 /// networks).
 pub fn seeded_inputs(seed: u64, n: usize, len: usize) -> Vec<Vec<f32>> {

@@ -100,7 +100,7 @@ pub fn run(a: &NetworkArgs) -> Res<()> {
         let sample = network.input_shape().to_vec();
         let calibration = match &a.calibration {
             Some(path) => helina::array::read_batch(path, &sample)?,
-            None if a.net.is_some() => crate::args::seeded_inputs(11, 32, sample.iter().product()),
+            None if a.net.is_some() => crate::args::builtin_calibration(sample.iter().product()).0,
             None => return Err("--as-served needs --calibration cal.npy with --model".into()),
         };
         let fixed = helina::FixedPoint::calibrated(calibration);

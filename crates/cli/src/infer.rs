@@ -129,10 +129,7 @@ pub fn run(a: &InferArgs) -> Res<()> {
             let sample = network.input_shape().to_vec();
             let inputs = inputs(a, &sample)?;
             let default_calibration = if a.net.is_some() {
-                (
-                    crate::args::seeded_inputs(11, 32, sample.iter().product()),
-                    "32 seeded random inputs in [0, 1)",
-                )
+                crate::args::builtin_calibration(sample.iter().product())
             } else {
                 (
                     inputs.clone(),

@@ -102,12 +102,10 @@ pub fn run(a: &InspectArgs) -> Res<()> {
         _ => {
             let (name, network) = crate::args::network(&a.model, &a.net)?;
             let len: usize = network.input_shape().iter().product();
-            let default = a.net.as_ref().map(|_| {
-                (
-                    crate::args::seeded_inputs(11, 32, len),
-                    "32 seeded random inputs in [0, 1)",
-                )
-            });
+            let default = a
+                .net
+                .as_ref()
+                .map(|_| crate::args::builtin_calibration(len));
             let (fixed, source) = a.fixed.fixed_point(network.input_shape(), default)?;
             (
                 name,

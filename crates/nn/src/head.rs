@@ -24,7 +24,7 @@ pub enum HeadData {
 }
 
 impl HeadData {
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             HeadData::F32(v) => v.len(),
             HeadData::I64(v) => v.len(),

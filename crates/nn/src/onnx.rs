@@ -70,7 +70,7 @@ pub fn import_model(model: &ModelProto) -> Result<Network, NnError> {
     let opset = model
         .opset_import
         .iter()
-        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .find(|o| ops::is_default_domain(&o.domain))
         .map_or(13, |o| o.version);
     let issues = check_supported(graph, opset);
     if !issues.is_empty() {

@@ -91,10 +91,7 @@ fn import(g: &mut Graph, n: &OnnxNode) -> Result<(), NnError> {
             ));
         }
     }
-    let stride = n
-        .ints("strides")
-        .and_then(|s| s.first().copied())
-        .unwrap_or(1) as usize;
+    let stride = n.first_int("strides", 1);
     let pads: Vec<usize> = n
         .ints("pads")
         .unwrap_or_else(|| vec![0; 4])

@@ -16,26 +16,24 @@ use super::OnnxNode;
 
 /// The importer's state (see the module docs).
 pub(crate) struct Graph<'g> {
-    pub(crate) graph: &'g pb::GraphProto,
+    graph: &'g pb::GraphProto,
     pub(crate) net: Network,
     /// ONNX activation name → IR tensor.
-    pub(crate) acts: HashMap<String, TensorId>,
+    acts: HashMap<String, TensorId>,
     /// ONNX constant name → value (initializers, Constant outputs, folded shape arithmetic).
-    pub(crate) consts: HashMap<String, Const>,
+    consts: HashMap<String, Const>,
     /// Raw initializers, loaded on first use.
-    pub(crate) inits: HashMap<&'g str, &'g pb::TensorProto>,
+    inits: HashMap<&'g str, &'g pb::TensorProto>,
     /// How many ONNX consumers (nodes or graph outputs) read each value name.
-    pub(crate) uses: HashMap<&'g str, usize>,
+    uses: HashMap<&'g str, usize>,
     /// How many real consumers each IR tensor has (Identity/Dropout hops not counted).
-    pub(crate) tensor_uses: HashMap<TensorId, usize>,
+    tensor_uses: HashMap<TensorId, usize>,
     /// The output head being built (the client's part of the graph).
-    pub(crate) head: Head,
+    head: Head,
     /// ONNX value name → head value id.
-    pub(crate) head_values: HashMap<String, usize>,
-    /// Constants only a head can use (strings), with their shapes.
-    pub(crate) head_consts: HashMap<String, HeadValue>,
+    head_values: HashMap<String, usize>,
     /// The private tensor the head reads.
-    pub(crate) head_source: Option<TensorId>,
+    head_source: Option<TensorId>,
 }
 
 impl<'g> Graph<'g> {
@@ -118,7 +116,6 @@ impl<'g> Graph<'g> {
             tensor_uses: HashMap::new(),
             head: Head::default(),
             head_values: HashMap::new(),
-            head_consts: HashMap::new(),
             head_source: None,
         };
         b.bind(&input.name, 0);
@@ -197,9 +194,6 @@ impl<'g> Graph<'g> {
             }
             return Ok(HeadSrc::Output);
         }
-        if let Some(c) = self.head_consts.get(name) {
-            return Ok(HeadSrc::Const(c.clone()));
-        }
         if let Some(t) = self.inits.get(name) {
             if t.data_type == DataType::String as i32 {
                 let v = string_tensor(t).map_err(gerr)?;
@@ -227,13 +221,7 @@ impl<'g> Graph<'g> {
                 )))
             }
         };
-        if v.shape.iter().product::<usize>()
-            != match &v.data {
-                HeadData::F32(x) => x.len(),
-                HeadData::I64(x) => x.len(),
-                HeadData::Str(x) => x.len(),
-            }
-        {
+        if v.shape.iter().product::<usize>() != v.data.len() {
             return Err(gerr(format!(
                 "constant {name} has dims {:?} that do not match its values",
                 v.shape
@@ -396,7 +384,6 @@ impl<'g> Graph<'g> {
         Ok(())
     }
 
-    /// A node of the output head (see [`crate::head`]).
     /// The constant `name` (an initializer, a `Constant`'s output or folded shape
     /// arithmetic), loaded on first use.
     pub(crate) fn constant(&mut self, name: &str) -> Result<Option<Const>, NnError> {
@@ -410,6 +397,7 @@ impl<'g> Graph<'g> {
         }
         Ok(None)
     }
+
     /// An explicit [`Op::Pad`] (node `{name}/pad`) in front of the node `name`.
     pub(crate) fn pad(
         &mut self,
@@ -524,10 +512,7 @@ impl<'g> Graph<'g> {
                 b[c] = b[c] * mc[c] + ac[c];
             }
         }
-        if let Some(u) = self.tensor_uses.get_mut(&t) {
-            *u = u.saturating_sub(1);
-        }
-        self.bind(output, t);
+        self.alias(output, t);
         Ok(())
     }
 
@@ -559,10 +544,7 @@ impl<'g> Graph<'g> {
         }
         let rest = full[1..].to_vec();
         if rest == cur {
-            if let Some(u) = self.tensor_uses.get_mut(&t) {
-                *u = u.saturating_sub(1);
-            }
-            self.bind(output, t);
+            self.alias(output, t);
         } else {
             let o = if rest.len() == 1 {
                 Op::Flatten

@@ -155,17 +155,35 @@ impl OpDef {
         self
     }
 
+    /// Where the op may stand: from which of `import` and `head` it has.
+    pub(crate) fn placement(&self) -> Placement {
+        match (self.import.is_some(), self.head.is_some()) {
+            (true, true) => Placement::Both,
+            (true, false) => Placement::Private,
+            (false, _) => Placement::Head,
+        }
+    }
+
     /// Whether the op is only ever part of an output head (Softmax, ArgMax, …).
     pub(crate) fn head_only(&self) -> bool {
-        self.import.is_none()
+        self.placement() == Placement::Head
     }
 }
 
 fn no_check(_: &OnnxNode, _: &mut Vec<Finding>) {}
 
+/// Whether `domain` names ONNX's default domain (`""` or `"ai.onnx"`).
+pub(crate) fn is_default_domain(domain: &str) -> bool {
+    domain.is_empty() || domain == "ai.onnx"
+}
+
 /// The definition of `op_type` in `domain` (`""` and `"ai.onnx"` are the same).
 pub(crate) fn find(domain: &str, op_type: &str) -> Option<&'static OpDef> {
-    let domain = if domain == "ai.onnx" { "" } else { domain };
+    let domain = if is_default_domain(domain) {
+        ""
+    } else {
+        domain
+    };
     TABLE
         .iter()
         .copied()
@@ -177,7 +195,7 @@ pub(crate) fn refusal(domain: &str, op_type: &str) -> String {
     if let Some((_, why)) = REFUSED.iter().find(|(op, _)| *op == op_type) {
         return (*why).to_string();
     }
-    if domain.is_empty() || domain == "ai.onnx" {
+    if is_default_domain(domain) {
         format!("op type {op_type} is not supported")
     } else {
         format!("op {op_type} of domain {domain:?} is not supported")
@@ -200,31 +218,24 @@ pub enum Placement {
 pub fn supported() -> Vec<(&'static str, &'static str, Placement)> {
     TABLE
         .iter()
-        .map(|d| {
-            let placement = match (d.import.is_some(), d.head.is_some()) {
-                (true, true) => Placement::Both,
-                (false, _) => Placement::Head,
-                (true, false) => Placement::Private,
-            };
-            (d.op_type, d.domain, placement)
-        })
+        .map(|d| (d.op_type, d.domain, d.placement()))
         .collect()
 }
 
 /// The ops only an output head has, joined by `sep`.
 pub(crate) fn head_only_ops(sep: &str) -> String {
-    names(|d| d.head_only(), sep)
+    names(Placement::Head, sep)
 }
 
 /// The ops a head may have besides the [`head_only_ops`], joined by `sep`.
 pub(crate) fn head_also_ops(sep: &str) -> String {
-    names(|d| d.head.is_some() && !d.head_only(), sep)
+    names(Placement::Both, sep)
 }
 
-fn names(keep: impl Fn(&OpDef) -> bool, sep: &str) -> String {
+fn names(placement: Placement, sep: &str) -> String {
     TABLE
         .iter()
-        .filter(|d| keep(d))
+        .filter(|d| d.placement() == placement)
         .map(|d| d.op_type)
         .collect::<Vec<_>>()
         .join(sep)
@@ -318,6 +329,14 @@ impl<'g> OnnxNode<'g> {
     pub(crate) fn ints(&self, name: &str) -> Option<Vec<i64>> {
         self.attribute(name, AttributeType::Ints)
             .map(|a| a.ints.clone())
+    }
+
+    /// The first value of an integer list attribute (`strides`, `kernel_shape`; equal
+    /// positive values, as pass 1 checked), or `default`.
+    pub(crate) fn first_int(&self, name: &str, default: usize) -> usize {
+        self.ints(name)
+            .and_then(|v| v.first().copied())
+            .map_or(default, |v| v as usize)
     }
 
     /// A float list attribute.

@@ -12,7 +12,10 @@ use tract_onnx::pb::attribute_proto::AttributeType;
 use crate::error::NnError;
 use crate::ir::{Op, PadMode};
 
-use super::{check_auto_pad, check_equal_2d, check_no_dilation, Finding, Graph, OnnxNode, OpDef};
+use super::{
+    check_auto_pad, check_equal_2d, check_int_is, check_no_dilation, Finding, Graph, OnnxNode,
+    OpDef,
+};
 
 const WINDOW_ATTRIBUTES: &[(&str, AttributeType)] = &[
     ("kernel_shape", AttributeType::Ints),
@@ -75,13 +78,7 @@ fn check_window(n: &OnnxNode, out: &mut Vec<Finding>) {
         }
     }
     check_no_dilation(n, out);
-    let c = n.int("ceil_mode", 0);
-    if c != 0 {
-        out.push(Finding {
-            attribute: Some("ceil_mode"),
-            reason: format!("{c}: only 0 is supported"),
-        });
-    }
+    check_int_is(n, "ceil_mode", 0, 0, out);
     check_auto_pad(n, out);
     if max && n.proto.output.len() > 1 && !n.proto.output[1].is_empty() {
         out.push(Finding {
@@ -102,14 +99,8 @@ fn import_window(g: &mut Graph, n: &OnnxNode) -> Result<(), NnError> {
         let pads = [pt as usize, pl as usize, pb as usize, pr as usize];
         t = g.pad(&n.name, t, pads, PadMode::Edge)?;
     }
-    let k = n
-        .ints("kernel_shape")
-        .and_then(|k| k.first().copied())
-        .unwrap_or(1) as usize;
-    let stride = n
-        .ints("strides")
-        .and_then(|k| k.first().copied())
-        .unwrap_or(1) as usize;
+    let k = n.first_int("kernel_shape", 1);
+    let stride = n.first_int("strides", 1);
     let op = if max {
         Op::MaxPool { k, stride }
     } else {
