@@ -30,7 +30,9 @@ print()
 print(
     f"helina's check: {'equal' if out['matches_fixed_reference'] else 'NOT equal'} to the fixed-point "
     f"reference; max abs(private - float) {out['float_max_abs_err']:.4f}; planning "
-    f"{infer['planning']['fixed_point_ms'] / 1e3:.1f} s (fixed point) + {infer['planning']['methods_ms'] / 1e3:.1f} s (methods)."
+    f"{infer['planning']['fixed_point_ms'] / 1e3:.1f} s (fixed point) + {infer['planning']['methods_ms'] / 1e3:.1f} s (methods); "
+    f"approximate truncation on {len(infer.get('approximate_truncation', []))} of {infer.get('truncating_steps', 0)} truncating steps "
+    f"({infer['p'].bit_length()}-bit p, {infer['frac_bits']} fractional bits)."
 )
 
 # the projection against the measurement: online (linear + nonlinear online), offline

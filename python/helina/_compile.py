@@ -35,6 +35,7 @@ def compile(  # noqa: A001 - the public name, as helina.compile
     params: Optional[str] = None,
     method: str = "auto",
     exporter: str = "auto",
+    faithful_truncation: bool = False,
 ) -> "Model":
     """Compiles ``model`` for private inference: a ``torch.nn.Module``, or an ONNX model
     (a path or ``bytes``). Returns a :class:`helina.Model` (save it with
@@ -46,7 +47,8 @@ def compile(  # noqa: A001 - the public name, as helina.compile
     ``"auto"`` (TorchScript's, then dynamo's where it fails). The fixed point is chosen
     on ``calibration`` (numpy or torch inputs like the real ones, not those you test
     on) or on ``input_range=(lo, hi)``, so that every logit is within ``tolerance`` of
-    the float model's.
+    the float model's; the planner truncates approximately where that holds
+    (``faithful_truncation=True``: never).
 
     >>> import torch, helina
     >>> _ = torch.manual_seed(0)
@@ -70,6 +72,7 @@ def compile(  # noqa: A001 - the public name, as helina.compile
             tolerance=tolerance,
             params=params,
             method=method,
+            faithful_truncation=faithful_truncation,
         )
     _require_fixed_point(calibration, input_range, "helina.compile")
     onnx = export(model, _example(model, example, calibration), exporter=exporter)
@@ -80,6 +83,7 @@ def compile(  # noqa: A001 - the public name, as helina.compile
         tolerance=tolerance,
         params=params,
         method=method,
+        faithful_truncation=faithful_truncation,
     )
 
 

@@ -26,6 +26,7 @@ def infer(
     nonlinear: str = ...,
     garbler: str = ...,
     progress: Optional[Stage] = ...,
+    faithful_truncation: bool = ...,
 ) -> Tuple[npt.NDArray[np.float32], str]: ...
 
 class Model:
@@ -37,6 +38,7 @@ class Model:
         tolerance: float = ...,
         params: Optional[str] = ...,
         method: str = ...,
+        faithful_truncation: bool = ...,
     ) -> "Model": ...
     @staticmethod
     def load(path: str) -> "Model": ...
@@ -84,6 +86,7 @@ class Server:
         tls_client_ca: Optional[str] = ...,
         metrics: Optional[str] = ...,
         drain_timeout: float = ...,
+        faithful_truncation: bool = ...,
     ) -> None: ...
     @property
     def metrics_address(self) -> Optional[str]: ...

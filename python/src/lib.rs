@@ -158,6 +158,7 @@ fn model(
     tolerance: f64,
     params: Option<String>,
     method: &str,
+    faithful_truncation: bool,
 ) -> PyResult<helina::Model> {
     // a compiled model carries its fixed point: one given beside it is refused
     let refuse_fixed_point = |what: &str| -> PyResult<()> {
@@ -200,6 +201,7 @@ fn model(
         tolerance,
         calibration,
         input_range,
+        approximate_truncation: !faithful_truncation,
         ..helina::FixedPoint::default()
     };
     py.detach(|| helina::Model::new(network, &fixed, &planning))
@@ -241,7 +243,8 @@ struct Model {
 impl Model {
     /// Plans an ONNX model (a path or the file's bytes).
     #[staticmethod]
-    #[pyo3(signature = (onnx, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto"))]
+    #[pyo3(signature = (onnx, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", faithful_truncation=false))]
+    #[allow(clippy::too_many_arguments)]
     fn from_onnx(
         py: Python<'_>,
         onnx: &Bound<'_, PyAny>,
@@ -250,6 +253,7 @@ impl Model {
         tolerance: f64,
         params: Option<String>,
         method: &str,
+        faithful_truncation: bool,
     ) -> PyResult<Self> {
         if onnx.cast::<Model>().is_ok() {
             return Err(InputError::new_err("from_onnx takes an ONNX path or bytes"));
@@ -263,6 +267,7 @@ impl Model {
                 tolerance,
                 params,
                 method,
+                faithful_truncation,
             )?,
         })
     }
@@ -290,7 +295,7 @@ impl Model {
 /// Private inference of the ONNX model at `model_path` on `x` with both parties in
 /// this process. Returns `(logits, report_json)`.
 #[pyfunction]
-#[pyo3(signature = (model_path, x, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", nonlinear="ot", garbler="server", progress=None))]
+#[pyo3(signature = (model_path, x, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", nonlinear="ot", garbler="server", progress=None, faithful_truncation=false))]
 #[allow(clippy::too_many_arguments)]
 fn infer<'py>(
     py: Python<'py>,
@@ -304,8 +309,11 @@ fn infer<'py>(
     nonlinear: &str,
     garbler: &str,
     progress: Option<Py<PyAny>>,
+    faithful_truncation: bool,
 ) -> PyResult<(Bound<'py, PyAny>, String)> {
     let protocol = self::nonlinear(nonlinear, garbler)?;
+    // garbled circuits truncate faithfully
+    let faithful = faithful_truncation || !matches!(protocol, helina::NonlinearProtocol::SilentOt);
     let m = model(
         py,
         model_path,
@@ -314,6 +322,7 @@ fn infer<'py>(
         tolerance,
         params,
         method,
+        faithful,
     )?;
     let inputs = rows(x, Some(m.input_shape()))?;
     let run = py
@@ -473,7 +482,7 @@ struct Server {
 #[pymethods]
 impl Server {
     #[new]
-    #[pyo3(signature = (model_path, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", nonlinear="ot", garbler="server", max_clients=4, timeout=60.0, session_timeout=None, tls_cert=None, tls_key=None, tls_client_ca=None, metrics=None, drain_timeout=60.0))]
+    #[pyo3(signature = (model_path, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", nonlinear="ot", garbler="server", max_clients=4, timeout=60.0, session_timeout=None, tls_cert=None, tls_key=None, tls_client_ca=None, metrics=None, drain_timeout=60.0, faithful_truncation=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -493,6 +502,7 @@ impl Server {
         tls_client_ca: Option<std::path::PathBuf>,
         metrics: Option<String>,
         drain_timeout: f64,
+        faithful_truncation: bool,
     ) -> PyResult<Self> {
         let seconds = |what: &str, s: f64| {
             if s.is_finite() && s > 0.0 {
@@ -502,6 +512,9 @@ impl Server {
             }
         };
         let protocol = self::nonlinear(nonlinear, garbler)?;
+        // garbled circuits truncate faithfully
+        let faithful =
+            faithful_truncation || !matches!(protocol, helina::NonlinearProtocol::SilentOt);
         let m = model(
             py,
             model_path,
@@ -510,6 +523,7 @@ impl Server {
             tolerance,
             params,
             method,
+            faithful,
         )?;
         let serve = helina::ServeOptions {
             timeout: seconds("timeout", timeout)?,

@@ -55,7 +55,8 @@ def test_one_input_without_batch_axis():
 
 def test_client_and_server_over_tcp():
     model, calib, x, ref, _ = fixture("digits-mlp")
-    server = helina.Server(model, calibration=calib)
+    # faithful truncation: a run's results are then the same as another's
+    server = helina.Server(model, calibration=calib, faithful_truncation=True)
     plan = server.plan
     assert plan["accuracy"]["max_abs_err"] <= 0.025
     addr = server.listen("127.0.0.1:0")
@@ -68,7 +69,7 @@ def test_client_and_server_over_tcp():
     assert r.report["params"] == plan["params"]
     assert r.matches_fixed_reference is None  # the client cannot see the weights
     # the same plan run locally gives the same fixed-point outputs, bit for bit
-    local = helina.infer(model, x[:3], calibration=calib, report=True)
+    local = helina.infer(model, x[:3], calibration=calib, report=True, faithful_truncation=True)
     assert [o["fixed"] for o in r.report["outputs"]] == [o["fixed"] for o in local.report["outputs"]]
 
 
@@ -78,10 +79,11 @@ def test_residual_cifar_session_of_32_inputs_locally_and_streamed_over_tcp():
     from a server to a client that takes the results one by one as they arrive
     (``infer_iter``), equal to the local session's logits."""
     model, calib, x, ref, _ = fixture("residual-cifar")
-    local = helina.infer(model, x, calibration=calib, report=True)
+    # faithful truncation: the two sessions' results are then equal
+    local = helina.infer(model, x, calibration=calib, report=True, faithful_truncation=True)
     assert local.matches_fixed_reference is True
     assert np.max(np.abs(local.logits - ref)) <= 0.05
-    server = helina.Server(model, calibration=calib)
+    server = helina.Server(model, calibration=calib, faithful_truncation=True)
     addr = server.listen("127.0.0.1:0")
     done = server.serve_in_background(sessions=1)
     seen = []
@@ -135,7 +137,8 @@ def test_unreachable_server_raises_protocol_error():
 
 def test_silent_ot_and_garbled_circuits_give_the_same_outputs():
     model, calib, x, _, _ = fixture("digits-cnn")
-    ot = helina.infer(model, x[:2], calibration=calib, report=True)
+    # garbled circuits truncate faithfully; so does this silent-OT run
+    ot = helina.infer(model, x[:2], calibration=calib, report=True, faithful_truncation=True)
     gc = helina.infer(model, x[:2], calibration=calib, nonlinear="gc", garbler="client", report=True)
     assert ot.matches_fixed_reference and gc.matches_fixed_reference
     assert [o["fixed"] for o in ot.report["outputs"]] == [o["fixed"] for o in gc.report["outputs"]]
@@ -184,12 +187,13 @@ def test_tls_metrics_and_drain():
             tls_key=path("server.key"),
             metrics="127.0.0.1:0",
             drain_timeout=30,
+            faithful_truncation=True,
         )
         addr = server.listen("127.0.0.1:0")
         serving = server.serve_in_background()
         # over TLS: the results of a local run, bit for bit
         r = helina.Client(addr, tls_ca=path("ca.pem")).infer(x[:2], report=True)
-        local = helina.infer(model, x[:2], calibration=calib, report=True)
+        local = helina.infer(model, x[:2], calibration=calib, report=True, faithful_truncation=True)
         assert [o["fixed"] for o in r.report["outputs"]] == [
             o["fixed"] for o in local.report["outputs"]
         ]
@@ -208,7 +212,7 @@ def test_tls_metrics_and_drain():
 
 def test_compiled_model_is_saved_loaded_and_served_without_calibration(tmp_path):
     model, calib, x, ref, _ = fixture("digits-cnn-bn")
-    m = helina.Model.from_onnx(model, calibration=calib)
+    m = helina.Model.from_onnx(model, calibration=calib, faithful_truncation=True)
     assert repr(m).startswith("helina.Model(input (") and "fractional bits" in repr(m)
     path = tmp_path / "digits.helina"
     m.save(path)

@@ -82,6 +82,10 @@ struct Report {
     calibration: String,
     /// The plan's float agreement on the calibration inputs and its tolerance.
     accuracy: Option<nn::Accuracy>,
+    /// The steps the planner gave approximate truncation (of `truncating_steps`).
+    approximate_truncation: Vec<String>,
+    /// Steps that truncate.
+    truncating_steps: usize,
     /// The input range the plan is safe for.
     input_range: Option<nn::InputRange>,
     /// How long planning took (fixed point, methods), before any encryption.
@@ -136,7 +140,10 @@ pub fn run(a: &InferArgs) -> Res<()> {
                     "the inputs themselves (give --calibration to plan on other data)",
                 )
             };
-            let (fixed, calibration) = a.fixed.fixed_point(&sample, Some(default_calibration))?;
+            let (mut fixed, calibration) =
+                a.fixed.fixed_point(&sample, Some(default_calibration))?;
+            // garbled circuits truncate faithfully
+            fixed.approximate_truncation &= a.nonlinear.nonlinear == crate::args::NonlinearArg::Ot;
             let model = helina::Model::new(network, &fixed, &planning)?;
             (name, model, inputs, calibration)
         }
@@ -185,6 +192,13 @@ pub fn run(a: &InferArgs) -> Res<()> {
         frac_bits: run.inference.frac_bits,
         calibration,
         accuracy: run.inference.accuracy,
+        approximate_truncation: model
+            .program()
+            .approximate_steps()
+            .into_iter()
+            .map(String::from)
+            .collect(),
+        truncating_steps: model.program().truncating_steps(),
         input_range: run.inference.input_range,
         planning: model.timings,
         setup_ms: run.inference.setup_ms,
@@ -250,6 +264,16 @@ fn print_report(r: &Report) {
             r.calibration, acc.max_abs_err, acc.mean_abs_err, acc.tolerance
         );
     }
+    println!(
+        "truncation: approximate (Cheetah's) on {} of {} truncating steps{}",
+        r.approximate_truncation.len(),
+        r.truncating_steps,
+        if r.approximate_truncation.len() == r.truncating_steps {
+            String::new()
+        } else {
+            format!(": {}", r.approximate_truncation.join(", "))
+        }
+    );
     println!("planning: {}", r.planning);
     if let Some(ir) = r.input_range {
         println!(

@@ -121,6 +121,10 @@ fn residual_fixture_default_infer_agrees_with_float() {
     assert_eq!(outputs.len(), 16);
     let (_, reference) = read_f32(&fixture(&format!("{model}-test-reference.npy")));
     check_outputs(outputs, &reference, true);
+    // the planner's default: approximate truncation where the calibration allows it
+    let approximate = j["approximate_truncation"].as_array().unwrap();
+    assert!(!approximate.is_empty(), "{approximate:?}");
+    assert!(approximate.len() <= j["truncating_steps"].as_u64().unwrap() as usize);
     let acc = &j["accuracy"];
     assert!(acc["max_abs_err"].as_f64().unwrap() <= TOLERANCE / 2.0);
     assert_eq!(acc["tolerance"].as_f64(), Some(TOLERANCE));
@@ -326,14 +330,15 @@ fn json_lines(stdout: &[u8]) -> (Vec<serde_json::Value>, serde_json::Value) {
 /// test inputs in one session, as a user runs it: in one process (`infer --jsonl`,
 /// each line checked against the fixed-point reference and onnxruntime) and in two
 /// (`server` + `client --network --jsonl`, each output equal to the one-process
-/// session's fixed-point output bit for bit). Sessions used to fail from the 4th input,
-/// when the silent-OT pools first refilled inside a circuit.
+/// session's fixed-point output bit for bit: both truncate faithfully, since an
+/// approximate truncation's result depends on the shares of the run). Sessions used to
+/// fail from the 4th input, when the silent-OT pools first refilled inside a circuit.
 #[test]
 fn residual_cifar_sessions_of_32_inputs_in_one_and_two_processes() {
     let model = "residual-cifar";
     let test = fixture(&format!("{model}-test.npy"));
     let (_, reference) = read_f32(&fixture(&format!("{model}-test-reference.npy")));
-    let out = infer(model, &test, &["--jsonl"]);
+    let out = infer(model, &test, &["--jsonl", "--faithful-truncation"]);
     assert!(
         out.status.success(),
         "{}",
@@ -347,7 +352,13 @@ fn residual_cifar_sessions_of_32_inputs_in_one_and_two_processes() {
     let cal = fixture(&format!("{model}-calibration.npy"));
     let (mut server, addr, mut err) = start_server(
         model,
-        &["--sessions", "1", "--calibration", cal.to_str().unwrap()],
+        &[
+            "--sessions",
+            "1",
+            "--faithful-truncation",
+            "--calibration",
+            cal.to_str().unwrap(),
+        ],
     );
     let out = Command::new(BIN)
         .args([

@@ -54,6 +54,8 @@ fn server(extra: &[&str]) -> (Child, String, Option<String>, BufReader<ChildStde
         calibration().display().to_string(),
         "--session-timeout".to_string(),
         "900".to_string(),
+        // results compared with another run's bit for bit
+        "--faithful-truncation".to_string(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     common::spawn_server(&args)

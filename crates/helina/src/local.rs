@@ -238,7 +238,7 @@ pub fn infer_local_each(
 fn check(model: &Model, x: &[f32], o: &crate::report::Output) -> Result<Check> {
     let prog = model.program();
     let tolerance = prog.accuracy.map_or(nn::DEFAULT_TOLERANCE, |a| a.tolerance);
-    let want = nn::run_fixed(prog, &nn::quantise_input(prog, x))?;
+    let want = model.fixed_reference(x, o)?;
     let float = nn::run_float(&model.network, x);
     let err = o
         .logits

@@ -28,6 +28,11 @@ pub struct Output {
     /// The graph's own outputs by name (e.g. `label` and `probabilities`): the output
     /// head applied by the client to `logits` (just the logits when the graph has none).
     pub graph_outputs: Vec<nn::GraphOutput>,
+    /// The client's shares of the approximately truncated steps' inputs (empty when
+    /// the program has none): with them [`crate::Model::fixed_reference`] replays this
+    /// run bit for bit. Not serialised.
+    #[serde(skip)]
+    pub truncation_shares: Vec<Vec<u64>>,
 }
 
 impl Output {
@@ -107,6 +112,7 @@ impl Output {
             offline_bytes: b(t.offline),
             fixed,
             graph_outputs,
+            truncation_shares: out.truncation_shares.clone(),
         })
     }
 }

@@ -183,6 +183,17 @@ pub enum NnError {
         /// How many elements are outside.
         count: usize,
     },
+    /// A step marked for approximate truncation whose op does not truncate its own
+    /// input (only ReLU and Identity steps may be).
+    #[error("step {step} ({layer}): approximate truncation applies to ReLU and Identity steps only, not {op}")]
+    ApproximateTruncation {
+        /// Step index.
+        step: usize,
+        /// Layer name.
+        layer: String,
+        /// The step's op.
+        op: String,
+    },
     /// Bad planning parameters (no candidates, no calibration data, empty range).
     #[error("fixed-point search: {0}")]
     FixedPointSearch(String),

@@ -31,13 +31,14 @@ pub use ir::{InputAffine, Network, Node, Op, PadMode, TensorDesc, TensorId};
 pub use onnx::{import, import_bytes, import_model};
 pub use precision::{
     check_input, choose_fixed_point, float_agreement, precision_loss, worst_case_bounds, Accuracy,
-    FixedPointOptions, InputRange, RangeBasis, DEFAULT_TOLERANCE,
+    FixedPointOptions, InputRange, RangeBasis, DEFAULT_TOLERANCE, TOLERANCE_SAFETY,
 };
 pub use quant::{
     calibrate, grouped_shape, lower, weight_scale_bits, LayerBound, NonlinearOp, Program, Step,
     TensorInfo, CANDIDATE_MODULI, DEFAULT_MAX_FRAC_BITS, DEFAULT_MIN_FRAC_BITS,
 };
 pub use reference::{
-    dequantise, dequantise_tensor, pad_indices, quantise_input, round_offset, run_fixed,
-    run_fixed_all, run_float, run_float_all, space_to_depth_indices, window_indices,
+    approximate_truncation, dequantise, dequantise_tensor, pad_indices, quantise_input, run_fixed,
+    run_fixed_all, run_fixed_replay, run_float, run_float_all, space_to_depth_indices,
+    trunc_offset, window_indices, ServerShares,
 };

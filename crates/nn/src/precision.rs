@@ -18,6 +18,15 @@
 //! when nothing fits, else [`NnError::Precision`] naming the layer whose output loses
 //! the most relative precision.
 //!
+//! **Approximate truncation** ([`FixedPointOptions::approximate_truncation`]): with
+//! the fixed point chosen, the ReLU and Identity steps that truncate are switched to
+//! Cheetah's approximate truncation (one below the floor or not, by the server's
+//! share; about a third fewer COTs and bytes per element) — all of them if the
+//! calibration error, with the server's shares modelled, stays within the same
+//! `tolerance / TOLERANCE_SAFETY` and every value still fits `p`, else the longest
+//! prefix in program order that does. The program's accuracy is then that of the
+//! approximate program.
+//!
 //! **Input range.** The program carries the range of input values it is safe for
 //! ([`InputRange`]): the calibration inputs' `[min, max]` widened by
 //! [`RANGE_WIDENING`] around its centre (or the range the caller gives). Worst-case
@@ -34,8 +43,8 @@ use crate::error::NnError;
 use crate::ir::{Network, PadMode};
 use crate::quant::{bits, calibrate_outputs, lower, step_max, NonlinearOp, Program, Step};
 use crate::reference::{
-    dequantise_tensor, execute, pad_indices, quantise_input, round_offset, run_float_all,
-    space_to_depth_indices, window_indices,
+    dequantise_tensor, execute, pad_indices, quantise_input, run_float_all, space_to_depth_indices,
+    trunc_offset, window_indices, ServerShares,
 };
 
 /// Default tolerance: max `|Δ|` between fixed-point and float outputs (logits).
@@ -98,6 +107,10 @@ pub struct FixedPointOptions {
     pub tolerance: f64,
     /// The input range, instead of the calibration range widened.
     pub input_range: Option<(f32, f32)>,
+    /// Use approximate truncation (Cheetah's, about a third fewer COTs and bytes per
+    /// ReLU) on the ReLU and Identity steps where the calibration error stays within
+    /// the same bound (see the module doc).
+    pub approximate_truncation: bool,
 }
 
 impl Default for FixedPointOptions {
@@ -111,6 +124,7 @@ impl Default for FixedPointOptions {
             max_frac_bits: crate::DEFAULT_MAX_FRAC_BITS,
             tolerance: DEFAULT_TOLERANCE,
             input_range: None,
+            approximate_truncation: false,
         }
     }
 }
@@ -355,9 +369,17 @@ pub fn choose_fixed_point(
     let mut prog = e.prog;
     prog.p = p;
     prog.preset = preset;
+    let (mut max_err, mut mean_err) = (e.max_err, e.mean_err);
+    if opts.approximate_truncation {
+        if let Some((q, max, mean)) =
+            approximate_where_accurate(&prog, calibration, &search.floats, target)?
+        {
+            (prog, max_err, mean_err) = (q, max, mean);
+        }
+    }
     prog.accuracy = Some(Accuracy {
-        max_abs_err: e.max_err,
-        mean_abs_err: e.mean_err,
+        max_abs_err: max_err,
+        mean_abs_err: mean_err,
         tolerance: opts.tolerance,
         inputs: calibration.len(),
     });
@@ -379,6 +401,70 @@ pub fn choose_fixed_point(
     };
     prog.input_range = Some(InputRange { lo, hi, basis });
     Ok(prog)
+}
+
+/// The steps approximate truncation may take, in program order: ReLU and Identity
+/// steps that truncate.
+fn approximable(prog: &Program) -> Vec<usize> {
+    prog.steps
+        .iter()
+        .enumerate()
+        .filter(|(_, st)| {
+            matches!(st, Step::Nonlinear { op, trunc_bits, .. }
+                if *trunc_bits > 0 && op.truncates_input())
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// `prog` with approximate truncation on the approximable steps whose calibration
+/// error (server shares modelled, a fixed seed per input) stays within `target` and
+/// whose values still fit `p`: all of them if that holds, else the longest prefix in
+/// program order that does (by bisection: errors made early pass through more layers).
+/// Returns the program with its error, or `None` when not even the first step can be.
+fn approximate_where_accurate(
+    prog: &Program,
+    calibration: &[Vec<f32>],
+    floats: &[Vec<f32>],
+    target: f64,
+) -> Result<Option<(Program, f64, f64)>, NnError> {
+    let steps = approximable(prog);
+    let attempt = |k: usize| -> Result<Option<(Program, f64, f64)>, NnError> {
+        let mut q = prog.clone();
+        for &i in &steps[..k] {
+            if let Step::Nonlinear { approximate, .. } = &mut q.steps[i] {
+                *approximate = true;
+            }
+        }
+        match calibrate_outputs(&mut q, calibration) {
+            Ok((max, outputs)) => {
+                let (max_err, mean_err) = output_error(&outputs, floats);
+                let ok = fits(max.iter().max().copied(), q.p) && max_err <= target;
+                Ok(ok.then_some((q, max_err, mean_err)))
+            }
+            Err(NnError::RangeExceeded { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    if steps.is_empty() {
+        return Ok(None);
+    }
+    if let Some(all) = attempt(steps.len())? {
+        return Ok(Some(all));
+    }
+    // `lo` passes (or is 0), `hi` fails
+    let (mut lo, mut hi, mut best) = (0, steps.len(), None);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        match attempt(mid)? {
+            Some(r) => {
+                lo = mid;
+                best = Some(r);
+            }
+            None => hi = mid,
+        }
+    }
+    Ok(best)
 }
 
 /// The error when no candidate serves the network.
@@ -445,8 +531,10 @@ pub fn float_agreement(
         .collect();
     let outputs = inputs
         .par_iter()
-        .map(|x| {
-            let vals = execute(prog, &quantise_input(prog, x), false)?;
+        .enumerate()
+        .map(|(k, x)| {
+            let xq = quantise_input(prog, x);
+            let vals = execute(prog, &xq, false, ServerShares::Modelled(k as u64))?;
             Ok(dequantise_tensor(prog, prog.output, &vals[prog.output]))
         })
         .collect::<Result<Vec<_>, NnError>>()?;
@@ -598,11 +686,14 @@ pub fn worst_case_bounds(prog: &Program, lo: f32, hi: f32) -> Option<Vec<u128>> 
                 input,
                 op,
                 trunc_bits,
+                approximate,
                 ..
             } => {
                 let (l, h) = get(*input)?;
                 let sh = &prog.tensors[*input].shape;
-                let r = round_offset(*trunc_bits);
+                let r = trunc_offset(*trunc_bits, *approximate);
+                // approximate truncation may come out one below the floor
+                let below = i128::from(*approximate && *trunc_bits > 0);
                 if !ok(&l.iter().map(|v| v + r).collect::<Vec<_>>())
                     || !ok(&h.iter().map(|v| v + r).collect::<Vec<_>>())
                 {
@@ -650,10 +741,10 @@ pub fn worst_case_bounds(prog: &Program, lo: f32, hi: f32) -> Option<Vec<u128>> 
                         (pool(l, *k, *stride, true)?, pool(h, *k, *stride, true)?)
                     }
                 };
-                let t = |v: Vec<i128>| -> Vec<i128> {
-                    v.into_iter().map(|x| (x + r) >> trunc_bits).collect()
+                let t = |v: Vec<i128>, d: i128| -> Vec<i128> {
+                    v.into_iter().map(|x| ((x + r) >> trunc_bits) - d).collect()
                 };
-                (t(l2), t(h2))
+                (t(l2, below), t(h2, 0))
             }
             Step::Reshape { input, .. } => get(*input)?.clone(),
             Step::Square { input, .. } => {
@@ -782,9 +873,10 @@ pub fn precision_loss(
         .collect();
     let mut err = vec![None::<f64>; prog.tensors.len()];
     let mut scale = vec![0f64; prog.tensors.len()];
-    for x in inputs {
+    for (k, x) in inputs.iter().enumerate() {
         let floats = run_float_all(net, x);
-        let fixed = execute(prog, &quantise_input(prog, x), false).ok()?;
+        let xq = quantise_input(prog, x);
+        let fixed = execute(prog, &xq, false, ServerShares::Modelled(k as u64)).ok()?;
         for (t, info) in prog.tensors.iter().enumerate() {
             let Some(&i) = by_name.get(info.name.as_str()) else {
                 continue;

@@ -129,6 +129,15 @@ pub enum NonlinearOp {
     },
 }
 
+impl NonlinearOp {
+    /// Whether the step truncates its input itself (ReLU, Identity), so that Cheetah's
+    /// approximate truncation can apply: MaxPool truncates the window's maximum, which
+    /// the protocol shares afresh, and Clip two shifted copies.
+    pub fn truncates_input(&self) -> bool {
+        matches!(self, NonlinearOp::Relu | NonlinearOp::Identity)
+    }
+}
+
 impl std::fmt::Display for NonlinearOp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -190,6 +199,11 @@ pub enum Step {
     },
     /// The two-party nonlinear step: `⌊(op(input) + h) / 2^trunc_bits⌋` with
     /// `h = 2^(trunc_bits−1)` (0 for no truncation): the op, then rounding to nearest.
+    /// With `approximate` (Cheetah's truncation, the carry dropped; only where
+    /// [`NonlinearOp::truncates_input`]): `h = 2^trunc_bits` and the result is that
+    /// floor or one less, depending on the server's share of `input + h`
+    /// ([`crate::reference::approximate_truncation`]): the floor of the value plus a
+    /// random 0 or 1 whose mean is the fractional part (unbiased rounding).
     Nonlinear {
         /// Layer name.
         name: String,
@@ -201,6 +215,10 @@ pub enum Step {
         op: NonlinearOp,
         /// Fractional bits dropped (rounding to nearest) after the op.
         trunc_bits: u32,
+        /// Approximate truncation (chosen by [`crate::choose_fixed_point`] where the
+        /// calibration inputs' outputs stay within the tolerance).
+        #[serde(default)]
+        approximate: bool,
     },
     /// `output = input²` (scale doubles).
     Square {
@@ -401,6 +419,37 @@ pub struct Program {
 }
 
 impl Program {
+    /// The names of the steps with approximate truncation, in program order.
+    pub fn approximate_steps(&self) -> Vec<&str> {
+        self.steps
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s,
+                    Step::Nonlinear {
+                        approximate: true,
+                        ..
+                    }
+                )
+            })
+            .map(|s| s.name())
+            .collect()
+    }
+    /// How many steps truncate (a nonlinear step with `trunc_bits > 0`).
+    pub fn truncating_steps(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s,
+                    Step::Nonlinear {
+                        trunc_bits: 1..,
+                        ..
+                    }
+                )
+            })
+            .count()
+    }
     /// The program with [`Program::weight_bound_bits`] = `bits` if every Linear/Conv
     /// weight obeys it (else without a bound).
     pub fn with_weight_bound(mut self, bits: u32) -> Self {
@@ -576,6 +625,7 @@ impl Lower {
             output: out,
             op: NonlinearOp::Identity,
             trunc_bits: info.scale_bits - self.s,
+            approximate: false,
         });
         out
     }
@@ -724,6 +774,7 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
                     output: out,
                     op,
                     trunc_bits: info.scale_bits.saturating_sub(s),
+                    approximate: false,
                 });
                 out
             }
@@ -811,6 +862,7 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
                     output: out,
                     op,
                     trunc_bits: f,
+                    approximate: false,
                 });
                 out
             }
@@ -949,6 +1001,7 @@ fn fuse_relu_maxpool(steps: Vec<Step>, output: TensorId, tensors: &mut [TensorIn
                 output: mid,
                 op: op1,
                 trunc_bits: t1,
+                ..
             },
             Some(Step::Nonlinear {
                 input: mid2,
@@ -971,6 +1024,7 @@ fn fuse_relu_maxpool(steps: Vec<Step>, output: TensorId, tensors: &mut [TensorIn
                         output: *end,
                         op: NonlinearOp::ReluMaxPool { k, stride },
                         trunc_bits: t1 + t2,
+                        approximate: false,
                     });
                     i += 2;
                     continue;
@@ -985,6 +1039,7 @@ fn fuse_relu_maxpool(steps: Vec<Step>, output: TensorId, tensors: &mut [TensorIn
                 output: mid,
                 op: NonlinearOp::Relu,
                 trunc_bits: t1,
+                ..
             },
             Some(Step::Pad {
                 name: pad_name,
@@ -1024,6 +1079,7 @@ fn fuse_relu_maxpool(steps: Vec<Step>, output: TensorId, tensors: &mut [TensorIn
                         output: *end,
                         op: NonlinearOp::ReluMaxPool { k, stride },
                         trunc_bits: t1 + t3,
+                        approximate: false,
                     });
                     i += 3;
                     continue;
@@ -1056,9 +1112,11 @@ pub(crate) fn calibrate_outputs(
     use rayon::prelude::*;
     let runs = calibration
         .par_iter()
-        .map(|x| -> Result<(Vec<u128>, Vec<f32>), NnError> {
+        .enumerate()
+        .map(|(k, x)| -> Result<(Vec<u128>, Vec<f32>), NnError> {
             let xq = crate::reference::quantise_input(prog, x);
-            let vals = crate::reference::execute(prog, &xq, false)?;
+            let shares = crate::reference::ServerShares::Modelled(k as u64);
+            let vals = crate::reference::execute(prog, &xq, false, shares)?;
             let maxima = vals
                 .iter()
                 .map(|v| v.iter().map(|a| a.unsigned_abs()).max().unwrap_or(0))
@@ -1138,6 +1196,7 @@ pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
             input,
             trunc_bits,
             op: NonlinearOp::Clip { lo, hi },
+            approximate,
             ..
         } => {
             let shift = std::iter::once(*lo)
@@ -1146,16 +1205,16 @@ pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
                 .max()
                 .unwrap_or(0)
                 << trunc_bits;
-            let r = if *trunc_bits > 0 {
-                1u128 << (trunc_bits - 1)
-            } else {
-                0
-            };
+            let r = crate::reference::trunc_offset(*trunc_bits, *approximate) as u128;
             out.max(tmax[*input] + r + shift)
         }
         Step::Nonlinear {
-            input, trunc_bits, ..
-        } if *trunc_bits > 0 => out.max(tmax[*input] + (1u128 << (trunc_bits - 1))),
+            input,
+            trunc_bits,
+            approximate,
+            ..
+        } if *trunc_bits > 0 => out
+            .max(tmax[*input] + crate::reference::trunc_offset(*trunc_bits, *approximate) as u128),
         _ => out,
     }
 }

@@ -6,12 +6,17 @@
 //! input) must lie in `(−p/2, p/2)`, else [`NnError::RangeExceeded`]. Truncation rounds
 //! to nearest: `⌊(op(v) + 2^(f−1)) / 2^f⌋` of the centred value, applied after the
 //! nonlinear op (the two-party step reconstructs `v + 2^(f−1)`, which must be in range
-//! too). MaxPool output `(c, oy, ox)` takes the window elements
+//! too). An approximate step (`Step::Nonlinear::approximate`) adds `2^f` instead and
+//! may come out one less, as a function of the server's share
+//! ([`approximate_truncation`]): [`run_fixed`] draws those shares from a seeded model,
+//! [`run_fixed_replay`] derives them from the client's shares of a real run. MaxPool output `(c, oy, ox)` takes the window elements
 //! `(c, oy·s+dy, ox·s+dx)` in row-major `(dy, dx)` order ([`window_indices`]); padding is
 //! a separate [`Step::Pad`] whose element order is [`pad_indices`].
 
 use kernels::reference::{conv_output, matvec};
 use kernels::ConvShape;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
 
 use crate::error::NnError;
 use crate::ir::{Network, Op, PadMode};
@@ -50,24 +55,66 @@ pub fn dequantise_tensor(prog: &Program, t: usize, v: &[i128]) -> Vec<f32> {
     v.iter().map(|&v| (v as f64 / f) as f32).collect()
 }
 
-/// The rounding offset of a truncation by `f` bits: `2^(f−1)`, or 0.
-pub fn round_offset(f: u32) -> i128 {
-    if f == 0 {
-        0
-    } else {
-        1i128 << (f - 1)
+/// The offset the server adds to its share before a truncation by `f` bits:
+/// `2^(f−1)` (rounding to nearest), `2^f` for approximate truncation (its floor or one
+/// less is then the value's floor or one more), 0 for `f = 0`.
+pub fn trunc_offset(f: u32, approximate: bool) -> i128 {
+    match (f, approximate) {
+        (0, _) => 0,
+        (f, true) => 1i128 << f,
+        (f, false) => 1i128 << (f - 1),
     }
 }
 
+/// The result of approximate truncation (Cheetah's, the carry dropped) by `2^f` of the
+/// centred value `y` (offset included), for a ReLU (`relu`) or an Identity step, when
+/// the server's share of `y` mod p is `server_share`: `⌊y/2^f⌋` or one less (0 for a
+/// negative `y` with `relu`). The cleartext model of the silent-OT protocol
+/// (`ot::approx_trunc`), centred.
+pub fn approximate_truncation(p: u64, f: u32, relu: bool, y: i128, server_share: u64) -> i128 {
+    let v = ot::approx_trunc(p, f, relu, y.rem_euclid(p as i128) as u64, server_share) as i128;
+    if v > (p as i128 - 1) / 2 {
+        v - p as i128
+    } else {
+        v
+    }
+}
+
+/// Where the server's shares of the approximately truncated steps' inputs (offset
+/// included) come from: approximate truncation's result depends on them.
+#[derive(Clone, Copy, Debug)]
+pub enum ServerShares<'a> {
+    /// Uniform mod p from ChaCha20 seeded with this value: a model of a real run, as
+    /// the planner's calibration sees it.
+    Modelled(u64),
+    /// From the client's shares `y_C` of a real run, one vector per approximate step in
+    /// program order: the server's is `y + h − y_C mod p`, so the run is replayed bit
+    /// for bit.
+    FromClient(&'a [Vec<u64>]),
+}
+
 /// Runs the program on a quantised input; returns the output tensor's values (centered).
+/// Approximate steps, if any, see server shares modelled with seed 0.
 pub fn run_fixed(prog: &Program, x_q: &[i64]) -> Result<Vec<i64>, NnError> {
-    let vals = execute(prog, x_q, true)?;
+    let vals = execute(prog, x_q, true, ServerShares::Modelled(0))?;
+    Ok(vals[prog.output].iter().map(|&v| v as i64).collect())
+}
+
+/// [`run_fixed`] replaying a real run: the approximate steps' results from the
+/// client's shares of their inputs (`ServerShares::FromClient`), so the private output
+/// must equal this bit for bit.
+pub fn run_fixed_replay(
+    prog: &Program,
+    x_q: &[i64],
+    client_shares: &[Vec<u64>],
+) -> Result<Vec<i64>, NnError> {
+    let vals = execute(prog, x_q, true, ServerShares::FromClient(client_shares))?;
     Ok(vals[prog.output].iter().map(|&v| v as i64).collect())
 }
 
 /// [`run_fixed`], returning every tensor's values (index = tensor id).
 pub fn run_fixed_all(prog: &Program, x_q: &[i64]) -> Result<Vec<Vec<i128>>, NnError> {
-    execute(prog, x_q, true)
+    execute(prog, x_q, true, ServerShares::Modelled(0))
 }
 
 /// The input positions of every pooling window of a `C×H×W` tensor (no padding):
@@ -182,8 +229,19 @@ fn window_pool(
 }
 
 /// Executes all steps; returns every tensor's values. `check`: enforce `(−p/2, p/2)`;
-/// otherwise only `|v| ≤ 2^62` (so that no integer arithmetic can overflow).
-pub(crate) fn execute(prog: &Program, x_q: &[i64], check: bool) -> Result<Vec<Vec<i128>>, NnError> {
+/// otherwise only `|v| ≤ 2^62` (so that no integer arithmetic can overflow). `shares`:
+/// the server's shares at the approximate steps.
+pub(crate) fn execute(
+    prog: &Program,
+    x_q: &[i64],
+    check: bool,
+    shares: ServerShares<'_>,
+) -> Result<Vec<Vec<i128>>, NnError> {
+    let mut model = ChaCha20Rng::seed_from_u64(match shares {
+        ServerShares::Modelled(seed) => seed,
+        ServerShares::FromClient(_) => 0,
+    });
+    let mut approximate_steps = 0usize;
     let n_in: usize = prog.input_shape.iter().product();
     if x_q.len() != n_in {
         return Err(NnError::Length {
@@ -284,10 +342,18 @@ pub(crate) fn execute(prog: &Program, x_q: &[i64], check: bool) -> Result<Vec<Ve
                 input,
                 op,
                 trunc_bits,
+                approximate,
                 ..
             } => {
                 let x = &vals[*input];
-                let h = round_offset(*trunc_bits);
+                let h = trunc_offset(*trunc_bits, *approximate);
+                if *approximate && !op.truncates_input() {
+                    return Err(NnError::ApproximateTruncation {
+                        step: i,
+                        layer: st.name().into(),
+                        op: op.to_string(),
+                    });
+                }
                 if let NonlinearOp::Clip { lo, hi } = op {
                     // the protocol's two ReLUs see y + h − lo·2^f and y + h − hi·2^f
                     for b in std::iter::once(*lo).chain(*hi) {
@@ -342,7 +408,39 @@ pub(crate) fn execute(prog: &Program, x_q: &[i64], check: bool) -> Result<Vec<Ve
                             p: prog.p,
                         });
                     }
-                    y.into_iter().map(|v| (v + h) >> trunc_bits).collect()
+                    if *approximate && *trunc_bits > 0 {
+                        let k = approximate_steps;
+                        approximate_steps += 1;
+                        let p = prog.p;
+                        let server: Vec<u64> = match shares {
+                            ServerShares::Modelled(_) => {
+                                x.iter().map(|_| model.random_range(0..p)).collect()
+                            }
+                            ServerShares::FromClient(c) => {
+                                let c = c.get(k).ok_or_else(|| NnError::Length {
+                                    what: "client shares: approximate steps".into(),
+                                    expected: k + 1,
+                                    actual: c.len(),
+                                })?;
+                                if c.len() != x.len() {
+                                    return Err(shape_err("client shares", x.len(), c.len()));
+                                }
+                                x.iter()
+                                    .zip(c)
+                                    .map(|(&v, &yc)| {
+                                        (v + h - (yc % p) as i128).rem_euclid(p as i128) as u64
+                                    })
+                                    .collect()
+                            }
+                        };
+                        let relu = matches!(op, NonlinearOp::Relu);
+                        x.iter()
+                            .zip(server)
+                            .map(|(&v, s)| approximate_truncation(p, *trunc_bits, relu, v + h, s))
+                            .collect()
+                    } else {
+                        y.into_iter().map(|v| (v + h) >> trunc_bits).collect()
+                    }
                 }
             }
             Step::Square { input, .. } => vals[*input].iter().map(|&v| v * v).collect(),

@@ -41,6 +41,7 @@ fn truncation_rounds_to_nearest_after_op() {
             output: 1,
             op: NonlinearOp::Identity,
             trunc_bits: 1,
+            approximate: false,
         }],
         vec![t(&[4], 4), t(&[4], 2)],
     );
@@ -64,6 +65,7 @@ fn maxpool_then_floor_window_order() {
             output: 1,
             op: NonlinearOp::MaxPool { k: 2, stride: 2 },
             trunc_bits: 2,
+            approximate: false,
         }],
         vec![t(&[1, 3, 4], 4), t(&[1, 1, 2], 2)],
     );
@@ -159,6 +161,7 @@ fn pad_zero_and_edge() {
                 output: 3,
                 op: NonlinearOp::MaxPool { k: 3, stride: 1 },
                 trunc_bits: 0,
+                approximate: false,
             },
         ],
         vec![

@@ -676,6 +676,7 @@ fn relu_pad_maxpool_fusion_is_exact() {
         output: end,
         op: nn::NonlinearOp::ReluMaxPool { k: 3, stride: 2 },
         trunc_bits,
+        ..
     }] = &fused.steps[..]
     else {
         panic!("{:#?}", fused.steps);
@@ -697,6 +698,7 @@ fn relu_pad_maxpool_fusion_is_exact() {
             output: r,
             op: nn::NonlinearOp::Relu,
             trunc_bits: *trunc_bits,
+            approximate: false,
         },
         Step::Pad {
             name: pad_name.clone(),
@@ -711,6 +713,7 @@ fn relu_pad_maxpool_fusion_is_exact() {
             output: *end,
             op: nn::NonlinearOp::MaxPool { k: 3, stride: 2 },
             trunc_bits: 0,
+            approximate: false,
         },
     ]);
     for x in random_inputs(3, 8, 200) {

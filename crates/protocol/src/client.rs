@@ -119,6 +119,10 @@ pub struct ClientOutput {
     pub value: Option<Vec<i64>>,
     /// The report.
     pub report: InferenceReport,
+    /// The client's shares of each approximately truncated step's input, in program
+    /// order (empty when the program has none): what `nn::run_fixed_replay` needs to
+    /// check this output against the fixed-point reference bit for bit.
+    pub truncation_shares: Vec<Vec<u64>>,
 }
 
 /// What the client gets from a session.
@@ -392,6 +396,7 @@ fn run_inner<C: Channel>(
         if let Some(n) = side.noise_budget {
             out.noise_budget = Some(out.noise_budget.map_or(n, |v| v.min(n)));
         }
+        let truncation_shares = std::mem::take(&mut side.truncation_shares);
         let c = ch.counters();
         let t = Instant::now();
         let value = if offer.reveal {
@@ -433,6 +438,7 @@ fn run_inner<C: Channel>(
                 share,
                 value,
                 report,
+                truncation_shares,
             },
         );
     }

@@ -167,19 +167,22 @@ impl NonlinearSession {
     fn offline<C: Channel, G, O>(
         &mut self,
         ch: &mut C,
-        spec: gc::NonlinSpec,
+        spec: ot::OtSpec,
         r: &mut StepReport,
         gc_offline: impl FnOnce(&mut C, &gc::NonlinSpec, Garbler) -> gc::Result<G>,
         ot_offline: impl FnOnce(&mut ot::OtSession, &mut C, &ot::OtSpec) -> ot::Result<O>,
     ) -> Result<Pre<G, O>> {
         Ok(match self {
             NonlinearSession::Gc(g) => {
+                if spec.trunc == ot::Truncation::Approximate {
+                    return Err(PlanError::ApproximateWithoutOt.into());
+                }
+                let spec = spec.spec;
                 r.method = "gc".into();
                 r.and_gates = spec.and_gates();
                 Pre::Gc(gc_offline(ch, &spec, *g).map_err(gc_err)?)
             }
             NonlinearSession::Ot(session) => {
-                let spec = ot::OtSpec::faithful(spec);
                 r.method = "ot".into();
                 r.cots = cots(&spec);
                 Pre::Ot(ot_offline(session, ch, &spec).map_err(ot_err)?)
@@ -391,12 +394,13 @@ fn run_step<S: Side, C: Channel>(
             input,
             op,
             trunc_bits,
+            approximate,
             ..
         } => {
             let mut x = get(shares, *input)?;
             if S::SERVER {
-                // rounding to nearest: the server's share carries the offset
-                let h = nn::round_offset(*trunc_bits) as u64 % p;
+                // rounding: the server's share carries the offset
+                let h = nn::trunc_offset(*trunc_bits, *approximate) as u64 % p;
                 x.iter_mut().for_each(|v| *v = (*v + h) % p);
             }
             match op {
@@ -565,14 +569,32 @@ fn cots(spec: &ot::OtSpec) -> u64 {
     (sc + cs) as u64
 }
 
-fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<NonlinSpec>> {
+/// The nonlinear protocol's description of a step (`None` for other steps): the
+/// layer and its truncation, approximate only on a ReLU or Identity step
+/// ([`nn::NonlinearOp::truncates_input`]).
+pub(crate) fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<ot::OtSpec>> {
     match step {
         Step::Nonlinear {
             input,
             op,
             trunc_bits,
+            approximate,
             ..
-        } => gc_spec(prog, *input, *op, *trunc_bits).map(Some),
+        } => {
+            let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
+            if !approximate {
+                return Ok(Some(ot::OtSpec::faithful(spec)));
+            }
+            if !op.truncates_input() {
+                return Err(ProtocolError::Malformed {
+                    detail: format!(
+                        "step {} ({op}): approximate truncation only on ReLU and Identity steps",
+                        step.name()
+                    ),
+                });
+            }
+            Ok(Some(ot::OtSpec::approximate(spec)))
+        }
         _ => Ok(None),
     }
 }
@@ -987,6 +1009,8 @@ pub(crate) struct ClientSide<'a> {
     pub(crate) pres: Vec<Option<Pre<gc::ClientPre, ot::ClientPre>>>,
     pub(crate) limits: &'a SessionLimits,
     pub(crate) noise_budget: Option<u32>,
+    /// This party's shares of the approximately truncated steps' inputs, in order.
+    pub(crate) truncation_shares: Vec<Vec<u64>>,
 }
 
 impl<'a> ClientSide<'a> {
@@ -1007,6 +1031,7 @@ impl<'a> ClientSide<'a> {
             pres: (0..prog.steps.len()).map(|_| None).collect(),
             limits,
             noise_budget: None,
+            truncation_shares: Vec::new(),
         }
     }
 
@@ -1111,6 +1136,14 @@ impl Side for ClientSide<'_> {
     }
 
     fn nonlinear<C: Channel>(&mut self, ch: &mut C, i: usize, x: Vec<u64>) -> Result<Vec<u64>> {
+        if let Some(Step::Nonlinear {
+            approximate: true,
+            trunc_bits: 1..,
+            ..
+        }) = self.prog.steps.get(i)
+        {
+            self.truncation_shares.push(x.clone());
+        }
         match self.pres[i].take().ok_or(PlanError::Missing {
             what: "offline material of step",
             index: i,

@@ -25,7 +25,7 @@ use he::{GaloisSpec, Params};
 use kernels::{CostModel, LinearLayer, SquareLayout};
 use nn::{Program, Step};
 
-use crate::engine::{gc_spec, slots};
+use crate::engine::{nonlinear_spec, slots};
 use crate::msg::{NonlinearProtocol, PlanError, Result};
 use crate::plan::LayerLayout;
 
@@ -174,19 +174,14 @@ impl SessionLimits {
                     };
                     (Some(wire), ((3 * r + q) * full) as u64)
                 }
-                (
-                    Step::Nonlinear {
-                        input,
-                        op,
-                        trunc_bits,
-                        ..
-                    },
-                    None,
-                ) => {
-                    let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
+                (step @ Step::Nonlinear { .. }, None) => {
+                    let ot = nonlinear_spec(prog, step)?.ok_or(PlanError::Missing {
+                        what: "nonlinear step",
+                        index: steps.len(),
+                    })?;
+                    let spec = ot.spec;
                     let bytes = match nonlinear {
                         NonlinearProtocol::SilentOt => {
-                            let ot = ot::OtSpec::faithful(spec);
                             let (sc, cs) = ot.cots();
                             let cots = (sc + cs) as f64;
                             predicted.input_ms += cots * OT_US_PER_COT / 1e3;

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 /// output heads in the program. 5: a slot convolution's layout, derived by both parties
 /// from its shape and method, may be the compact packing or the scalar path. 6: the
 /// plan states the session's response bound and offline segments; silent-OT batch
-/// messages carry a header).
-pub const PROTOCOL_VERSION: u32 = 7;
+/// messages carry a header. 8: a nonlinear step of the program may truncate
+/// approximately).
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// The public architecture of one linear layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -434,6 +435,10 @@ pub enum PlanError {
     /// A nonlinear step in a session without a nonlinear protocol.
     #[error("a nonlinear step in a session without a nonlinear protocol")]
     NoNonlinearProtocol,
+    /// A step with approximate truncation in a garbled-circuit session (the circuits
+    /// truncate faithfully; `Program::faithful` makes a program for them).
+    #[error("approximate truncation needs the silent-OT protocol, not garbled circuits")]
+    ApproximateWithoutOt,
 }
 
 /// Protocol errors.

@@ -303,6 +303,18 @@ impl NetworkServer {
     pub fn new(plan: &NetworkPlan, nonlinear: NonlinearProtocol) -> Result<Self> {
         let t = Instant::now();
         let (params, prog) = (&plan.params, &plan.program);
+        let approximate = prog.steps.iter().any(|s| {
+            matches!(
+                s,
+                Step::Nonlinear {
+                    approximate: true,
+                    ..
+                }
+            )
+        });
+        if approximate && matches!(nonlinear, NonlinearProtocol::GarbledCircuits(_)) {
+            return Err(PlanError::ApproximateWithoutOt.into());
+        }
         if prog.p != params.p() {
             return Err(PlanError::Modulus {
                 program: prog.p,

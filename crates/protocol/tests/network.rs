@@ -46,14 +46,18 @@ fn uniform(seed: u64, n: usize, len: usize, lo: f32) -> Vec<Vec<f32>> {
         .collect()
 }
 
-/// The plan of `bytes` from 8 calibration inputs uniform in [lo, 1).
-fn plan(bytes: &[u8], lo: f32) -> (nn::Program, Params) {
+/// The plan of `bytes` from 8 calibration inputs uniform in [lo, 1), with approximate
+/// truncation where the planner allows it or faithful throughout.
+fn plan(bytes: &[u8], lo: f32, approximate_truncation: bool) -> (nn::Program, Params) {
     let network = nn::import_bytes(bytes).unwrap();
     let len: usize = network.input_shape().iter().product();
     let prog = nn::choose_fixed_point(
         &network,
         &uniform(1009, 8, len, lo),
-        &nn::FixedPointOptions::default(),
+        &nn::FixedPointOptions {
+            approximate_truncation,
+            ..nn::FixedPointOptions::default()
+        },
     )
     .unwrap();
     let params = Params::preset(&prog.preset).unwrap();
@@ -73,7 +77,21 @@ fn check_bytes_with(
     lo: f32,
     nonlinear: NonlinearProtocol,
 ) {
-    let (prog, params) = plan(bytes, lo);
+    // silent OT runs the planner's approximate truncations; garbled circuits refuse them
+    let ot = nonlinear == NonlinearProtocol::SilentOt;
+    let (prog, params) = plan(bytes, lo, ot);
+    if !ot {
+        let (approximate, _) = plan(bytes, lo, true);
+        if !approximate.approximate_steps().is_empty() {
+            let plan = NetworkPlan::auto(approximate, &params).unwrap();
+            assert!(matches!(
+                NetworkServer::new(&plan, nonlinear),
+                Err(ProtocolError::Plan(
+                    protocol::PlanError::ApproximateWithoutOt
+                ))
+            ));
+        }
+    }
     let xs = uniform(9, inputs, prog.input_shape.iter().product(), lo);
     let xq: Vec<Vec<i64>> = xs.iter().map(|x| nn::quantise_input(&prog, x)).collect();
     let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(300), Link::NONE);
@@ -91,7 +109,9 @@ fn check_bytes_with(
     );
     for (x, o) in xq.iter().zip(&out.outputs) {
         let (y, rep) = (o.value.as_ref().unwrap(), &o.report);
-        assert_eq!(y, &nn::run_fixed(&prog, x).unwrap(), "{net_name}");
+        // the reference, approximate truncations replayed from the client's shares
+        let want = nn::run_fixed_replay(&prog, x, &o.truncation_shares).unwrap();
+        assert_eq!(y, &want, "{net_name}");
         assert_eq!(rep.steps.len(), prog.steps.len());
         assert!(rep.traffic.online.bytes_received > 0);
         assert!(rep.traffic.offline.bytes_received > 0);
@@ -344,7 +364,7 @@ fn session(
     protocol::Result<protocol::ClientOutcome>,
     protocol::Result<protocol::ServerOutcome>,
 ) {
-    let (prog, params) = plan(&nn::zoo::onnx("mlp", 1).unwrap(), 0.0);
+    let (prog, params) = plan(&nn::zoo::onnx("mlp", 1).unwrap(), 0.0, true);
     let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(30), Link::NONE);
     let server = std::thread::spawn(move || {
         serve_network(&mut s, &params, &prog, NonlinearProtocol::default())
@@ -468,7 +488,7 @@ fn a_plan_with_unknown_tensors_is_refused() {
 #[test]
 fn one_more_network_client_than_the_limit_is_told_busy() {
     use std::sync::{Arc, Mutex};
-    let (prog, params) = plan(&nn::zoo::onnx("mlp", 1).unwrap(), 0.0);
+    let (prog, params) = plan(&nn::zoo::onnx("mlp", 1).unwrap(), 0.0, true);
     let server = Arc::new(
         NetworkServer::new(
             &NetworkPlan::auto(prog.clone(), &params).unwrap(),
@@ -521,9 +541,10 @@ fn one_more_network_client_than_the_limit_is_told_busy() {
     let out = infer(&mut c, None, &xs, &mut |_, _| {}).unwrap();
     h.join().unwrap();
     let xq = nn::quantise_input(&prog, &xs[0]);
+    let shares = &out.outputs[0].truncation_shares;
     assert_eq!(
         out.outputs[0].value.as_ref().unwrap(),
-        &nn::run_fixed(&prog, &xq).unwrap()
+        &nn::run_fixed_replay(&prog, &xq, shares).unwrap()
     );
     let reports = reports.lock().unwrap();
     let timeouts = reports

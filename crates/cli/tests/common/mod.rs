@@ -70,7 +70,7 @@ pub fn fixed_outputs(json: &[u8]) -> Vec<serde_json::Value> {
 /// calibration inputs: the fixed-point outputs both parties computed in one process.
 pub fn local_fixed_outputs(model: &str) -> Vec<serde_json::Value> {
     let out = Command::new(BIN)
-        .args(["infer", "--json", "--model"])
+        .args(["infer", "--json", "--faithful-truncation", "--model"])
         .arg(fixture(&format!("{model}.onnx")))
         .arg("--calibration")
         .arg(fixture(&format!("{model}-calibration.npy")))
