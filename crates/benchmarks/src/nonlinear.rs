@@ -73,7 +73,7 @@ fn bytes(c: Counters) -> u64 {
 fn square_once(params: &Params, count: usize) -> Res<Row> {
     let layout = SquareLayout::new(count, slots(params))?;
     let p = params.p();
-    let (y, a, b) = random_shares(p, count);
+    let (y, a, b) = random_shares(p, count, false);
     let (mut sch, mut cch) = loopback()?;
     let (sp, slayout) = (params.clone(), layout.clone());
     let server = thread::spawn(move || -> Result<(Vec<u64>, f64), ProtocolError> {
@@ -199,6 +199,9 @@ pub struct NonlinearOptions {
     pub protocol: protocol::NonlinearProtocol,
     /// With silent OT: approximate (Cheetah) truncation instead of faithful.
     pub approx_trunc: bool,
+    /// Inputs drawn within (−p/4, p/4) and, with silent OT, the max tree told so
+    /// (comparisons without signs, as in a planned network).
+    pub within_quarter: bool,
     /// Parameter preset whose plaintext modulus p the shares live in.
     pub params: String,
     /// Runs (the median is reported).
@@ -240,7 +243,7 @@ pub fn nonlinear(a: &NonlinearOptions, maxpool: bool) -> Res<Row> {
     };
     let mut rows = Vec::new();
     for _ in 0..a.reps.max(1) {
-        let (y, c, s) = random_shares(p, spec.inputs());
+        let (y, c, s) = random_shares(p, spec.inputs(), a.within_quarter);
         let (sch, cch) = loopback()?;
         let (zc, zs, rep) = gc::run_over(&spec, garbler, &c, &s, cch, sch)?;
         let want = gc::reference(&spec, &y);
@@ -275,10 +278,11 @@ fn silent_ot(a: &NonlinearOptions, spec: gc::NonlinSpec, name: &str, maxpool: bo
         } else {
             ot::Truncation::Faithful
         },
+        inputs_within_quarter: a.within_quarter,
     };
     let mut rows = Vec::new();
     for _ in 0..a.reps.max(1) {
-        let (y, c, s) = random_shares(p, spec.inputs());
+        let (y, c, s) = random_shares(p, spec.inputs(), a.within_quarter);
         let (sch, cch) = loopback()?;
         let (zc, zs, rep) = ot::run_over(&ospec, &c, &s, cch, sch)?;
         let want = gc::reference(&spec, &y);
@@ -312,11 +316,20 @@ fn a_trunc(s: &ot::OtSpec) -> bool {
     s.trunc == ot::Truncation::Approximate && s.spec.trunc_bits > 0
 }
 
-/// `n` uniform values mod `p` and a random sharing of them: (values, client shares,
-/// server shares).
-fn random_shares(p: u64, n: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+/// `n` uniform values mod `p` (centred within (−p/4, p/4) with `quarter`) and a random
+/// sharing of them: (values, client shares, server shares).
+fn random_shares(p: u64, n: usize, quarter: bool) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
     let mut rng = rand::rng();
-    let y: Vec<u64> = (0..n).map(|_| rng.random_range(0..p)).collect();
+    let q = (p / 4) as i128 - 1;
+    let y: Vec<u64> = (0..n)
+        .map(|_| {
+            if quarter {
+                rng.random_range(-q..=q).rem_euclid(p as i128) as u64
+            } else {
+                rng.random_range(0..p)
+            }
+        })
+        .collect();
     let c: Vec<u64> = (0..n).map(|_| rng.random_range(0..p)).collect();
     let s = y.iter().zip(&c).map(|(y, c)| (y + p - c) % p).collect();
     (y, c, s)

@@ -86,6 +86,10 @@ pub struct NonlinearBenchArgs {
     /// With `--nonlinear ot`: approximate (Cheetah) truncation instead of faithful.
     #[arg(long)]
     approx_trunc: bool,
+    /// Inputs within (−p/4, p/4), and with `--nonlinear ot` the MaxPool comparisons
+    /// told so (no signs: as in a planned network, whose bound guarantees it).
+    #[arg(long)]
+    within_quarter: bool,
     /// Parameter preset whose plaintext modulus p the shares live in.
     #[arg(long, default_value = "n8192")]
     params: String,
@@ -108,6 +112,7 @@ pub fn nonlinear(a: &NonlinearBenchArgs, maxpool: bool) -> Res<()> {
             window: a.window,
             protocol,
             approx_trunc: a.approx_trunc,
+            within_quarter: a.within_quarter,
             params: a.params.clone(),
             reps: a.reps,
         },

@@ -268,7 +268,9 @@ fn print_report(r: &Report) {
         "truncation: approximate (Cheetah's) on {} of {} truncating steps{}",
         r.approximate_truncation.len(),
         r.truncating_steps,
-        if r.approximate_truncation.len() == r.truncating_steps {
+        if r.approximate_truncation.len() == r.truncating_steps
+            || r.approximate_truncation.is_empty()
+        {
             String::new()
         } else {
             format!(": {}", r.approximate_truncation.join(", "))

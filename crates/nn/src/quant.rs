@@ -1186,7 +1186,8 @@ pub(crate) fn calibrate_outputs(
 
 /// The largest `|value|` a step must reconstruct correctly mod p: its output, and for a
 /// rounding nonlinear step also its input plus the rounding offset (what the two-party
-/// step reconstructs). Linear maps (products, Add's multipliers) only need their result
+/// step reconstructs); for a MaxPool twice its input (the comparisons reconstruct the
+/// difference of two inputs). Linear maps (products, Add's multipliers) only need their result
 /// in range: they are exact mod p.
 pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
     let out = tmax[st.output()];
@@ -1208,6 +1209,17 @@ pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
             let r = crate::reference::trunc_offset(*trunc_bits, *approximate) as u128;
             out.max(tmax[*input] + r + shift)
         }
+        // the max tree compares by the difference of two inputs (no signs tracked:
+        // the inputs must be within (−p/4, p/4)), then truncates the maximum
+        Step::Nonlinear {
+            input,
+            trunc_bits,
+            op: NonlinearOp::MaxPool { .. } | NonlinearOp::ReluMaxPool { .. },
+            approximate,
+            ..
+        } => out
+            .max(2 * tmax[*input])
+            .max(tmax[*input] + crate::reference::trunc_offset(*trunc_bits, *approximate) as u128),
         Step::Nonlinear {
             input,
             trunc_bits,

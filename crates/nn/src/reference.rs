@@ -6,7 +6,8 @@
 //! input) must lie in `(−p/2, p/2)`, else [`NnError::RangeExceeded`]. Truncation rounds
 //! to nearest: `⌊(op(v) + 2^(f−1)) / 2^f⌋` of the centred value, applied after the
 //! nonlinear op (the two-party step reconstructs `v + 2^(f−1)`, which must be in range
-//! too). An approximate step (`Step::Nonlinear::approximate`) adds `2^f` instead and
+//! too; a MaxPool compares differences of two inputs, so twice its input must be).
+//! An approximate step (`Step::Nonlinear::approximate`) adds `2^f` instead and
 //! may come out one less, as a function of the server's share
 //! ([`approximate_truncation`]): [`run_fixed`] draws those shares from a seeded model,
 //! [`run_fixed_replay`] derives them from the client's shares of a real run. MaxPool output `(c, oy, ox)` takes the window elements
@@ -405,6 +406,19 @@ pub(crate) fn execute(
                             step: i,
                             layer: st.name().into(),
                             value: bad + h,
+                            p: prog.p,
+                        });
+                    }
+                    // the max tree reconstructs differences of two inputs
+                    let pool = matches!(
+                        op,
+                        NonlinearOp::MaxPool { .. } | NonlinearOp::ReluMaxPool { .. }
+                    );
+                    if let Some(&bad) = x.iter().find(|v| pool && 2 * v.abs() > half) {
+                        return Err(NnError::RangeExceeded {
+                            step: i,
+                            layer: st.name().into(),
+                            value: 2 * bad,
                             p: prog.p,
                         });
                     }

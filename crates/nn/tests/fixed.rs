@@ -181,3 +181,27 @@ fn pad_zero_and_edge() {
         [0, 0, 0, 0, 0, -5, -3, 0, 0, -8, -9, 0, 0, 0, 0, 0]
     );
 }
+
+/// A MaxPool's comparisons reconstruct the difference of two inputs, so twice every
+/// input must lie within (−p/2, p/2): just inside passes, just outside is a typed error.
+#[test]
+fn maxpool_inputs_stay_within_a_quarter_of_p() {
+    let p = prog(
+        &[1, 2, 2],
+        vec![Step::Nonlinear {
+            name: "mp".into(),
+            input: 0,
+            output: 1,
+            op: NonlinearOp::MaxPool { k: 2, stride: 2 },
+            trunc_bits: 0,
+            approximate: false,
+        }],
+        vec![t(&[1, 2, 2], 2), t(&[1, 1, 1], 2)],
+    );
+    let q = ((1_032_193 - 1) / 2 / 2) as i64; // 2q = (p − 1)/2
+    assert_eq!(run_fixed(&p, &[-q, q, 0, 1]).unwrap(), [q]);
+    assert!(matches!(
+        run_fixed(&p, &[-q - 1, q, 0, 1]),
+        Err(nn::NnError::RangeExceeded { step: 0, .. })
+    ));
+}

@@ -51,7 +51,10 @@
 //! COTs; ReLU + approximate truncation 52 B + 71 COTs; ReLU + faithful truncation
 //! 77 B + 103 COTs; 8, 9 and 10 flights.
 //!
-//! **Max over a window**: a tree of pairwise steps. `a ≥ b` for centred `a, b` is
+//! **Max over a window**: a tree of pairwise steps. When every input is known to lie in
+//! `(−p/4, p/4)` ([`crate::OtSpec::inputs_within_quarter`]: a program's bound), `a − b`
+//! cannot wrap and `a ≥ b` is `DReLU(a − b)` alone; `MaxPool` then ends with the ReLU
+//! (and truncation) step on the maximum. Otherwise `a ≥ b` for centred `a, b` is
 //! `DReLU(a − b)` when the signs agree and `DReLU(a)` when they differ (`a − b` can
 //! wrap otherwise): `ge = δ ⊕ (σ_a ⊕ σ_b) ∧ (δ ⊕ σ_a)` with `δ = DReLU(a − b)`,
 //! `σ = DReLU(·)`; the new sign is `σ_a ∨ σ_b = σ_b ⊕ (σ_a ⊕ σ_b) ∧ σ_a` (one
@@ -84,8 +87,14 @@ pub(crate) enum Step {
         f: u32,
         faithful: bool,
     },
-    /// One level of the max tree: `count` windows of `w ≥ 2` values.
-    MaxLevel { count: usize, w: usize, first: bool },
+    /// One level of the max tree: `count` windows of `w ≥ 2` values; with `signs`,
+    /// tracking the inputs' signs (needed unless every input is within `(−p/4, p/4)`).
+    MaxLevel {
+        count: usize,
+        w: usize,
+        first: bool,
+        signs: bool,
+    },
     /// `σ·m` for the tracked sign `σ` (MaxPool without truncation).
     Mux { n: usize },
     /// DReLU alone, as arithmetic shares of 0/1 (one more OT from the server).
@@ -232,13 +241,43 @@ impl Step {
                     }
                 }
             }
-            Step::MaxLevel { count, w, first } => {
+            Step::MaxLevel {
+                count,
+                w,
+                first,
+                signs,
+            } => {
                 let (pairs, odd) = (w / 2, w % 2);
                 let wn = pairs + odd;
                 let np = count * pairs;
                 let nin = count * w;
                 n_out = count * wn;
                 let (_, _, delta) = drelu(&mut b, np, l, &mut wires.lsb, &mut mills, &mut leaves);
+                let pos: Vec<u32> = (0..np)
+                    .map(|j| ((j / pairs) * wn + j % pairs) as u32)
+                    .collect();
+                if !signs {
+                    // a − b cannot wrap: a ≥ b is DReLU(a − b)
+                    for sender in [Role::Server, Role::Client] {
+                        ots.push(OtShape {
+                            n: np,
+                            sender,
+                            choice: vec![delta],
+                            out: Some(pos.clone()),
+                        });
+                    }
+                    return StepShape {
+                        step: self,
+                        shape: Some(Shape {
+                            mills,
+                            leaves,
+                            circuit: b.finish(),
+                            ots,
+                            n_out,
+                        }),
+                        wires,
+                    };
+                }
                 let sigma = if first {
                     let (_, _, s) = drelu(&mut b, nin, l, &mut wires.lsb, &mut mills, &mut leaves);
                     s
@@ -269,9 +308,6 @@ impl Step {
                     })
                     .collect();
                 wires.sigma_out = Some(b.gather(&[snew, sigma], next));
-                let pos: Vec<u32> = (0..np)
-                    .map(|j| ((j / pairs) * wn + j % pairs) as u32)
-                    .collect();
                 for sender in [Role::Server, Role::Client] {
                     ots.push(OtShape {
                         n: np,
@@ -421,7 +457,12 @@ pub(crate) fn inputs(
                 }
             }
         }
-        Step::MaxLevel { count, w, first } => {
+        Step::MaxLevel {
+            count,
+            w,
+            first,
+            signs,
+        } => {
             let pairs = w / 2;
             let wn = pairs + w % 2;
             let np = count * pairs;
@@ -441,7 +482,9 @@ pub(crate) fn inputs(
                 }
             }
             drelu_inputs(role, &z, p, s.wires.lsb[0], &mut inp);
-            if first {
+            if !signs {
+                // compared by DReLU(a − b) alone
+            } else if first {
                 let zx: Vec<u64> = x.iter().map(|&v| twice(v, p)).collect();
                 drelu_inputs(role, &zx, p, s.wires.lsb[1], &mut inp);
             } else if let (Some(w_in), Some(sg)) = (s.wires.sigma_in, sigma) {

@@ -76,6 +76,12 @@ pub struct OtSpec {
     pub spec: NonlinSpec,
     /// Faithful or approximate truncation (irrelevant when `trunc_bits = 0`).
     pub trunc: Truncation,
+    /// Every input of a `Max`/`MaxPool` layer lies in `(−p/4, p/4)` (the caller's
+    /// bound): `a − b` cannot wrap, so each comparison is `DReLU(a − b)` alone, without
+    /// the inputs' signs (about half the COTs of a 3×3 window). Inputs outside give
+    /// wrong maxima, not an error: the shares hide them.
+    #[serde(default)]
+    pub inputs_within_quarter: bool,
 }
 
 impl From<NonlinSpec> for OtSpec {
@@ -83,6 +89,7 @@ impl From<NonlinSpec> for OtSpec {
         OtSpec {
             spec,
             trunc: Truncation::Faithful,
+            inputs_within_quarter: false,
         }
     }
 }
@@ -98,6 +105,15 @@ impl OtSpec {
         OtSpec {
             spec,
             trunc: Truncation::Approximate,
+            inputs_within_quarter: false,
+        }
+    }
+
+    /// With [`OtSpec::inputs_within_quarter`]: comparisons without signs.
+    pub fn within_quarter(self) -> Self {
+        OtSpec {
+            inputs_within_quarter: true,
+            ..self
         }
     }
 
@@ -147,15 +163,22 @@ impl OtSpec {
                 if window <= 1 {
                     return vec![single(relu)];
                 }
+                let signs = !self.inputs_within_quarter;
                 let mut steps = Vec::new();
                 let mut w = window;
                 let mut first = true;
                 while w > 1 {
-                    steps.push(Step::MaxLevel { count: n, w, first });
+                    steps.push(Step::MaxLevel {
+                        count: n,
+                        w,
+                        first,
+                        signs,
+                    });
                     w = w.div_ceil(2);
                     first = false;
                 }
-                if f > 0 {
+                if f > 0 || (relu && !signs) {
+                    // the truncation, or the ReLU of the maximum (its sign untracked)
                     steps.push(Step::Core {
                         n,
                         relu,

@@ -21,6 +21,7 @@ fn one(p: u64, f: u32, trunc: Truncation, count: usize, warmup: usize, ns_per_co
             count,
         },
         trunc,
+        inputs_within_quarter: false,
     };
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     let y: Vec<u64> = (0..count).map(|_| rng.random_range(0..p)).collect();
@@ -183,6 +184,7 @@ fn steady(p: u64, f: u32, trunc: Truncation, count: usize, layers: usize) {
             count,
         },
         trunc,
+        inputs_within_quarter: false,
     };
     let mut rng = ChaCha20Rng::seed_from_u64(2);
     let y: Vec<u64> = (0..count).map(|_| rng.random_range(0..p)).collect();

@@ -233,6 +233,53 @@ fn max_and_maxpool_all_primes() {
     }
 }
 
+/// With every input within (−p/4, p/4) the max tree compares by DReLU(a − b) alone:
+/// the same results as `gc::reference` (edges of the quarter, ties, windows of one
+/// sign and of mixed signs), for fewer COTs than with the signs tracked.
+#[test]
+fn max_and_maxpool_within_a_quarter_of_p_need_no_signs() {
+    let mut rng = ChaCha20Rng::seed_from_u64(17);
+    for p in [P20, P32, P40] {
+        let q = ((p - 1) / 4) as i128 - 1;
+        for window in [2usize, 3, 4, 9] {
+            for f in [0u32, 3] {
+                let count = 12;
+                let mut y: Vec<u64> = (0..count * window)
+                    .map(|_| centred(p, rng.random_range(-q..=q)))
+                    .collect();
+                // the quarter's edges against each other, ties, one sign per window
+                y[0] = centred(p, q);
+                y[1] = centred(p, -q);
+                for j in 0..window {
+                    y[window + j] = centred(p, -q + j as i128);
+                    y[2 * window + j] = centred(p, 7);
+                }
+                for op in [Nonlinear::Max { window }, Nonlinear::MaxPool { window }] {
+                    let spec = NonlinSpec {
+                        p,
+                        op,
+                        trunc_bits: f,
+                        count,
+                    };
+                    let narrow = OtSpec::faithful(spec).within_quarter();
+                    check(narrow, &y, false, p ^ window as u64 ^ 5);
+                    let (a, b) = narrow.cots();
+                    let (c, d) = OtSpec::faithful(spec).cots();
+                    assert!(a + b < c + d, "{spec:?}: {} vs {}", a + b, c + d);
+                    if f > 0 {
+                        check(
+                            OtSpec::approximate(spec).within_quarter(),
+                            &y,
+                            false,
+                            p ^ window as u64 ^ 55,
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn all_ops_over_tcp() {
     let mut rng = ChaCha20Rng::seed_from_u64(8);

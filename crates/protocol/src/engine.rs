@@ -582,8 +582,14 @@ pub(crate) fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<ot::O
             ..
         } => {
             let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
+            // a program's values, twice a MaxPool's input included, are within
+            // (−p/2, p/2) (`nn::step_max`): its max tree needs no signs
+            let bounded = |s: ot::OtSpec| match op {
+                NonlinearOp::MaxPool { .. } | NonlinearOp::ReluMaxPool { .. } => s.within_quarter(),
+                _ => s,
+            };
             if !approximate {
-                return Ok(Some(ot::OtSpec::faithful(spec)));
+                return Ok(Some(bounded(ot::OtSpec::faithful(spec))));
             }
             if !op.truncates_input() {
                 return Err(ProtocolError::Malformed {
@@ -593,7 +599,7 @@ pub(crate) fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<ot::O
                     ),
                 });
             }
-            Ok(Some(ot::OtSpec::approximate(spec)))
+            Ok(Some(bounded(ot::OtSpec::approximate(spec))))
         }
         _ => Ok(None),
     }
