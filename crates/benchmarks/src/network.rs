@@ -448,13 +448,12 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
         }
         match step {
             nn::Step::Nonlinear {
-                name,
-                input,
-                op,
-                trunc_bits,
-                ..
+                name, input, op, ..
             } => {
-                let spec = protocol::gc_spec(&prog, *input, *op, *trunc_bits)?;
+                // the served step: its truncation and MaxPool bound as a session runs it
+                let ospec = protocol::nonlinear_spec(&prog, step)?
+                    .ok_or("internal: a nonlinear step without a spec")?;
+                let spec = ospec.spec;
                 let kind = match op {
                     nn::NonlinearOp::Relu => "relu",
                     nn::NonlinearOp::MaxPool { .. } => "maxpool",
@@ -463,7 +462,10 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                     nn::NonlinearOp::Clip { .. } => "clip",
                 };
                 pb.set_message(format!("{name} {kind}"));
-                let key = format!("{:?}/{}", spec.op, spec.trunc_bits);
+                let key = format!(
+                    "{:?}/{}/{:?}/{}",
+                    spec.op, spec.trunc_bits, ospec.trunc, ospec.inputs_within_quarter
+                );
                 let sample = spec.count.min(a.nonlinear_sample.max(1));
                 let per = match sample_cache.get(&key) {
                     Some(v) if v.elements >= sample => *v,
@@ -477,7 +479,7 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                                     Some(t) => t,
                                     None => *ms_per_cot.insert(silent_ms_per_cot()?),
                                 };
-                                ot_sample(&spec, sample, t)?
+                                ot_sample(&ospec, sample, t)?
                             }
                         };
                         sample_cache.insert(key, v);
@@ -845,13 +847,14 @@ fn gc_sample(spec: &gc::NonlinSpec, garbler: gc::Garbler, sample: usize) -> Res<
     })
 }
 
-/// Runs a silent-OT layer (faithful truncation) of `sample` elements in memory with
-/// random shares in a fresh session. The offline figures are the steady state of a
-/// long session: the layer's own offline work without the session's refills, plus its
-/// COTs at the amortised silent-OT bytes and `ms_per_cot` each.
-fn ot_sample(spec: &gc::NonlinSpec, sample: usize, ms_per_cot: f64) -> Res<Sample> {
-    let (s, c, v) = sample_shares(spec, sample);
-    let (_, _, r) = ot::run_local(&ot::OtSpec::faithful(s), &c, &v)?;
+/// Runs a silent-OT layer (its truncation and MaxPool bound as `spec` says) of `sample`
+/// elements in memory with random shares in a fresh session. The offline figures are
+/// the steady state of a long session: the layer's own offline work without the
+/// session's refills, plus its COTs at the amortised silent-OT bytes and `ms_per_cot`
+/// each.
+fn ot_sample(spec: &ot::OtSpec, sample: usize, ms_per_cot: f64) -> Res<Sample> {
+    let (s, c, v) = sample_shares(&spec.spec, sample);
+    let (_, _, r) = ot::run_local(&ot::OtSpec { spec: s, ..*spec }, &c, &v)?;
     let layer_offline = r.bytes_offline.saturating_sub(r.bytes_refill);
     Ok(Sample {
         offline_ms: (r.offline_ms - r.refill_ms).max(0.0) + r.cots as f64 * ms_per_cot,

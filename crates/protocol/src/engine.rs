@@ -572,7 +572,7 @@ fn cots(spec: &ot::OtSpec) -> u64 {
 /// The nonlinear protocol's description of a step (`None` for other steps): the
 /// layer and its truncation, approximate only on a ReLU or Identity step
 /// ([`nn::NonlinearOp::truncates_input`]).
-pub(crate) fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<ot::OtSpec>> {
+pub fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<ot::OtSpec>> {
     match step {
         Step::Nonlinear {
             input,

@@ -39,7 +39,8 @@ pub use client::{
     infer, query, ClientOutcome, ClientOutput, ClientRequest, Inputs, LayerOutcome, Phase,
 };
 pub use engine::{
-    architecture, gc_spec, layer_shape, local_step, InferenceReport, PhaseCounters, StepReport,
+    architecture, gc_spec, layer_shape, local_step, nonlinear_spec, InferenceReport, PhaseCounters,
+    StepReport,
 };
 pub use limits::{SessionLimits, DEFAULT_OFFLINE_WINDOW};
 pub use metrics::Metrics;
