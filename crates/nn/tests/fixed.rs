@@ -1,7 +1,10 @@
-//! Exact fixed-point semantics on hand-built programs.
+//! Exact fixed-point semantics on hand-built programs, approximate truncation's included:
+//! the floor or one above it (about unbiased over the server's uniform shares), replayed
+//! from client shares exactly as the protocol's model gives it, refused on ops that do
+//! not truncate their own input.
 #![allow(clippy::unwrap_used)]
 
-use nn::{run_fixed, NonlinearOp, Program, Step, TensorInfo};
+use nn::{run_fixed, run_fixed_replay, NnError, NonlinearOp, Program, Step, TensorInfo};
 
 fn t(shape: &[usize], scale_bits: u32) -> TensorInfo {
     TensorInfo {
@@ -202,6 +205,94 @@ fn maxpool_inputs_stay_within_a_quarter_of_p() {
     assert_eq!(run_fixed(&p, &[-q, q, 0, 1]).unwrap(), [q]);
     assert!(matches!(
         run_fixed(&p, &[-q - 1, q, 0, 1]),
-        Err(nn::NnError::RangeExceeded { step: 0, .. })
+        Err(NnError::RangeExceeded { step: 0, .. })
+    ));
+}
+
+const P: u64 = 1_032_193;
+
+/// One nonlinear step on `n` values, truncating by `f` bits.
+fn one_step(n: usize, op: NonlinearOp, f: u32, approximate: bool) -> Program {
+    prog(
+        &[n],
+        vec![Step::Nonlinear {
+            name: "t".into(),
+            input: 0,
+            output: 1,
+            op,
+            trunc_bits: f,
+            approximate,
+        }],
+        vec![t(&[n], 2 + f), t(&[n], 2)],
+    )
+}
+
+#[test]
+fn approximate_truncation_is_the_floor_or_one_above_and_unbiased() {
+    let f = 6;
+    // every residue mod 2^f, positive and negative, many times
+    let x: Vec<i64> = (0..20_000).map(|i| (i % 4001) - 2000).collect();
+    for op in [NonlinearOp::Identity, NonlinearOp::Relu] {
+        let prog = one_step(x.len(), op, f, true);
+        let got = run_fixed(&prog, &x).unwrap();
+        let mut bias = 0f64;
+        for (&v, &y) in x.iter().zip(&got) {
+            let v = if op == NonlinearOp::Relu { v.max(0) } else { v };
+            let floor = v.div_euclid(1 << f);
+            if op == NonlinearOp::Relu && v == 0 {
+                // a ReLU input in [−2^f, 0) sees y + 2^f ≥ 0: 0 or −1, never above
+                assert!(y == 0 || y == -1, "{op}: {v} → {y}");
+            } else {
+                assert!(
+                    y == floor || y == floor + 1,
+                    "{op}: {v} → {y}, floor {floor}"
+                );
+            }
+            bias += y as f64 - v as f64 / (1 << f) as f64;
+        }
+        let bias = bias / x.len() as f64;
+        // the mean of a uniform rounding is +2^-(f+1) above the value; the ReLU's
+        // clipped negatives pull it down a little
+        assert!(bias.abs() < 0.05, "{op}: mean error {bias} of one unit");
+    }
+}
+
+#[test]
+fn a_replay_from_client_shares_gives_the_protocol_result() {
+    let f = 5;
+    let x: Vec<i64> = (-300..300).collect();
+    let prog = one_step(x.len(), NonlinearOp::Identity, f, true);
+    let h = 1i128 << f;
+    // a client share per value; the server's is y + h − y_C mod p
+    let client: Vec<u64> = (0..x.len() as u64).map(|i| (i * 7919 + 13) % P).collect();
+    let got = run_fixed_replay(&prog, &x, std::slice::from_ref(&client)).unwrap();
+    for ((&v, &c), &y) in x.iter().zip(&client).zip(&got) {
+        let yp = v as i128 + h;
+        let server = (yp - c as i128).rem_euclid(P as i128) as u64;
+        let want = ot::approx_trunc(P, f, false, yp.rem_euclid(P as i128) as u64, server);
+        let want = if want > P / 2 {
+            want as i64 - P as i64
+        } else {
+            want as i64
+        };
+        assert_eq!(y, want, "{v}");
+    }
+    // a missing or short vector of shares is an error, not a panic
+    assert!(matches!(
+        run_fixed_replay(&prog, &x, &[]),
+        Err(NnError::Length { .. })
+    ));
+    assert!(matches!(
+        run_fixed_replay(&prog, &x, &[client[1..].to_vec()]),
+        Err(NnError::Length { .. })
+    ));
+}
+
+#[test]
+fn only_relu_and_identity_steps_may_truncate_approximately() {
+    let prog = one_step(4, NonlinearOp::Clip { lo: 0, hi: Some(6) }, 2, true);
+    assert!(matches!(
+        run_fixed(&prog, &[1, 2, 3, 4]),
+        Err(NnError::ApproximateTruncation { step: 0, .. })
     ));
 }

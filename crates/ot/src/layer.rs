@@ -256,58 +256,43 @@ impl Step {
                 let pos: Vec<u32> = (0..np)
                     .map(|j| ((j / pairs) * wn + j % pairs) as u32)
                     .collect();
-                if !signs {
+                let ge = if !signs {
                     // a − b cannot wrap: a ≥ b is DReLU(a − b)
-                    for sender in [Role::Server, Role::Client] {
-                        ots.push(OtShape {
-                            n: np,
-                            sender,
-                            choice: vec![delta],
-                            out: Some(pos.clone()),
-                        });
-                    }
-                    return StepShape {
-                        step: self,
-                        shape: Some(Shape {
-                            mills,
-                            leaves,
-                            circuit: b.finish(),
-                            ots,
-                            n_out,
-                        }),
-                        wires,
-                    };
-                }
-                let sigma = if first {
-                    let (_, _, s) = drelu(&mut b, nin, l, &mut wires.lsb, &mut mills, &mut leaves);
-                    s
+                    delta
                 } else {
-                    let s = b.input(nin);
-                    wires.sigma_in = Some(s);
-                    s
+                    let sigma = if first {
+                        let (_, _, s) =
+                            drelu(&mut b, nin, l, &mut wires.lsb, &mut mills, &mut leaves);
+                        s
+                    } else {
+                        let s = b.input(nin);
+                        wires.sigma_in = Some(s);
+                        s
+                    };
+                    let a_idx: Vec<(u8, u32)> = (0..np)
+                        .map(|j| (0, ((j / pairs) * w + 2 * (j % pairs)) as u32))
+                        .collect();
+                    let b_idx: Vec<(u8, u32)> = a_idx.iter().map(|&(s, i)| (s, i + 1)).collect();
+                    let sa = b.gather(&[sigma], a_idx);
+                    let sb = b.gather(&[sigma], b_idx);
+                    let s = b.xor(sa, sb);
+                    let x1 = b.xor(delta, sa);
+                    let o = b.and_many(s, &[x1, sa]);
+                    let ge = b.xor(delta, o[0]);
+                    let snew = b.xor(sb, o[1]);
+                    let next: Vec<(u8, u32)> = (0..n_out)
+                        .map(|j| {
+                            let (c, i) = (j / wn, j % wn);
+                            if i < pairs {
+                                (0, (c * pairs + i) as u32)
+                            } else {
+                                (1, (c * w + w - 1) as u32)
+                            }
+                        })
+                        .collect();
+                    wires.sigma_out = Some(b.gather(&[snew, sigma], next));
+                    ge
                 };
-                let a_idx: Vec<(u8, u32)> = (0..np)
-                    .map(|j| (0, ((j / pairs) * w + 2 * (j % pairs)) as u32))
-                    .collect();
-                let b_idx: Vec<(u8, u32)> = a_idx.iter().map(|&(s, i)| (s, i + 1)).collect();
-                let sa = b.gather(&[sigma], a_idx);
-                let sb = b.gather(&[sigma], b_idx);
-                let s = b.xor(sa, sb);
-                let x1 = b.xor(delta, sa);
-                let o = b.and_many(s, &[x1, sa]);
-                let ge = b.xor(delta, o[0]);
-                let snew = b.xor(sb, o[1]);
-                let next: Vec<(u8, u32)> = (0..n_out)
-                    .map(|j| {
-                        let (c, i) = (j / wn, j % wn);
-                        if i < pairs {
-                            (0, (c * pairs + i) as u32)
-                        } else {
-                            (1, (c * w + w - 1) as u32)
-                        }
-                    })
-                    .collect();
-                wires.sigma_out = Some(b.gather(&[snew, sigma], next));
                 for sender in [Role::Server, Role::Client] {
                     ots.push(OtShape {
                         n: np,
