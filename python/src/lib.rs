@@ -159,6 +159,7 @@ fn model(
     params: Option<String>,
     method: &str,
     faithful_truncation: bool,
+    nonlinear: Option<helina::NonlinearProtocol>,
 ) -> PyResult<helina::Model> {
     // a compiled model carries its fixed point: one given beside it is refused
     let refuse_fixed_point = |what: &str| -> PyResult<()> {
@@ -203,6 +204,11 @@ fn model(
         input_range,
         approximate_truncation: !faithful_truncation,
         ..helina::FixedPoint::default()
+    };
+    // the protocol the model is planned for, when known (garbled circuits: faithful)
+    let fixed = match nonlinear {
+        Some(n) => fixed.for_nonlinear(n),
+        None => fixed,
     };
     py.detach(|| helina::Model::new(network, &fixed, &planning))
         .map_err(py_err)
@@ -268,6 +274,7 @@ impl Model {
                 params,
                 method,
                 faithful_truncation,
+                None,
             )?,
         })
     }
@@ -312,8 +319,6 @@ fn infer<'py>(
     faithful_truncation: bool,
 ) -> PyResult<(Bound<'py, PyAny>, String)> {
     let protocol = self::nonlinear(nonlinear, garbler)?;
-    // garbled circuits truncate faithfully
-    let faithful = faithful_truncation || !matches!(protocol, helina::NonlinearProtocol::SilentOt);
     let m = model(
         py,
         model_path,
@@ -322,7 +327,8 @@ fn infer<'py>(
         tolerance,
         params,
         method,
-        faithful,
+        faithful_truncation,
+        Some(protocol),
     )?;
     let inputs = rows(x, Some(m.input_shape()))?;
     let run = py
@@ -512,9 +518,6 @@ impl Server {
             }
         };
         let protocol = self::nonlinear(nonlinear, garbler)?;
-        // garbled circuits truncate faithfully
-        let faithful =
-            faithful_truncation || !matches!(protocol, helina::NonlinearProtocol::SilentOt);
         let m = model(
             py,
             model_path,
@@ -523,7 +526,8 @@ impl Server {
             tolerance,
             params,
             method,
-            faithful,
+            faithful_truncation,
+            Some(protocol),
         )?;
         let serve = helina::ServeOptions {
             timeout: seconds("timeout", timeout)?,

@@ -140,10 +140,8 @@ pub fn run(a: &InferArgs) -> Res<()> {
                     "the inputs themselves (give --calibration to plan on other data)",
                 )
             };
-            let (mut fixed, calibration) =
-                a.fixed.fixed_point(&sample, Some(default_calibration))?;
-            // garbled circuits truncate faithfully
-            fixed.approximate_truncation &= a.nonlinear.nonlinear == crate::args::NonlinearArg::Ot;
+            let (fixed, calibration) = a.fixed.fixed_point(&sample, Some(default_calibration))?;
+            let fixed = fixed.for_nonlinear(a.nonlinear.protocol());
             let model = helina::Model::new(network, &fixed, &planning)?;
             (name, model, inputs, calibration)
         }

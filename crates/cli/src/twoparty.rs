@@ -611,9 +611,8 @@ fn network_server(a: &ServerArgs, path: &str) -> Res<()> {
         crate::args::load_compiled(path, &a.fixed, &planning)?
     } else {
         let network = nn::import(std::path::Path::new(path))?;
-        let (mut fixed, calibration) = a.fixed.fixed_point(network.input_shape(), None)?;
-        // garbled circuits truncate faithfully
-        fixed.approximate_truncation &= a.nonlinear.nonlinear == crate::args::NonlinearArg::Ot;
+        let (fixed, calibration) = a.fixed.fixed_point(network.input_shape(), None)?;
+        let fixed = fixed.for_nonlinear(a.nonlinear.protocol());
         (helina::Model::new(network, &fixed, &planning)?, calibration)
     };
     tracing::info!(

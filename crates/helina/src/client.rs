@@ -111,7 +111,7 @@ impl Client {
             progress,
             &mut |plan, k, o| {
                 if failed.is_none() {
-                    match Output::from_client_output(&plan.program, &o) {
+                    match Output::from_client_output(&plan.program, o) {
                         Ok(o) => on_output(k, o),
                         Err(e) => failed = Some(e),
                     }

@@ -56,6 +56,15 @@ impl Default for FixedPoint {
 }
 
 impl FixedPoint {
+    /// These options for a server whose nonlinear layers run by `nonlinear`: garbled
+    /// circuits truncate faithfully only, so they plan without approximate truncation.
+    pub fn for_nonlinear(self, nonlinear: protocol::NonlinearProtocol) -> Self {
+        Self {
+            approximate_truncation: self.approximate_truncation
+                && nonlinear == protocol::NonlinearProtocol::SilentOt,
+            ..self
+        }
+    }
     /// The defaults with these calibration inputs.
     pub fn calibrated(calibration: Vec<Vec<f32>>) -> Self {
         Self {

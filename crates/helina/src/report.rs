@@ -85,16 +85,15 @@ pub fn argmax(v: &[f32]) -> usize {
 
 impl Output {
     /// One input's output from the client's share and the server's, as the session
-    /// revealed it.
-    pub fn from_client_output(prog: &nn::Program, out: &ClientOutput) -> crate::Result<Self> {
+    /// revealed it (its truncation shares moved, not copied).
+    pub fn from_client_output(prog: &nn::Program, out: ClientOutput) -> crate::Result<Self> {
         let b = |c: net::Counters| c.bytes_sent + c.bytes_received;
-        let fixed =
-            out.value
-                .clone()
-                .ok_or(crate::Error::from(protocol::ProtocolError::Unexpected {
-                    expected: "a plan that reveals the output",
-                    got: "one that keeps it shared",
-                }))?;
+        let fixed = out
+            .value
+            .ok_or(crate::Error::from(protocol::ProtocolError::Unexpected {
+                expected: "a plan that reveals the output",
+                got: "one that keeps it shared",
+            }))?;
         let logits = nn::dequantise(prog, &fixed);
         let shape = prog
             .output_info()
@@ -112,7 +111,7 @@ impl Output {
             offline_bytes: b(t.offline),
             fixed,
             graph_outputs,
-            truncation_shares: out.truncation_shares.clone(),
+            truncation_shares: out.truncation_shares,
         })
     }
 }
@@ -125,7 +124,7 @@ impl Inference {
         let outputs = o
             .outputs
             .iter()
-            .map(|out| Output::from_client_output(prog, out))
+            .map(|out| Output::from_client_output(prog, out.clone()))
             .collect::<crate::Result<Vec<_>>>()?;
         Ok(Self::summary(o, outputs))
     }

@@ -136,6 +136,15 @@ impl NonlinearOp {
     pub fn truncates_input(&self) -> bool {
         matches!(self, NonlinearOp::Relu | NonlinearOp::Identity)
     }
+    /// Whether the step is a max tree (MaxPool, ReLU+MaxPool): its comparisons
+    /// reconstruct the difference of two inputs, so twice every input must fit p/2
+    /// ([`crate::Program`]'s bound), and then they need no signs.
+    pub fn is_max_pool(&self) -> bool {
+        matches!(
+            self,
+            NonlinearOp::MaxPool { .. } | NonlinearOp::ReluMaxPool { .. }
+        )
+    }
 }
 
 impl std::fmt::Display for NonlinearOp {
@@ -1214,10 +1223,10 @@ pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
         Step::Nonlinear {
             input,
             trunc_bits,
-            op: NonlinearOp::MaxPool { .. } | NonlinearOp::ReluMaxPool { .. },
+            op,
             approximate,
             ..
-        } => out
+        } if op.is_max_pool() => out
             .max(2 * tmax[*input])
             .max(tmax[*input] + crate::reference::trunc_offset(*trunc_bits, *approximate) as u128),
         Step::Nonlinear {

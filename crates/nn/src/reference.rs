@@ -410,10 +410,7 @@ pub(crate) fn execute(
                         });
                     }
                     // the max tree reconstructs differences of two inputs
-                    let pool = matches!(
-                        op,
-                        NonlinearOp::MaxPool { .. } | NonlinearOp::ReluMaxPool { .. }
-                    );
+                    let pool = op.is_max_pool();
                     if let Some(&bad) = x.iter().find(|v| pool && 2 * v.abs() > half) {
                         return Err(NnError::RangeExceeded {
                             step: i,

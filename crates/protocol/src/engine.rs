@@ -584,9 +584,12 @@ pub fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<ot::OtSpec>>
             let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
             // a program's values, twice a MaxPool's input included, are within
             // (−p/2, p/2) (`nn::step_max`): its max tree needs no signs
-            let bounded = |s: ot::OtSpec| match op {
-                NonlinearOp::MaxPool { .. } | NonlinearOp::ReluMaxPool { .. } => s.within_quarter(),
-                _ => s,
+            let bounded = |s: ot::OtSpec| {
+                if op.is_max_pool() {
+                    s.within_quarter()
+                } else {
+                    s
+                }
             };
             if !approximate {
                 return Ok(Some(bounded(ot::OtSpec::faithful(spec))));

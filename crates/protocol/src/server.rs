@@ -303,16 +303,9 @@ impl NetworkServer {
     pub fn new(plan: &NetworkPlan, nonlinear: NonlinearProtocol) -> Result<Self> {
         let t = Instant::now();
         let (params, prog) = (&plan.params, &plan.program);
-        let approximate = prog.steps.iter().any(|s| {
-            matches!(
-                s,
-                Step::Nonlinear {
-                    approximate: true,
-                    ..
-                }
-            )
-        });
-        if approximate && matches!(nonlinear, NonlinearProtocol::GarbledCircuits(_)) {
+        if !prog.approximate_steps().is_empty()
+            && matches!(nonlinear, NonlinearProtocol::GarbledCircuits(_))
+        {
             return Err(PlanError::ApproximateWithoutOt.into());
         }
         if prog.p != params.p() {
