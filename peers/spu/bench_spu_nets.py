@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Peer baseline: SecretFlow SPU (Cheetah, 2PC) on two whole networks (mnist-d, minionn-cifar).
+"""Peer baseline: SecretFlow SPU (Cheetah, 2PC) on whole networks (mnist-d, minionn-cifar,
+residual-block-cifar).
 
 Derived from /work/shared/peers/spu/bench_spu.py (the SPU 0.9.5 Cheetah peer benchmark
 of this project: same runtime config, same two-process brpc/loopback deployment, same
@@ -33,6 +34,11 @@ torch's default init, seed 12345; input x ~ U(-1, 1); batch 1):
   Conv 64->64 3x3 -> ReLU -> AvgPool 2x2 -> Conv 64->64 3x3 -> ReLU -> Conv 64->64 3x3 ->
   ReLU -> AvgPool 2x2 -> Conv 64->64 3x3 -> ReLU -> Conv 64->64 1x1 -> ReLU ->
   Conv 64->16 1x1 -> ReLU -> Flatten 1024 -> FC 1024->10 (all with bias).
+* residual-block-cifar (a CIFAR-sized residual network): 3x32x32 -> Conv 3->16 3x3 pad 1
+  -> ReLU -> basic block 16->16 (Conv 3x3 -> ReLU -> Conv 3x3, + x, ReLU) -> basic block
+  16->32 stride 2 (Conv 3x3 stride 2 pad 1 -> ReLU -> Conv 3x3, + Conv 1x1 stride 2 of
+  the block's input, ReLU) -> mean over 16x16 -> FC 32->10 (all with bias: the BN that
+  helina's zoo network carries is folded into the convolutions at inference).
 
 Every weight and bias is a private input of rank 1 (server), x a private input of rank
 0 (client).  MaxPool 2x2 = max of the 4 strided sub-grids as a depth-2 tree of
@@ -122,15 +128,19 @@ def case_defs():
     # whole networks (helina's zoo, crates/nn/src/zoo.rs)
     d["mnist-d"] = ("net", dict(net="mnist-d", input_chw=[1, 28, 28]))
     d["minionn-cifar"] = ("net", dict(net="minionn-cifar", input_chw=[3, 32, 32]))
+    d["residual-block-cifar"] = ("net", dict(net="residual-block-cifar", input_chw=[3, 32, 32]))
     return d
 
 
-NET_CASES = ["mnist-d", "minionn-cifar"]
+NET_CASES = ["mnist-d", "minionn-cifar", "residual-block-cifar"]
 
 
 def net_layers(net):
     """The layer list of a network: ("conv", name, c_in, c_out, k, pad) / ("relu",) /
-    ("maxpool",) / ("avgpool",) / ("flatten",) / ("fc", name, n_in, n_out)."""
+    ("maxpool",) / ("avgpool",) / ("flatten",) / ("fc", name, n_in, n_out) /
+    ("block", name, c_in, c_out, stride): a basic residual block, relu(conv3x3(stride,
+    pad 1) -> relu -> conv3x3 + shortcut), the shortcut a 1x1 conv with the stride where
+    the shape changes / ("gap",): the mean over H and W."""
     if net == "mnist-d":
         return [("conv", "conv1", 1, 16, 5, 0), ("relu",), ("maxpool",),
                 ("conv", "conv2", 16, 16, 5, 0), ("relu",), ("maxpool",),
@@ -143,6 +153,10 @@ def net_layers(net):
             if i in (1, 3):
                 L.append(("avgpool",))
         return L + [("flatten",), ("fc", "fc", 1024, 10)]
+    if net == "residual-block-cifar":
+        return [("conv", "conv1", 3, 16, 3, 1), ("relu",),
+                ("block", "layer1.0", 16, 16, 1), ("block", "layer2.0", 16, 32, 2),
+                ("gap",), ("fc", "fc", 32, 10)]
     raise ValueError(net)
 
 
@@ -156,12 +170,22 @@ def build_net(p, rng):
     # x first in the rng stream, then the parameters in layer order
     x = rng.uniform(-1, 1, size=(1, h, w, c)).astype(np.float32)  # NHWC
     params = []  # (name, array)
+
+    def conv_params(n, ci, co, k):
+        bound = 1.0 / np.sqrt(ci * k * k)
+        params.append((f"{n}.weight", rng.uniform(-bound, bound, size=(k, k, ci, co)).astype(np.float32)))
+        params.append((f"{n}.bias", rng.uniform(-bound, bound, size=(co,)).astype(np.float32)))
+
     for l in layers:
         if l[0] == "conv":
             _, n, ci, co, k, _pad = l
-            bound = 1.0 / np.sqrt(ci * k * k)
-            params.append((f"{n}.weight", rng.uniform(-bound, bound, size=(k, k, ci, co)).astype(np.float32)))
-            params.append((f"{n}.bias", rng.uniform(-bound, bound, size=(co,)).astype(np.float32)))
+            conv_params(n, ci, co, k)
+        elif l[0] == "block":
+            _, n, ci, co, stride = l
+            conv_params(f"{n}.conv1", ci, co, 3)
+            conv_params(f"{n}.conv2", co, co, 3)
+            if stride != 1 or ci != co:
+                conv_params(f"{n}.shortcut", ci, co, 1)
         elif l[0] == "fc":
             _, n, ni, no = l
             bound = 1.0 / np.sqrt(ni)
@@ -180,16 +204,31 @@ def build_net(p, rng):
     def avgpool2(y):
         return (sub(y, 0, 0) + sub(y, 0, 1) + sub(y, 1, 0) + sub(y, 1, 1)) * 0.25
 
+    def conv(y, w, b, stride, pad):
+        return jax.lax.conv_general_dilated(
+            y, w, window_strides=(stride, stride), padding=[(pad, pad), (pad, pad)],
+            dimension_numbers=("NHWC", "HWIO", "NHWC")) + b
+
     def fn(*args):
         ps, y = list(args[:-1]), args[-1]
         i = 0
         for l in layers:
             if l[0] == "conv":
-                pad = l[5]
-                y = jax.lax.conv_general_dilated(
-                    y, ps[i], window_strides=(1, 1), padding=[(pad, pad), (pad, pad)],
-                    dimension_numbers=("NHWC", "HWIO", "NHWC")) + ps[i + 1]
+                y = conv(y, ps[i], ps[i + 1], 1, l[5])
                 i += 2
+            elif l[0] == "block":
+                _, _n, ci, co, stride = l
+                z = jax.nn.relu(conv(y, ps[i], ps[i + 1], stride, 1))
+                z = conv(z, ps[i + 2], ps[i + 3], 1, 1)
+                i += 4
+                if stride != 1 or ci != co:
+                    sc = conv(y, ps[i], ps[i + 1], stride, 0)
+                    i += 2
+                else:
+                    sc = y
+                y = jax.nn.relu(z + sc)
+            elif l[0] == "gap":
+                y = jnp.mean(y, axis=(1, 2))
             elif l[0] == "fc":
                 y = jnp.matmul(y, ps[i]) + ps[i + 1]
                 i += 2

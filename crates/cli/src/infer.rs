@@ -18,8 +18,9 @@ pub struct InferArgs {
     #[arg(long, conflicts_with = "net")]
     model: Option<String>,
     /// A built-in network instead (seeded public weights): mlp, mnist-a, mnist-b,
-    /// mnist-c, mnist-d, minionn-cifar, tiny-resnet, resnet18-cifar, resnet50-cifar,
-    /// resnet18-imagenet, resnet50-imagenet (`helina plan`/`bench network` take them too).
+    /// mnist-c, mnist-d, minionn-cifar, tiny-resnet, residual-block-cifar,
+    /// resnet18-cifar, resnet50-cifar, resnet18-imagenet, resnet50-imagenet (`helina
+    /// plan`/`bench network` take them too).
     #[arg(long)]
     net: Option<String>,
     /// Inputs: .npy of float32/float64 with the batch dimension first and the model's

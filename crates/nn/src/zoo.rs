@@ -33,6 +33,10 @@
 //!   Conv 3x3x64 ×2 (ReLU) → MeanPool 2x2 → Conv 3x3x64 (ReLU) → Conv 1x1x64 (ReLU) →
 //!   Conv 1x1x16 (ReLU) → FC 1024→10; 3x3 convolutions padded to keep the size.
 //! - `tiny-resnet`: one ResNet basic block on 3×8×8, for tests only.
+//! - `residual-block-cifar`: the CIFAR-sized residual network compared with the peer
+//!   (`peers/spu/bench_spu_nets.py` writes the same shapes in JAX): a 3×3 stem with 16
+//!   channels, a basic block 16→16 and a downsampling basic block 16→32 (stride 2, 1×1
+//!   shortcut + BN), GlobalAveragePool, FC 32→10; BN unfused as torch exports it.
 //! - `resnet18-cifar`, `resnet50-cifar`: GALA's ResNet-18/50 on CIFAR-10 (gala.txt §IV-B
 //!   runs He et al.'s \[32\] networks on CIFAR-10 and gives no layer shapes; papers.md §8).
 //!   The blocks are He et al.'s (CVPR 2016, §3.3 and Figure 5: the basic
@@ -103,6 +107,11 @@ pub const NETS: &[(&str, &[usize], &str)] = &[
         "tiny-resnet",
         &[3, 8, 8],
         "a ResNet basic block (conv-bn-relu, residual Add), GAP, FC: for tests",
+    ),
+    (
+        "residual-block-cifar",
+        &[3, 32, 32],
+        "a CIFAR residual network: 3x3 stem (16), a basic block (16), a downsampling one (32, 1x1 shortcut), GAP, FC",
     ),
     (
         "resnet18-cifar",
@@ -198,6 +207,7 @@ pub fn onnx(name: &str, seed: u64) -> Option<Vec<u8>> {
         "resnet18-imagenet" => return Some(resnet(seed, ResNet::R18, true)),
         "resnet50-imagenet" => return Some(resnet(seed, ResNet::R50, true)),
         "tiny-resnet" => return Some(tiny_resnet(seed, 17)),
+        "residual-block-cifar" => return Some(residual_block_cifar(seed)),
         "minionn-cifar" => {
             use crate::export::{a_int, a_ints};
             let layers: [(usize, usize, usize); 7] = [
@@ -295,43 +305,7 @@ fn resnet(seed: u64, depth: ResNet, imagenet: bool) -> Vec<u8> {
                     (planes, out_c, 1, 1),
                 ],
             };
-            let mut y = x.clone();
-            for (i, &(ci, co, k, s)) in convs.iter().enumerate() {
-                let conv = format!("{b}.conv{}", i + 1);
-                let bn = format!("{b}.bn{}", i + 1);
-                m.conv(&conv, &y, &conv, ci, co, k, s, k / 2, false);
-                m.bn(&bn, &conv, &bn, co);
-                y = bn;
-                if i + 1 < convs.len() {
-                    let relu = if i == 0 {
-                        format!("{b}.relu")
-                    } else {
-                        format!("{b}.relu_{i}")
-                    };
-                    m.relu(&relu, &y, &relu);
-                    y = relu;
-                }
-            }
-            let identity = if stride != 1 || c != out_c {
-                let conv = format!("{b}.{shortcut}.0");
-                let bn = format!("{b}.{shortcut}.1");
-                m.conv(&conv, &x, &conv, c, out_c, 1, stride, 0, false);
-                m.bn(&bn, &conv, &bn, out_c);
-                bn
-            } else {
-                x.clone()
-            };
-            let sum = format!("{b}.add");
-            m.node(
-                "Add",
-                &format!("/{b}/Add"),
-                &[&y, &identity],
-                &[&sum],
-                vec![],
-            );
-            let relu = format!("{b}.relu_{}", convs.len() - 1);
-            m.relu(&relu, &sum, &relu);
-            x = relu;
+            x = residual_block(&mut m, &b, &x, &convs, c, stride, shortcut);
             c = out_c;
         }
     }
@@ -368,6 +342,105 @@ fn resnet(seed: u64, depth: ResNet, imagenet: bool) -> Vec<u8> {
     let fc = if imagenet { "fc" } else { "linear" };
     m.gemm(fc, "flat", "output", c, classes);
     m.finish("input", &[3, side, side], "output", &[classes], 17)
+}
+
+/// One ResNet block as torchvision exports it: the branch `convs` (c_in, c_out, kernel,
+/// stride), each conv followed by BatchNormalization and all but the last by ReLU; the
+/// shortcut is `x` itself, or a 1×1 conv with the block's stride + BN named
+/// `{b}.{shortcut}.0/1` where the shape changes; Add, then ReLU. Returns the output's name.
+fn residual_block(
+    m: &mut Mb,
+    b: &str,
+    x: &str,
+    convs: &[(usize, usize, usize, usize)],
+    c: usize,
+    stride: usize,
+    shortcut: &str,
+) -> String {
+    let out_c = convs.last().map_or(c, |l| l.1);
+    let mut y = x.to_string();
+    for (i, &(ci, co, k, s)) in convs.iter().enumerate() {
+        let conv = format!("{b}.conv{}", i + 1);
+        let bn = format!("{b}.bn{}", i + 1);
+        m.conv(&conv, &y, &conv, ci, co, k, s, k / 2, false);
+        m.bn(&bn, &conv, &bn, co);
+        y = bn;
+        if i + 1 < convs.len() {
+            let relu = if i == 0 {
+                format!("{b}.relu")
+            } else {
+                format!("{b}.relu_{i}")
+            };
+            m.relu(&relu, &y, &relu);
+            y = relu;
+        }
+    }
+    let identity = if stride != 1 || c != out_c {
+        let conv = format!("{b}.{shortcut}.0");
+        let bn = format!("{b}.{shortcut}.1");
+        m.conv(&conv, x, &conv, c, out_c, 1, stride, 0, false);
+        m.bn(&bn, &conv, &bn, out_c);
+        bn
+    } else {
+        x.to_string()
+    };
+    let sum = format!("{b}.add");
+    m.node(
+        "Add",
+        &format!("/{b}/Add"),
+        &[&y, &identity],
+        &[&sum],
+        vec![],
+    );
+    let relu = format!("{b}.relu_{}", convs.len() - 1);
+    m.relu(&relu, &sum, &relu);
+    relu
+}
+
+/// The CIFAR-sized residual network of the peer comparison (`peers/spu`): 3×32×32 →
+/// stem Conv 3→16 3×3 + BN + ReLU → a basic block 16→16 (identity shortcut) → a basic
+/// block 16→32 stride 2 (shortcut Conv 1×1 stride 2 + BN) → GlobalAveragePool over
+/// 16×16 → FC 32→10.
+fn residual_block_cifar(seed: u64) -> Vec<u8> {
+    use crate::export::a_int;
+    let mut m = Mb::new(seed);
+    m.conv("conv1", "input", "conv1", 3, 16, 3, 1, 1, false);
+    m.bn("bn1", "conv1", "bn1", 16);
+    m.relu("relu", "bn1", "relu");
+    let x = residual_block(
+        &mut m,
+        "layer1.0",
+        "relu",
+        &[(16, 16, 3, 1), (16, 16, 3, 1)],
+        16,
+        1,
+        "shortcut",
+    );
+    let x = residual_block(
+        &mut m,
+        "layer2.0",
+        &x,
+        &[(16, 32, 3, 2), (32, 32, 3, 1)],
+        16,
+        2,
+        "shortcut",
+    );
+    m.node(
+        "GlobalAveragePool",
+        "/avgpool/GlobalAveragePool",
+        &[&x],
+        &["gap"],
+        vec![],
+    );
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &["gap"],
+        &["flat"],
+        vec![a_int("axis", 1)],
+    );
+    m.gemm("fc", "flat", "output", 32, 10);
+    m.finish("input", &[3, 32, 32], "output", &[10], 17)
 }
 
 /// A stem conv and one ResNet basic block (unfused BatchNormalization, identity

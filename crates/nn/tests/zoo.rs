@@ -237,6 +237,7 @@ fn every_net_is_registered_and_lowers() {
         "mnist-d",
         "minionn-cifar",
         "tiny-resnet",
+        "residual-block-cifar",
         "resnet18-cifar",
         "resnet50-cifar",
         "resnet18-imagenet",
@@ -518,4 +519,41 @@ fn resnet18_cifar_fixed_point_follows_float() {
             assert_eq!(argmax(&y), argmax(&f));
         }
     }
+}
+
+/// The peer comparison's residual network (`peers/spu/bench_spu_nets.py` has the same
+/// shapes): parameters, MACs, ReLU elements and the shortcut, counted by hand.
+#[test]
+fn residual_block_cifar_has_its_shapes() {
+    let name = "residual-block-cifar";
+    let b = bytes(name);
+    // convs (no bias) + BN scale and shift per channel, FC with bias
+    let conv = |ci: usize, co: usize, k: usize| ci * co * k * k + 2 * co;
+    let params = conv(3, 16, 3)
+        + 2 * conv(16, 16, 3)
+        + conv(16, 32, 3)
+        + conv(32, 32, 3)
+        + conv(16, 32, 1)
+        + 32 * 10
+        + 10;
+    assert_eq!(onnx_parameters(&b), params);
+    let net = import_bytes(&b).unwrap();
+    assert_eq!(net.input_shape(), [3, 32, 32]);
+    assert_eq!(zoo::input_shape(name).unwrap(), net.input_shape());
+    // stem and block 1 at 32x32 (16 channels), block 2 at 16x16 (32 channels)
+    let macs = 1024 * 16 * (3 * 9 + 2 * 16 * 9) + 256 * 32 * (16 * 9 + 32 * 9 + 16) + 32 * 10;
+    assert_eq!(ir_macs(&net), macs as u64);
+    assert_eq!(relu_elements(&net), (3 * 16 * 1024 + 2 * 32 * 256) as u64);
+    let adds = net.nodes.iter().filter(|n| matches!(n.op, Op::Add)).count();
+    assert_eq!(adds, 2);
+    let prog = lower(&net, 8, P).unwrap();
+    let (n_lin, _, n_conv) = linear_steps(&prog);
+    assert_eq!((n_conv, n_lin), (6, 7));
+    let shortcuts = prog
+        .steps
+        .iter()
+        .filter(|s| matches!(s, Step::Conv { name, .. } if name.contains("shortcut")))
+        .count();
+    assert_eq!(shortcuts, 1);
+    assert_eq!(prog.tensors[prog.output].shape, [10]);
 }
