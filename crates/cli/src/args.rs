@@ -245,15 +245,16 @@ pub struct PlannerArgs {
     #[arg(long, value_enum, default_value_t = CostsArg::Cached)]
     pub costs: CostsArg,
     /// Memory budget for encoded weights, MB; layers beyond it are encoded on the fly
-    /// (their encoding counted in the plan's time). Default: a third of the memory
-    /// available now (`MemAvailable`); 0 encodes every layer on the fly.
+    /// (their encoding counted in the plan's time); the layers that save the most time
+    /// per byte are held first. Default: a third of the memory available now
+    /// (`MemAvailable`), at most 2 GiB; 0 encodes every layer on the fly.
     #[arg(long)]
     pub mem_limit: Option<f64>,
 }
 
 impl PlannerArgs {
-    /// The memory budget in bytes (without `--mem-limit`, a third of the memory
-    /// available now; unlimited only where that cannot be read).
+    /// The memory budget in bytes (without `--mem-limit`,
+    /// [`protocol::default_weight_memory`]).
     pub fn mem_limit_bytes(&self) -> Res<Option<u64>> {
         match self.mem_limit {
             Some(mb) if !(mb.is_finite() && mb >= 0.0) => {

@@ -116,7 +116,7 @@ pub struct Planning {
     /// Server threads the prediction assumes (default: this process's pool).
     pub threads: Option<usize>,
     /// Memory for encoded weights, bytes; layers beyond it are encoded per query.
-    /// `None`: a third of the memory available when the model is planned
+    /// `None`: a third of the memory available when the model is planned, at most 2 GiB
     /// ([`protocol::default_weight_memory`]).
     pub mem_limit: Option<u64>,
     /// The link the prediction assumes.

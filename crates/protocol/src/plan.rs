@@ -533,15 +533,28 @@ impl LayerPick {
     }
 }
 
+/// The most the default budget gives encoded weights, bytes (2 GiB). Holding a layer's
+/// encoding saves its encoding per query, about 0.4-0.6 ms per MB held per inference on
+/// ResNet-50's layers (`helina plan --mem-limit 0` against an unlimited budget), so
+/// beyond a few GB a server's memory buys little time; a larger `mem_limit` is the
+/// operator's choice.
+pub const DEFAULT_WEIGHT_MEMORY_CAP: u64 = 2 << 30;
+
 /// The default memory budget for a server's encoded weights: a third of the memory
-/// available now (`MemAvailable` in /proc/meminfo), or `None` (hold every layer) where
-/// that cannot be read. ResNet-50's coefficient-encoded filters alone take ~90 GB, so a
-/// server that held everything by default would not start.
+/// available now (`MemAvailable` in /proc/meminfo), at most
+/// [`DEFAULT_WEIGHT_MEMORY_CAP`]; the cap alone where the available memory cannot be
+/// read. ResNet-50's coefficient-encoded filters alone take ~75 GB, so a server that held
+/// everything by default would not start.
 pub fn default_weight_memory() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024 / 3)
+    let available = || -> Option<u64> {
+        let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024 / 3)
+    };
+    Some(available().map_or(DEFAULT_WEIGHT_MEMORY_CAP, |a| {
+        a.min(DEFAULT_WEIGHT_MEMORY_CAP)
+    }))
 }
 
 /// A network's plan, computed once: the fixed-point program, its parameter set, and per
@@ -561,9 +574,10 @@ pub struct NetworkPlan {
 
 impl NetworkPlan {
     /// Plans every linear step of `program` with `planner`: the method (`method`, else
-    /// the pick by the planner's objective), weights held in order while their encodings
-    /// fit `mem_limit` bytes and encoded per query beyond it (and then planned with that
-    /// encoding in their time). `max_layers` stops after that many linear steps. The
+    /// the pick by the planner's objective), and which weights are held within
+    /// `mem_limit` bytes: those whose encoding per query would cost the most time per
+    /// byte held first; the others are encoded per query (and planned with that encoding
+    /// in their time). `max_layers` stops after that many linear steps. The
     /// plan's parameters carry the program's weight bound and the session's response
     /// bound ([`Params::with_session_responses`]: [`crate::MAX_INPUTS_PER_SESSION`]
     /// inputs of this plan's responses), both of which size the flooding.
@@ -622,7 +636,16 @@ impl NetworkPlan {
         method: &MethodChoice,
         max_layers: Option<usize>,
     ) -> Result<Vec<LayerPick>> {
-        let mut held = 0u64;
+        let plan_one = |i: usize,
+                        shape: &LayerShape,
+                        on_the_fly: bool|
+         -> Result<(LayerSpec, Vec<Candidate>)> {
+            let (auto, candidates) = planner.choose(shape, params, on_the_fly)?;
+            Ok(match method.fixed(i, shape) {
+                Some(m) => (shape.with(m)?, candidates),
+                None => (auto, candidates),
+            })
+        };
         let mut layers = Vec::new();
         let mut fixed = Vec::new();
         for (i, step) in program.steps.iter().enumerate() {
@@ -632,28 +655,7 @@ impl NetworkPlan {
             let Some(shape) = crate::engine::layer_shape(step) else {
                 continue;
             };
-            let plan_one = |on_the_fly: bool| -> Result<(LayerSpec, Vec<Candidate>)> {
-                let (auto, candidates) = planner.choose(&shape, params, on_the_fly)?;
-                Ok(match method.fixed(i, &shape) {
-                    Some(m) => (shape.with(m)?, candidates),
-                    None => (auto, candidates),
-                })
-            };
-            let (mut pick, mut candidates) = plan_one(false)?;
-            let encoded = |c: &[Candidate], pick: &LayerSpec| {
-                c.iter()
-                    .find(|c| c.method == pick.method())
-                    .and_then(|c| c.estimate.as_ref().ok())
-                    .map_or(0, |e| e.encoded_bytes)
-            };
-            let mut on_the_fly = false;
-            let size = encoded(&candidates, &pick);
-            if mem_limit.is_some_and(|limit| held + size > limit) {
-                (pick, candidates) = plan_one(true)?;
-                on_the_fly = true;
-            } else {
-                held += size;
-            }
+            let (pick, candidates) = plan_one(i, &shape, false)?;
             fixed.push(method.fixed(i, &shape).is_some());
             layers.push(LayerPick {
                 step: i,
@@ -661,8 +663,44 @@ impl NetworkPlan {
                 shape,
                 pick,
                 candidates,
-                on_the_fly,
+                on_the_fly: false,
             });
+        }
+        // Which weights are held: by the time their encoding per query would add, per
+        // byte held, the most first, while they fit the budget; the others are planned
+        // as encoded per query.
+        let size = |l: &LayerPick| {
+            l.picked()
+                .and_then(|c| c.estimate.as_ref().ok())
+                .map_or(0, |e| e.encoded_bytes)
+        };
+        let mut held: u64 = layers.iter().map(size).sum();
+        if let Some(limit) = mem_limit.filter(|&limit| held > limit) {
+            let mut gains = Vec::new();
+            for (k, l) in layers.iter().enumerate() {
+                let bytes = size(l);
+                if bytes == 0 {
+                    continue;
+                }
+                let per_query = plan_one(l.step, &l.shape, true)?;
+                let ms = |c: Option<&Candidate>| c.map_or(f64::INFINITY, |c| c.predicted_ms);
+                let saved = ms(per_query
+                    .1
+                    .iter()
+                    .find(|c| c.method == per_query.0.method()))
+                    - ms(l.picked());
+                gains.push((saved / bytes as f64, k, bytes, per_query));
+            }
+            gains.sort_by(|a, b| b.0.total_cmp(&a.0));
+            held -= gains.iter().map(|g| g.2).sum::<u64>();
+            for (_, k, bytes, (pick, candidates)) in gains {
+                if held + bytes <= limit {
+                    held += bytes;
+                } else {
+                    let l = &mut layers[k];
+                    (l.pick, l.candidates, l.on_the_fly) = (pick, candidates, true);
+                }
+            }
         }
         if planner.objective == Objective::Time && planner.time_slack > 0.0 {
             trade_time_for_bytes(&mut layers, &fixed, planner.time_slack, mem_limit, held);

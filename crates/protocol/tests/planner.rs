@@ -251,3 +251,69 @@ fn weights_beyond_the_programs_bound_are_refused() {
     // a program whose weights break a bound does not claim it
     assert_eq!(prog.with_weight_bound(2).weight_bound_bits, None);
 }
+
+/// A memory budget holds the layers whose encoding per query would cost the most time
+/// per byte held, greedily while they fit: the held set equals that greedy choice made
+/// here from the plans with every layer held and with none, every layer left out would
+/// not fit what the budget has left, and each layer is planned as it runs (held: its
+/// pick with all held; per query: its pick with none held).
+#[test]
+fn a_memory_budget_holds_the_layers_that_save_the_most_time_per_byte() {
+    let network = nn::import_bytes(&nn::zoo::onnx("resnet18-imagenet", 1).unwrap()).unwrap();
+    let params = Params::preset("n8192").unwrap();
+    let prog = nn::lower(&network, 8, params.p()).unwrap();
+    let mut planner = Planner::new(&params, &Link::NONE);
+    planner.threads = 2;
+    planner.time_slack = 0.0;
+    let plan = |limit: Option<u64>| {
+        NetworkPlan::new(
+            prog.clone(),
+            &params,
+            &planner,
+            limit,
+            &MethodChoice::Auto,
+            None,
+        )
+        .unwrap()
+    };
+    let (all, none) = (plan(None), plan(Some(0)));
+    let size =
+        |l: &protocol::LayerPick| l.picked().unwrap().estimate.as_ref().unwrap().encoded_bytes;
+    let total: u64 = all.layers.iter().map(size).sum();
+    assert!(none.layers.iter().all(|l| l.on_the_fly));
+    let budget = total / 3;
+    let mut order: Vec<(f64, usize, u64)> = all
+        .layers
+        .iter()
+        .zip(&none.layers)
+        .enumerate()
+        .map(|(k, (h, f))| {
+            let saved = f.picked().unwrap().predicted_ms - h.picked().unwrap().predicted_ms;
+            (saved / size(h) as f64, k, size(h))
+        })
+        .collect();
+    order.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let (mut held, mut want) = (0u64, vec![false; order.len()]);
+    for &(_, k, bytes) in &order {
+        if held + bytes <= budget {
+            held += bytes;
+            want[k] = true;
+        }
+    }
+    let got = plan(Some(budget));
+    let got_held: Vec<bool> = got.layers.iter().map(|l| !l.on_the_fly).collect();
+    assert_eq!(got_held, want);
+    assert!(want.iter().any(|&h| h) && want.iter().any(|&h| !h));
+    assert_eq!(got.held_bytes(), held);
+    for (k, l) in got.layers.iter().enumerate() {
+        let like = if l.on_the_fly {
+            &none.layers[k]
+        } else {
+            &all.layers[k]
+        };
+        assert_eq!(l.pick.method(), like.pick.method(), "{}", l.name);
+        if l.on_the_fly {
+            assert!(size(&all.layers[k]) > budget - held, "{} would fit", l.name);
+        }
+    }
+}
