@@ -232,6 +232,7 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
             decrypt_coeffs_us: Some(m["client_decrypt_coeffs"]),
             deserialize_us: Some(m["deserialize_query"]),
             serialize_us: Some(m["serialize_response"]),
+            flood_us: Some(m["encrypt_zero_flood"]),
         };
         let path = helina::costs::cache_path(&params)?;
         model

@@ -41,6 +41,8 @@ const DECRYPT_COEFFS_US: f64 = 200.0;
 /// level).
 const DESERIALIZE_US: f64 = 560.0;
 const SERIALIZE_US: f64 = 5.0;
+/// Reference flooding encryption of zero (public key, top level).
+const FLOOD_US: f64 = 1250.0;
 
 /// Per-operation costs in microseconds at one parameter set, and the size of a Galois
 /// key. [`CostModel::reference`] holds this machine kind's figures;
@@ -96,6 +98,11 @@ pub struct CostModel {
     /// The server's serialisation of one response ciphertext (last level).
     #[serde(default)]
     pub serialize_us: Option<f64>,
+    /// The server's offline work per response ciphertext: a public-key encryption of
+    /// zero with flooding noise, at the top level. Absent in older caches: the
+    /// reference's ratio to `prepare_us`.
+    #[serde(default)]
+    pub flood_us: Option<f64>,
 }
 
 impl CostModel {
@@ -120,6 +127,7 @@ impl CostModel {
             decrypt_coeffs_us: Some(DECRYPT_COEFFS_US * s),
             deserialize_us: Some(DESERIALIZE_US * s),
             serialize_us: Some(SERIALIZE_US * s),
+            flood_us: Some(FLOOD_US * s),
         }
     }
 
@@ -173,6 +181,7 @@ impl CostModel {
             decrypt_coeffs_us: Some(median_us(reps, || decrypt(&response, Encoding::Coeffs))),
             deserialize_us: Some(median_us(reps, || b.deserialize(&query))),
             serialize_us: Some(median_us(reps, || b.serialize(&last))),
+            flood_us: Some(flood_us),
         })
     }
 
@@ -189,6 +198,12 @@ impl CostModel {
             he::Dir::Up => self.or_reference(self.deserialize_us, DESERIALIZE_US),
             he::Dir::Down => self.or_reference(self.serialize_us, SERIALIZE_US),
         }
+    }
+
+    /// The server's offline work (µs) for one response ciphertext at the top level: its
+    /// flooding encryption of zero.
+    pub fn flood_us(&self) -> f64 {
+        self.or_reference(self.flood_us, FLOOD_US)
     }
 
     /// The client's work (µs) for one query ciphertext in `encoding` at the top level.
@@ -272,6 +287,9 @@ pub struct Estimate {
     pub encoded_bytes: u64,
     /// Predicted time (ms) to encode them, online when encoded on the fly.
     pub encode_ms: f64,
+    /// Predicted offline time (ms, one thread) per query: the flooding encryptions of
+    /// zero for its responses.
+    pub flood_ms: f64,
     /// Predicted client time (ms, one thread): encrypting and serialising the query,
     /// deserialising and decrypting the response.
     pub client_ms: f64,
@@ -336,6 +354,7 @@ pub fn estimate<L: LinearLayer>(
             + prepared.row_constants as f64 * model.prepare_rows_us())
             * limbs
             / 1e3,
+        flood_ms: layout.output_cts() as f64 * model.flood_us() * limbs / 1e3,
         client_ms: (q.len() as f64 * model.encrypt_us_for(layout.encoding()) * limbs
             + resp.len() as f64 * model.decrypt_us_for(layout.encoding()))
             / 1e3,

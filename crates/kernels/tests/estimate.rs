@@ -48,6 +48,9 @@ fn estimates_price_counts_and_bytes() {
     let client =
         model.encrypt_us_for(he::Encoding::Slots) + model.decrypt_us_for(he::Encoding::Slots);
     assert!(g.client_ms > 0.0 && (g.client_ms - client / 1e3).abs() < 1e-9);
+    // Offline, the server makes one flooding encryption of zero per response ciphertext.
+    assert_eq!(gala.output_cts(), 1);
+    assert!(g.flood_ms > 0.0 && (g.flood_ms - model.flood_us() / 1e3).abs() < 1e-9);
     // A link adds the transfer and one round trip.
     let wan = g.total_ms(200e6 / 8.0, 13.0);
     let bytes = (g.bytes_up + g.bytes_down) as f64;
