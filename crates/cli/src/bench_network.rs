@@ -16,8 +16,8 @@
 //!   refills of each direction after a warm-up one); the session's one-time setup is not
 //!   counted. Square is predicted from its op counts; SumPool and Add are local (free).
 //! - A linear layer's offline time per inference is its flooding encryptions of zero
-//!   (predicted); encoding its held weights is the server's start-up work, reported
-//!   apart (`weight_encoding_ms`).
+//!   (predicted, spread over the threads); encoding its held weights is the server's
+//!   start-up work, reported apart (`weight_encoding_ms`).
 //! - Weights encoded beyond `--mem-limit` are encoded on the fly: their encoding time is
 //!   part of the layer's online time (bfv) and of its prediction (both). The benchmark
 //!   itself holds one layer's encoding at a time; `encoded_mb` says what a server

@@ -22,6 +22,7 @@ use std::collections::VecDeque;
 
 use he::{Backend, Encoding};
 use rand::Rng;
+use rayon::prelude::*;
 
 use crate::error::{KernelError, Result};
 
@@ -46,12 +47,14 @@ impl<B: Backend> FloodPool<B> {
             level,
         }
     }
-    /// Precomputes `count` encryptions of zero.
+    /// Precomputes `count` encryptions of zero, on all threads of the pool.
     pub fn fill(&mut self, b: &B, count: usize) -> Result<()> {
-        for _ in 0..count {
-            self.zeros
-                .push_back(b.encrypt_zero_flood_at(self.bits, self.level)?);
-        }
+        let (bits, level) = (self.bits, self.level);
+        let zeros = (0..count)
+            .into_par_iter()
+            .map(|_| b.encrypt_zero_flood_at(bits, level))
+            .collect::<he::Result<Vec<_>>>()?;
+        self.zeros.extend(zeros);
         Ok(())
     }
     /// The level of its encryptions of zero.
