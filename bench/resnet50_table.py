@@ -51,3 +51,29 @@ for k in ("online", "offline", "total"):
         f"| {k} | {pt / 1e3:.1f} s | {mt / 1e3:.1f} s ({(pt / mt - 1) * 100:+.0f}%) "
         f"| {mb(pb)} | {mb(mbytes)} ({(pb / mbytes - 1) * 100:+.0f}%) |"
     )
+
+# per layer: each picked row of the projection against the same layer of the run (time
+# over 50 ms only; the party that took longer online)
+import statistics
+
+measured = {l["layer"]: l for l in infer["layers"]}
+errors = {}
+for row in projected["rows"]:
+    layer = measured.get(row["layer"])
+    if not row.get("pick") or layer is None:
+        continue
+    kind = "linear" if row["kind"] in ("conv", "matvec") else "nonlinear"
+    for part, p, m in (
+        ("online", row["ms"], max(layer["server_ms"], layer["client_ms"])),
+        ("offline", row["offline_ms"], layer["offline_ms"]),
+    ):
+        if m > 50:
+            errors.setdefault((kind, part), []).append(p / m - 1)
+print()
+print("| per layer (measured over 50 ms) | layers | within 20% | median error | range |")
+print("|---|---|---|---|---|")
+for (kind, part), e in sorted(errors.items()):
+    print(
+        f"| {kind}, {part} | {len(e)} | {sum(abs(x) <= 0.2 for x in e)} "
+        f"| {statistics.median(e) * 100:+.0f}% | {min(e) * 100:+.0f}% to {max(e) * 100:+.0f}% |"
+    )
