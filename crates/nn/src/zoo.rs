@@ -402,7 +402,6 @@ fn residual_block(
 /// block 16→32 stride 2 (shortcut Conv 1×1 stride 2 + BN) → GlobalAveragePool over
 /// 16×16 → FC 32→10.
 fn residual_block_cifar(seed: u64) -> Vec<u8> {
-    use crate::export::a_int;
     let mut m = Mb::new(seed);
     m.conv("conv1", "input", "conv1", 3, 16, 3, 1, 1, false);
     m.bn("bn1", "conv1", "bn1", 16);
@@ -425,28 +424,13 @@ fn residual_block_cifar(seed: u64) -> Vec<u8> {
         2,
         "shortcut",
     );
-    m.node(
-        "GlobalAveragePool",
-        "/avgpool/GlobalAveragePool",
-        &[&x],
-        &["gap"],
-        vec![],
-    );
-    m.node(
-        "Flatten",
-        "/Flatten",
-        &["gap"],
-        &["flat"],
-        vec![a_int("axis", 1)],
-    );
-    m.gemm("fc", "flat", "output", 32, 10);
+    pooled_classifier(&mut m, &x, 32);
     m.finish("input", &[3, 32, 32], "output", &[10], 17)
 }
 
 /// A stem conv and one ResNet basic block (unfused BatchNormalization, identity
 /// shortcut), GlobalAveragePool, Flatten, FC to 10 classes; input 3x8x8.
 pub fn tiny_resnet(seed: u64, opset: i64) -> Vec<u8> {
-    use crate::export::a_int;
     let mut m = Mb::new(seed);
     m.conv("conv1", "input", "c1", 3, 4, 3, 1, 1, false);
     m.bn("bn1", "c1", "b1", 4);
@@ -464,10 +448,17 @@ pub fn tiny_resnet(seed: u64, opset: i64) -> Vec<u8> {
         vec![],
     );
     m.relu("layer1.0.relu_1", "sum", "r3");
+    pooled_classifier(&mut m, "r3", 4);
+    m.finish("input", &[3, 8, 8], "output", &[10], opset)
+}
+
+/// GlobalAveragePool of `x` (`c` channels), Flatten, FC to 10 classes named `output`.
+fn pooled_classifier(m: &mut Mb, x: &str, c: usize) {
+    use crate::export::a_int;
     m.node(
         "GlobalAveragePool",
         "/avgpool/GlobalAveragePool",
-        &["r3"],
+        &[x],
         &["gap"],
         vec![],
     );
@@ -478,8 +469,7 @@ pub fn tiny_resnet(seed: u64, opset: i64) -> Vec<u8> {
         &["flat"],
         vec![a_int("axis", 1)],
     );
-    m.gemm("fc", "flat", "output", 4, 10);
-    m.finish("input", &[3, 8, 8], "output", &[10], opset)
+    m.gemm("fc", "flat", "output", c, 10);
 }
 
 fn pool(m: &mut Mb, name: &str, x: &str, out: &str) {

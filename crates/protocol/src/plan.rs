@@ -689,7 +689,8 @@ impl NetworkPlan {
                     .iter()
                     .find(|c| c.method == per_query.0.method()))
                     - ms(l.picked());
-                gains.push((saved / bytes as f64, k, bytes, per_query));
+                let rate = saved / bytes as f64;
+                gains.push((if rate.is_nan() { 0.0 } else { rate }, k, bytes, per_query));
             }
             gains.sort_by(|a, b| b.0.total_cmp(&a.0));
             held -= gains.iter().map(|g| g.2).sum::<u64>();

@@ -153,18 +153,25 @@ fn a_zero_memory_budget_encodes_every_layer_on_the_fly_with_the_same_result() {
     assert!(srv.peak_rss_bytes.is_some_and(|b| b > 0));
 }
 
-/// The time slack: without it every layer takes its fastest candidate; with it the
-/// plan's predicted time stays within the allowance, its bytes per inference fall,
-/// every traded layer saves bytes against its fastest candidate, and no further switch
-/// would fit the allowance; a method the user fixed is not traded.
-#[test]
-fn the_time_slack_trades_time_for_bytes_within_the_allowance() {
+/// ResNet-18 (ImageNet) lowered at s = 8 for `n8192`, and a planner for 2 threads without
+/// a time slack.
+fn resnet18_imagenet_planner() -> (nn::Program, Params, Planner) {
     let network = nn::import_bytes(&nn::zoo::onnx("resnet18-imagenet", 1).unwrap()).unwrap();
     let params = Params::preset("n8192").unwrap();
     let prog = nn::lower(&network, 8, params.p()).unwrap();
     let mut planner = Planner::new(&params, &Link::NONE);
     planner.threads = 2;
     planner.time_slack = 0.0;
+    (prog, params, planner)
+}
+
+/// The time slack: without it every layer takes its fastest candidate; with it the
+/// plan's predicted time stays within the allowance, its bytes per inference fall,
+/// every traded layer saves bytes against its fastest candidate, and no further switch
+/// would fit the allowance; a method the user fixed is not traded.
+#[test]
+fn the_time_slack_trades_time_for_bytes_within_the_allowance() {
+    let (prog, params, mut planner) = resnet18_imagenet_planner();
     let plan = |planner: &Planner, method: &MethodChoice| {
         NetworkPlan::new(prog.clone(), &params, planner, None, method, None).unwrap()
     };
@@ -259,12 +266,7 @@ fn weights_beyond_the_programs_bound_are_refused() {
 /// pick with all held; per query: its pick with none held).
 #[test]
 fn a_memory_budget_holds_the_layers_that_save_the_most_time_per_byte() {
-    let network = nn::import_bytes(&nn::zoo::onnx("resnet18-imagenet", 1).unwrap()).unwrap();
-    let params = Params::preset("n8192").unwrap();
-    let prog = nn::lower(&network, 8, params.p()).unwrap();
-    let mut planner = Planner::new(&params, &Link::NONE);
-    planner.threads = 2;
-    planner.time_slack = 0.0;
+    let (prog, params, planner) = resnet18_imagenet_planner();
     let plan = |limit: Option<u64>| {
         NetworkPlan::new(
             prog.clone(),
