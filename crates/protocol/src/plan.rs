@@ -531,6 +531,12 @@ impl LayerPick {
             .iter()
             .find(|c| c.method == self.pick.method())
     }
+    /// Bytes of the pick's encoded weights (what holding them takes).
+    pub fn encoded_bytes(&self) -> u64 {
+        self.picked()
+            .and_then(|c| c.estimate.as_ref().ok())
+            .map_or(0, |e| e.encoded_bytes)
+    }
 }
 
 /// The most the default budget gives encoded weights, bytes (2 GiB). Holding a layer's
@@ -669,16 +675,11 @@ impl NetworkPlan {
         // Which weights are held: by the time their encoding per query would add, per
         // byte held, the most first, while they fit the budget; the others are planned
         // as encoded per query.
-        let size = |l: &LayerPick| {
-            l.picked()
-                .and_then(|c| c.estimate.as_ref().ok())
-                .map_or(0, |e| e.encoded_bytes)
-        };
-        let mut held: u64 = layers.iter().map(size).sum();
+        let mut held: u64 = layers.iter().map(LayerPick::encoded_bytes).sum();
         if let Some(limit) = mem_limit.filter(|&limit| held > limit) {
             let mut gains = Vec::new();
             for (k, l) in layers.iter().enumerate() {
-                let bytes = size(l);
+                let bytes = l.encoded_bytes();
                 if bytes == 0 {
                     continue;
                 }
@@ -741,9 +742,7 @@ impl NetworkPlan {
         self.layers
             .iter()
             .filter(|l| !l.on_the_fly)
-            .filter_map(|l| l.picked())
-            .filter_map(|c| c.estimate.as_ref().ok())
-            .map(|e| e.encoded_bytes)
+            .map(LayerPick::encoded_bytes)
             .sum()
     }
 }
