@@ -89,7 +89,7 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
     let reps = a.reps;
 
     let mut m: BTreeMap<&'static str, f64> = BTreeMap::new();
-    let pb = progress(27, "bench ops");
+    let pb = progress(30, "bench ops");
     let mut put = |k: &'static str, v: f64| {
         m.insert(k, v);
         pb.inc(1);
@@ -157,6 +157,14 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
         "encrypt_zero_flood",
         median_us(reps, || b.encrypt_zero_flood(40)),
     );
+    // as a session's flooding pool makes them (fresh memory for each), one chunk of noise
+    // and each further chunk (the projection's offline model)
+    let flood = kernels::estimate::measure_flood(&b, reps);
+    put("flood_fill", flood.one_chunk_us);
+    if let Some(c) = flood.chunk_us {
+        put("flood_fill_chunk", c);
+    }
+    put("flood_fill_last", flood.last_us);
     put("switch_to_last", median_us(reps, || b.switch_to_last(&ct)));
     // share_output's work per response ciphertext: mask, flood and switch in one pass,
     // then the rounding for the wire (the flooding zero is precomputed offline)
@@ -232,7 +240,9 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
             decrypt_coeffs_us: Some(m["client_decrypt_coeffs"]),
             deserialize_us: Some(m["deserialize_query"]),
             serialize_us: Some(m["serialize_response"]),
-            flood_us: Some(m["encrypt_zero_flood"]),
+            flood_us: Some(m["flood_fill"]),
+            flood_chunk_us: m.get("flood_fill_chunk").copied(),
+            flood_last_us: Some(m["flood_fill_last"]),
         };
         let path = helina::costs::cache_path(&params)?;
         model

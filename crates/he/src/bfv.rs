@@ -438,6 +438,21 @@ fn secret_ntt(sk: &SecretKey, params: &Params) -> Result<SecretNtt> {
     Ok(SecretNtt(polys?))
 }
 
+/// Bits of flooding noise sampled per pass (one random word per coefficient, lifted to
+/// every modulus of the level and shifted into place): a flooding encryption of zero
+/// with `bits` of noise takes [`flood_noise_chunks`] passes.
+pub const FLOOD_NOISE_CHUNK_BITS: u32 = 60;
+
+/// Passes of [`FLOOD_NOISE_CHUNK_BITS`] that `bits` of flooding noise take (the noise
+/// spans `[−2^bits, 2^bits)`, `bits + 1` bits; none for `bits = 0`).
+pub fn flood_noise_chunks(bits: u32) -> u32 {
+    if bits == 0 {
+        0
+    } else {
+        (bits + 1).div_ceil(FLOOD_NOISE_CHUNK_BITS)
+    }
+}
+
 /// c ∈ Z_p lifted centred into Z_q. p < q (Params keeps p 8 bits below every modulus):
 /// c and q − (p − c) are already reduced.
 fn lift_centred(c: u64, p: u64, q: u64) -> u64 {
@@ -1480,7 +1495,7 @@ impl Bfv {
     /// in 60-bit chunks (e = Σ_k c_k · 2^(60k), the top chunk signed) so that flooding
     /// noise can exceed 64 bits.
     fn flood_noise<R: Rng>(&self, bits: u32, level: usize, rng: &mut R) -> Result<Poly> {
-        const CHUNK: u32 = 60;
+        const CHUNK: u32 = FLOOD_NOISE_CHUNK_BITS;
         let ctx = self.par().context_at_level(level)?;
         let n = self.info.n;
         let mut total = Poly::zero(ctx, Representation::PowerBasis);

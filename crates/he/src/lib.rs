@@ -31,7 +31,10 @@ mod sim;
 mod wire;
 
 pub use backend::{check_runs, Backend, Dir, Encoding, GaloisSpec, Layout, OpCounts, SlotInfo};
-pub use bfv::{Bfv, BfvCt, BfvHoisted, BfvPrepared, BfvPt, PublicKeys};
+pub use bfv::{
+    flood_noise_chunks, Bfv, BfvCt, BfvHoisted, BfvPrepared, BfvPt, PublicKeys,
+    FLOOD_NOISE_CHUNK_BITS,
+};
 pub use count::{Count, Counting, Shape, ShapeCt};
 pub use error::{HeError, Result};
 pub use params::{

@@ -41,8 +41,19 @@ const DECRYPT_COEFFS_US: f64 = 200.0;
 /// level).
 const DESERIALIZE_US: f64 = 560.0;
 const SERIALIZE_US: f64 = 5.0;
-/// Reference flooding encryption of zero (public key, top level).
+/// Reference flooding encryption of zero (public key, top level, one chunk of noise), as
+/// a pool fill makes them ([`measure_flood`]).
 const FLOOD_US: f64 = 1250.0;
+/// Reference cost of each further [`he::FLOOD_NOISE_CHUNK_BITS`]-bit chunk of flooding
+/// noise (top level).
+const FLOOD_CHUNK_US: f64 = 140.0;
+/// Reference encryption of zero at the last level (one modulus) without flooding noise.
+const FLOOD_LAST_US: f64 = 410.0;
+/// Fresh ciphertexts per timed flooding fill ([`measure_flood`]).
+const FLOOD_SAMPLE: usize = 64;
+/// Flooding bits of [`measure_flood`]'s two fills: one chunk and two.
+const FLOOD_BITS_ONE_CHUNK: u32 = 40;
+const FLOOD_BITS_TWO_CHUNKS: u32 = 100;
 
 /// Per-operation costs in microseconds at one parameter set, and the size of a Galois
 /// key. [`CostModel::reference`] holds this machine kind's figures;
@@ -99,10 +110,22 @@ pub struct CostModel {
     #[serde(default)]
     pub serialize_us: Option<f64>,
     /// The server's offline work per response ciphertext: a public-key encryption of
-    /// zero with flooding noise, at the top level. Absent in older caches: the
-    /// reference's ratio to `prepare_us`.
+    /// zero with one chunk of flooding noise ([`he::FLOOD_NOISE_CHUNK_BITS`]), at the top
+    /// level, made as a pool fill makes them ([`measure_flood`]). Absent in older
+    /// caches: the reference's ratio to `prepare_us`.
     #[serde(default)]
     pub flood_us: Option<f64>,
+    /// Each further chunk of flooding noise (top level). Absent in older caches (or
+    /// where the top level cannot afford two chunks): the reference's ratio to
+    /// `prepare_us`.
+    #[serde(default)]
+    pub flood_chunk_us: Option<f64>,
+    /// An encryption of zero at the last level (one modulus) without flooding noise:
+    /// with [`CostModel::flood_us`], the two ends of the line a level's cost lies on
+    /// ([`CostModel::flood_us_at`]). Absent in older caches: the reference's ratio to
+    /// `prepare_us`.
+    #[serde(default)]
+    pub flood_last_us: Option<f64>,
 }
 
 impl CostModel {
@@ -128,6 +151,8 @@ impl CostModel {
             deserialize_us: Some(DESERIALIZE_US * s),
             serialize_us: Some(SERIALIZE_US * s),
             flood_us: Some(FLOOD_US * s),
+            flood_chunk_us: Some(FLOOD_CHUNK_US * s),
+            flood_last_us: Some(FLOOD_LAST_US * params.n() as f64 / 8192.0),
         }
     }
 
@@ -153,7 +178,8 @@ impl CostModel {
             Ok(shared.response.len())
         });
         // share_output's figure above includes refilling its flooding zero (offline).
-        let flood_us = median_us(reps, || b.encrypt_zero_flood(40));
+        let flood = measure_flood(&b, reps);
+        let one_flood_us = median_us(reps, || b.encrypt_zero_flood(FLOOD_BITS_ONE_CHUNK));
         let rounding = typical_query_rounding(params);
         let encrypt = |v: &[u64], e: Encoding| -> Result<Vec<u8>> {
             Ok(b.serialize(&b.round(&b.encrypt_sym(&b.encode_as(v, e)?)?, rounding)?)?)
@@ -170,7 +196,7 @@ impl CostModel {
             hst_perm_us: median_us(reps, || b.rotate_hoisted(&h, 3)),
             sc_mult_us: median_us(reps, || b.dot(&terms, &pts)) / TERMS as f64,
             add_us: median_us(reps, || b.add(&ct, &ct2)),
-            share_us: (share_us - flood_us).max(0.0),
+            share_us: (share_us - one_flood_us).max(0.0),
             prepare_us: median_us(reps, || b.prepare(&v)),
             prepare_coeffs_us: Some(median_us(reps, || b.prepare_coeffs(&v))),
             prepare_rows_us: Some(median_us(reps, || b.prepare_row_constants([v[0], v[1]]))),
@@ -181,7 +207,9 @@ impl CostModel {
             decrypt_coeffs_us: Some(median_us(reps, || decrypt(&response, Encoding::Coeffs))),
             deserialize_us: Some(median_us(reps, || b.deserialize(&query))),
             serialize_us: Some(median_us(reps, || b.serialize(&last))),
-            flood_us: Some(flood_us),
+            flood_us: Some(flood.one_chunk_us),
+            flood_chunk_us: flood.chunk_us,
+            flood_last_us: Some(flood.last_us),
         })
     }
 
@@ -201,9 +229,27 @@ impl CostModel {
     }
 
     /// The server's offline work (µs) for one response ciphertext at the top level: its
-    /// flooding encryption of zero.
+    /// flooding encryption of zero, with one chunk of noise.
     pub fn flood_us(&self) -> f64 {
         self.or_reference(self.flood_us, FLOOD_US)
+    }
+
+    /// The flooding encryption of zero (µs) with `bits` of noise at `level`: the
+    /// encryption itself on the line from the last level's cost (one modulus) to the top
+    /// level's (its work is per modulus plus a fixed part), and one pass per chunk of
+    /// noise ([`he::flood_noise_chunks`]), per modulus.
+    pub fn flood_us_at(&self, bits: u32, level: usize, params: &Params) -> f64 {
+        let chunk = self.or_reference(self.flood_chunk_us, FLOOD_CHUNK_US);
+        let top = params.levels();
+        let limbs = top.saturating_sub(level).max(1);
+        let base_top = (self.flood_us() - chunk).max(0.0);
+        let base = if top > 1 {
+            let last = self.or_reference(self.flood_last_us, FLOOD_LAST_US);
+            last + (base_top - last) * (limbs - 1) as f64 / (top - 1) as f64
+        } else {
+            base_top
+        };
+        base + he::flood_noise_chunks(bits) as f64 * chunk * limbs as f64 / top as f64
     }
 
     /// The client's work (µs) for one query ciphertext in `encoding` at the top level.
@@ -354,7 +400,7 @@ pub fn estimate<L: LinearLayer>(
             + prepared.row_constants as f64 * model.prepare_rows_us())
             * limbs
             / 1e3,
-        flood_ms: layout.output_cts() as f64 * model.flood_us() * limbs / 1e3,
+        flood_ms: layout.output_cts() as f64 * model.flood_us_at(pool.bits(), level, params) / 1e3,
         client_ms: (q.len() as f64 * model.encrypt_us_for(layout.encoding()) * limbs
             + resp.len() as f64 * model.decrypt_us_for(layout.encoding()))
             / 1e3,
@@ -389,6 +435,44 @@ pub fn median_us<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
         .collect();
     t.sort_by(|a, b| a.total_cmp(b));
     t[t.len() / 2]
+}
+
+/// The flooding encryptions' costs (µs per ciphertext, one thread) that
+/// [`CostModel::flood_us_at`] interpolates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FloodCosts {
+    /// Top level, one chunk of noise.
+    pub one_chunk_us: f64,
+    /// Each further chunk at the top level (`None` where the top level cannot afford
+    /// two).
+    pub chunk_us: Option<f64>,
+    /// Last level, no flooding noise.
+    pub last_us: f64,
+}
+
+/// Times flooding encryptions of zero the way a session makes them (median of `reps`):
+/// [`FLOOD_SAMPLE`] fresh ciphertexts per fill, all kept until the last is made (as
+/// [`FloodPool`] keeps them), at the top level with one and two chunks of noise and at
+/// the last level without noise.
+pub fn measure_flood(b: &Bfv, reps: usize) -> FloodCosts {
+    let last_level = b.params().map_or(0, |p| p.last_level());
+    let fill = |bits: u32, level: usize| {
+        median_us(reps, || {
+            (0..FLOOD_SAMPLE)
+                .map(|_| b.encrypt_zero_flood_at(bits, level))
+                .collect::<he::Result<Vec<_>>>()
+        }) / FLOOD_SAMPLE as f64
+    };
+    let one_chunk_us = fill(FLOOD_BITS_ONE_CHUNK, 0);
+    let chunk_us = b
+        .encrypt_zero_flood(FLOOD_BITS_TWO_CHUNKS)
+        .is_ok()
+        .then(|| (fill(FLOOD_BITS_TWO_CHUNKS, 0) - one_chunk_us).max(0.0));
+    FloodCosts {
+        one_chunk_us,
+        chunk_us,
+        last_us: fill(0, last_level),
+    }
 }
 
 /// Bytes of one row-constant plaintext held in memory (the scalar path): four words

@@ -50,7 +50,9 @@ fn estimates_price_counts_and_bytes() {
     assert!(g.client_ms > 0.0 && (g.client_ms - client / 1e3).abs() < 1e-9);
     // Offline, the server makes one flooding encryption of zero per response ciphertext.
     assert_eq!(gala.output_cts(), 1);
-    assert!(g.flood_ms > 0.0 && (g.flood_ms - model.flood_us() / 1e3).abs() < 1e-9);
+    let bits = gala.flood_pool::<he::Count>(&params).unwrap().bits();
+    let flood = model.flood_us_at(bits, gala.query_level(&params), &params);
+    assert!(g.flood_ms > 0.0 && (g.flood_ms - flood / 1e3).abs() < 1e-9);
     // A link adds the transfer and one round trip.
     let wan = g.total_ms(200e6 / 8.0, 13.0);
     let bytes = (g.bytes_up + g.bytes_down) as f64;
@@ -111,4 +113,31 @@ fn a_cost_model_round_trips_through_its_file() {
         std::io::ErrorKind::InvalidData
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The flooding encryption's price: the measured top-level cost with one chunk of noise,
+/// one more chunk per 60 bits, and a level's encryption on the line from the last
+/// level's cost (one modulus, no noise) to the top's.
+#[test]
+fn flooding_is_priced_by_its_level_and_noise_chunks() {
+    let params = Params::preset("n8192-p32").unwrap();
+    let model = CostModel::reference(&params);
+    let (top, last) = (0, params.last_level());
+    let chunk = model.flood_chunk_us.unwrap();
+    // 40 bits are one chunk (41 bits of noise), 100 bits two, 130 bits three
+    assert!((model.flood_us_at(40, top, &params) - model.flood_us()).abs() < 1e-9);
+    assert!((model.flood_us_at(100, top, &params) - model.flood_us() - chunk).abs() < 1e-9);
+    assert!((model.flood_us_at(130, top, &params) - model.flood_us() - 2.0 * chunk).abs() < 1e-9);
+    assert!((model.flood_us_at(0, last, &params) - model.flood_last_us.unwrap()).abs() < 1e-9);
+    // each level below the top saves the same share of the encryption, and a chunk
+    // costs in proportion to the moduli it touches
+    let levels = params.levels();
+    let at = |bits, level| model.flood_us_at(bits, level, &params);
+    let step = at(0, 0) - at(0, 1);
+    assert!(step > 0.0);
+    for level in 1..levels - 1 {
+        assert!((at(0, level) - at(0, level + 1) - step).abs() < 1e-9);
+        let limbs = (levels - level) as f64;
+        assert!((at(100, level) - at(0, level) - 2.0 * chunk * limbs / levels as f64).abs() < 1e-9);
+    }
 }
