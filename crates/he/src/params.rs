@@ -116,6 +116,8 @@ impl Eq for Params {}
 pub const PRESETS: &[&str] = &[
     "n4096",
     "n8192",
+    "n8192-p24",
+    "n8192-p28",
     "n8192-p32",
     "n8192-p40",
     "n8192-p44",
@@ -130,6 +132,10 @@ impl Params {
     /// A named preset:
     /// - `n4096`: n = 4096, q = 37+36+36 = 109 bits, 20-bit p. Logic tests and rotation-free kernels.
     /// - `n8192`: n = 8192, q = 44+58+58+58 = 218 bits, 20-bit p. The secure default.
+    /// - `n8192-p24`, `n8192-p28`: n = 8192 with a 24-bit (q = 44+58+58+58) or 28-bit
+    ///   (q = 46+58+57+57) batching p: the steps between 20 and 32 bits, for networks
+    ///   whose accumulators outgrow 20 bits at the precision they need (comparisons and
+    ///   OT messages grow with log p).
     /// - `n8192-p32`: as `n8192` with p = 4293918721 (32 bits) and q = 50+56+56+56.
     /// - `n8192-p40`: n = 8192, a 40-bit batching p, q = 58+53+53+54 = 218 bits (models
     ///   whose accumulators need more than 32 bits; rotation-heavy methods may not afford
@@ -146,6 +152,8 @@ impl Params {
         let (n, p_bits, p_fixed, bits): (usize, u32, Option<u64>, &[u32]) = match name {
             "n4096" => (4096, 20, None, &[37, 36, 36]),
             "n8192" => (8192, 20, None, &[44, 58, 58, 58]),
+            "n8192-p24" => (8192, 24, None, &[44, 58, 58, 58]),
+            "n8192-p28" => (8192, 28, None, &[46, 58, 57, 57]),
             "n8192-p32" => (8192, 32, Some(P32), &[50, 56, 56, 56]),
             "n8192-p40" => (8192, 40, None, &[58, 53, 53, 54]),
             "n8192-p44" => (8192, 44, None, &[60, 52, 52, 54]),

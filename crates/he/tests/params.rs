@@ -134,6 +134,8 @@ fn the_network_moduli_are_the_presets_plaintext_moduli() {
     // nn::CANDIDATE_MODULI names these (p, preset) pairs; nn does not depend on he.
     for (p, name) in [
         (1_032_193u64, "n8192"),
+        (16_760_833, "n8192-p24"),
+        (268_369_921, "n8192-p28"),
         (4_293_918_721, "n8192-p32"),
         (1_099_511_480_321, "n8192-p40"),
         (17_592_186_028_033, "n8192-p44"),

@@ -53,6 +53,8 @@ use crate::ir::{Network, Op, PadMode, TensorDesc, TensorId};
 /// their parameter presets, up to the widest the n = 8192 noise budget allows.
 pub const CANDIDATE_MODULI: &[(u64, &str)] = &[
     (1_032_193, "n8192"),
+    (16_760_833, "n8192-p24"),
+    (268_369_921, "n8192-p28"),
     (4_293_918_721, "n8192-p32"),
     (1_099_511_480_321, "n8192-p40"),
     (17_592_186_028_033, "n8192-p44"),
