@@ -13,7 +13,12 @@
 //! * agrees: the calibration error is at most `tolerance / `[`TOLERANCE_SAFETY`] (so
 //!   that unseen inputs keep within the tolerance),
 //!
-//! and with that `p` the `s` with the smallest error (the largest that fits). A network
+//! and with that `p` the `s` with the smallest error (the largest that fits). Each
+//! lowering is screened on the first [`SCREEN_INPUTS`] calibration inputs and run on
+//! all of them only when the screening cannot rule it out: each input's run is
+//! independent of the others, so values and errors on the screening inputs are at most
+//! those on the whole set, and a lowering that does not fit or agree on them cannot on
+//! the whole set (a quarter of the work for the lowerings the search passes by). A network
 //! that no candidate serves is an error before any encryption: [`NnError::Overflow`]
 //! when nothing fits, else [`NnError::Precision`] naming the layer whose output loses
 //! the most relative precision.
@@ -217,6 +222,18 @@ fn output_error(outputs: &[Vec<f32>], floats: &[Vec<f32>]) -> (f64, f64) {
     (max, if n == 0 { 0.0 } else { sum / n as f64 })
 }
 
+/// Calibration inputs the search screens a lowering on before it evaluates it on all
+/// of them (see [`Search::screen`]).
+pub(crate) const SCREEN_INPUTS: usize = 8;
+
+/// A lowering's largest value and max error on the first [`SCREEN_INPUTS`]
+/// calibration inputs.
+#[derive(Clone, Copy)]
+struct Screen {
+    needed: Option<u128>,
+    max_err: f64,
+}
+
 /// The lowerings looked at, by `s`.
 struct Search<'a> {
     net: &'a Network,
@@ -225,6 +242,7 @@ struct Search<'a> {
     p_max: u64,
     lo_s: u32,
     cache: Vec<Option<Eval>>,
+    screens: Vec<Option<Screen>>,
 }
 
 impl Search<'_> {
@@ -243,8 +261,45 @@ impl Search<'_> {
             .as_ref()
             .ok_or_else(|| NnError::FixedPointSearch("internal: evaluation missing".into()))
     }
+    /// The lowering at `s` on the first [`SCREEN_INPUTS`] calibration inputs (the
+    /// whole evaluation where it was made). Their values and errors are a subset of
+    /// the whole set's (each input's run, modelled server shares included, does not
+    /// depend on the others), so a lowering that does not fit or agree on them does not
+    /// on all inputs either: the search rules candidates out on a quarter of the work
+    /// and evaluates on every input only what it may choose.
+    fn screen(&mut self, s: u32) -> Result<Screen, NnError> {
+        let k = (s - self.lo_s) as usize;
+        if let Some(e) = &self.cache[k] {
+            return Ok(Screen {
+                needed: e.needed,
+                max_err: e.max_err,
+            });
+        }
+        if self.calibration.len() <= SCREEN_INPUTS {
+            let e = self.at(s)?;
+            return Ok(Screen {
+                needed: e.needed,
+                max_err: e.max_err,
+            });
+        }
+        if self.screens[k].is_none() {
+            let e = evaluate(
+                self.net,
+                s,
+                self.p_max,
+                &self.calibration[..SCREEN_INPUTS],
+                &self.floats[..SCREEN_INPUTS],
+            )?;
+            self.screens[k] = Some(Screen {
+                needed: e.needed,
+                max_err: e.max_err,
+            });
+        }
+        self.screens[k]
+            .ok_or_else(|| NnError::FixedPointSearch("internal: screening missing".into()))
+    }
     fn fits(&mut self, s: u32, p: u64) -> Result<bool, NnError> {
-        Ok(fits(self.at(s)?.needed, p))
+        Ok(fits(self.screen(s)?.needed, p))
     }
     /// The largest `s` in `lo..=hi` whose calibration values fit `p`, given that `lo`
     /// fits. Values grow by 2x (tensors at scale s) to 4x (accumulators at scale 2s)
@@ -259,7 +314,7 @@ impl Search<'_> {
             if b == a + 1 {
                 return Ok(a);
             }
-            let needed = self.at(a)?.needed.unwrap_or(u128::MAX).max(1);
+            let needed = self.screen(a)?.needed.unwrap_or(u128::MAX).max(1);
             if needed as f64 * MIN_GROWTH > limit as f64 {
                 return Ok(a);
             }
@@ -339,6 +394,7 @@ pub fn choose_fixed_point(
         p_max,
         lo_s,
         cache: (lo_s..=hi_s).map(|_| None).collect(),
+        screens: (lo_s..=hi_s).map(|_| None).collect(),
     };
     let target = opts.tolerance / TOLERANCE_SAFETY;
     let mut chosen = None;
@@ -346,14 +402,27 @@ pub fn choose_fixed_point(
         if !search.fits(lo_s, *p)? {
             continue;
         }
-        let a = search.largest_fitting(lo_s, hi_s, *p)?;
-        // the error normally falls with s; look two below in case it does not
-        for s in (a.saturating_sub(2).max(lo_s)..=a).rev() {
-            let e = search.at(s)?;
-            if fits(e.needed, *p) && e.max_err <= target {
-                chosen = Some((s, *p, preset.clone()));
-                break 'moduli;
+        // Down from the largest s that fits on the screening inputs, to two below the
+        // largest that fits on all of them (the error normally falls with s; look two
+        // below in case it does not). An s whose screening fits and agrees is evaluated
+        // on every input; one that does not fit there moves the end of the window down.
+        let mut s = search.largest_fitting(lo_s, hi_s, *p)?;
+        let mut top = s;
+        loop {
+            let screen = search.screen(s)?;
+            if fits(screen.needed, *p) && screen.max_err <= target {
+                let e = search.at(s)?;
+                if !fits(e.needed, *p) {
+                    top = s.saturating_sub(1);
+                } else if e.max_err <= target {
+                    chosen = Some((s, *p, preset.clone()));
+                    break 'moduli;
+                }
             }
+            if s <= top.saturating_sub(2).max(lo_s) {
+                break;
+            }
+            s -= 1;
         }
     }
     let Some((s, p, preset)) = chosen else {
@@ -470,7 +539,17 @@ fn approximate_where_accurate(
 /// The error when no candidate serves the network.
 fn no_plan(search: &mut Search<'_>, opts: &FixedPointOptions) -> NnError {
     let p_max = search.p_max;
-    // the most accurate s that fits the largest modulus
+    // the most accurate s that fits the largest modulus, on every input (the screened
+    // one evaluated in full)
+    let screened = (search.lo_s..search.lo_s + search.cache.len() as u32)
+        .filter_map(|s| Some((s, search.screens[(s - search.lo_s) as usize]?)))
+        .filter(|(_, e)| fits(e.needed, p_max))
+        .min_by(|a, b| a.1.max_err.total_cmp(&b.1.max_err));
+    if let Some((s, _)) = screened {
+        if let Err(e) = search.at(s) {
+            return e;
+        }
+    }
     let best = search
         .cache
         .iter()
@@ -595,6 +674,12 @@ pub fn check_input(prog: &Program, x: &[f32]) -> Result<(), NnError> {
 /// `|value|` of every tensor (index = tensor id), computed by interval arithmetic through
 /// every step; `None` once a bound passes 2^62.
 pub fn worst_case_bounds(prog: &Program, lo: f32, hi: f32) -> Option<Vec<u128>> {
+    worst_case(prog, lo, hi, None)
+}
+
+/// [`worst_case_bounds`], stopping (`None`) at the first step that must reconstruct a
+/// value above `stop` ([`step_max`]) when given.
+fn worst_case(prog: &Program, lo: f32, hi: f32, stop: Option<u128>) -> Option<Vec<u128>> {
     let f = 2f64.powi(prog.frac_bits as i32);
     // raw inputs in [lo, hi] are normalised first (an interval over all elements)
     let (lo, hi) = match &prog.input_affine {
@@ -610,6 +695,9 @@ pub fn worst_case_bounds(prog: &Program, lo: f32, hi: f32) -> Option<Vec<u128>> 
     let n_in = prog.tensors.get(prog.input)?.len();
     let mut iv: Vec<Option<Iv>> = vec![None; prog.tensors.len()];
     iv[prog.input] = Some((vec![ql as i128; n_in], vec![qh as i128; n_in]));
+    // the largest |value| of each tensor computed so far
+    let mut t = vec![0u128; prog.tensors.len()];
+    t[prog.input] = (ql.abs().max(qh.abs())) as u128;
     let limit = 1i128 << 62;
     let ok = |v: &[i128]| v.iter().all(|x| x.abs() < limit);
     let to64 = |v: &[i128]| v.iter().map(|&x| x as i64).collect::<Vec<i64>>();
@@ -827,30 +915,29 @@ pub fn worst_case_bounds(prog: &Program, lo: f32, hi: f32) -> Option<Vec<u128>> 
         if !ok(&out.0) || !ok(&out.1) {
             return None;
         }
+        t[st.output()] = out
+            .0
+            .iter()
+            .chain(&out.1)
+            .map(|x| x.unsigned_abs())
+            .max()
+            .unwrap_or(0);
         iv[st.output()] = Some(out);
+        if stop.is_some_and(|m| step_max(st, &t) > m) {
+            return None;
+        }
     }
-    Some(
-        iv.iter()
-            .map(|v| {
-                v.as_ref().map_or(0, |(l, h)| {
-                    l.iter()
-                        .chain(h)
-                        .map(|x| x.unsigned_abs())
-                        .max()
-                        .unwrap_or(0)
-                })
-            })
-            .collect(),
-    )
+    Some(t)
 }
 
 /// Whether no input with every element in `[lo, hi]` can push a value of `prog` out of
 /// `(−p/2, p/2)` (including the rounding offsets the nonlinear steps add).
 pub fn worst_case_fits(prog: &Program, lo: f32, hi: f32) -> bool {
-    let Some(t) = worst_case_bounds(prog, lo, hi) else {
+    let half = (prog.p as u128).saturating_sub(1) / 2;
+    // the first step past p/2 settles it: no need to carry the intervals further
+    let Some(t) = worst_case(prog, lo, hi, Some(half)) else {
         return false;
     };
-    let half = (prog.p as u128).saturating_sub(1) / 2;
     t[prog.input] <= half && prog.steps.iter().all(|st| step_max(st, &t) <= half)
 }
 
@@ -930,4 +1017,40 @@ pub fn precision_loss(
         .find(|n| n.name == st.name())
         .map_or("step", |n| n.op.kind());
     Some((st.name().to_string(), kind.to_string(), rel[st.output()]))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Stopping at the first step past p/2 decides exactly what the whole propagation
+    /// decides, on ranges that fit and ranges that do not.
+    #[test]
+    fn the_early_stop_agrees_with_the_whole_worst_case_propagation() {
+        let net = crate::import_bytes(&crate::zoo::onnx("mnist-d", 3).unwrap()).unwrap();
+        let mut seen = (false, false);
+        for (s, p) in [(6, 1_032_193u64), (8, 4_293_918_721)] {
+            let prog = crate::lower(&net, s, p).unwrap();
+            let half = (p as u128 - 1) / 2;
+            for (lo, hi) in [
+                (0.0, 1e-3),
+                (0.0, 0.1),
+                (-1.0, 1.0),
+                (0.0, 30.0),
+                (-1e4, 1e4),
+            ] {
+                let whole = worst_case_bounds(&prog, lo, hi).is_some_and(|t| {
+                    t[prog.input] <= half && prog.steps.iter().all(|st| step_max(st, &t) <= half)
+                });
+                assert_eq!(worst_case_fits(&prog, lo, hi), whole, "s {s}, [{lo}, {hi}]");
+                if whole {
+                    seen.0 = true;
+                } else {
+                    seen.1 = true;
+                }
+            }
+        }
+        assert_eq!(seen, (true, true), "both outcomes checked");
+    }
 }
