@@ -539,13 +539,14 @@ fn approximate_where_accurate(
 /// The error when no candidate serves the network.
 fn no_plan(search: &mut Search<'_>, opts: &FixedPointOptions) -> NnError {
     let p_max = search.p_max;
-    // the most accurate s that fits the largest modulus, on every input (the screened
-    // one evaluated in full)
-    let screened = (search.lo_s..search.lo_s + search.cache.len() as u32)
-        .filter_map(|s| Some((s, search.screens[(s - search.lo_s) as usize]?)))
-        .filter(|(_, e)| fits(e.needed, p_max))
-        .min_by(|a, b| a.1.max_err.total_cmp(&b.1.max_err));
-    if let Some((s, _)) = screened {
+    // the most accurate s that fits the largest modulus, on every input: the ones
+    // that fit on the screening inputs evaluated in full
+    let screened: Vec<u32> = (search.lo_s..search.lo_s + search.cache.len() as u32)
+        .filter(|s| {
+            search.screens[(s - search.lo_s) as usize].is_some_and(|e| fits(e.needed, p_max))
+        })
+        .collect();
+    for s in screened {
         if let Err(e) = search.at(s) {
             return e;
         }

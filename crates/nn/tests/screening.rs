@@ -43,3 +43,20 @@ fn a_calibration_outlier_after_the_screening_inputs_still_decides_the_fixed_poin
         run_fixed(&l, &quantise_input(&l, x)).unwrap();
     }
 }
+
+/// With more calibration inputs than the screening takes, a network whose values fit but
+/// whose error does not is still reported as a precision problem (the lowerings that
+/// fit on the screening inputs are evaluated on all of them first), not as an overflow.
+#[test]
+fn too_strict_a_tolerance_is_a_precision_error_after_screening() {
+    let net = import_bytes(&nn::zoo::onnx("mnist-d", 3).unwrap()).unwrap();
+    let len: usize = net.input_shape().iter().product();
+    let calibration = random_inputs(11, 16, len);
+    let opts = FixedPointOptions::with(&CANDIDATE_MODULI[..1], 4, 16).tolerance(1e-9);
+    match choose_fixed_point(&net, &calibration, &opts) {
+        Err(nn::NnError::Precision {
+            achieved, p_bits, ..
+        }) => assert!(achieved > 1e-9 && p_bits == 20, "{achieved} {p_bits}"),
+        other => panic!("expected a precision error, got {other:?}"),
+    }
+}
