@@ -299,7 +299,7 @@ pub fn parse_range(s: &str) -> Result<(f32, f32), String> {
 pub struct FixedPointArgs {
     /// Parameter preset, or auto: the cheapest plaintext modulus whose fixed point agrees
     /// with the float model within --tolerance (n8192, n8192-p24, n8192-p28, n8192-p32,
-    /// n8192-p40, n8192-p44).
+    /// n8192-p36, n8192-p40, n8192-p44).
     #[arg(long, default_value = "auto")]
     pub params: String,
     /// Largest |Δlogit| allowed between the private (fixed-point) outputs and the float

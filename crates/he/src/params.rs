@@ -119,6 +119,7 @@ pub const PRESETS: &[&str] = &[
     "n8192-p24",
     "n8192-p28",
     "n8192-p32",
+    "n8192-p36",
     "n8192-p40",
     "n8192-p44",
     "n8192-q164",
@@ -137,6 +138,8 @@ impl Params {
     ///   whose accumulators outgrow 20 bits at the precision they need (comparisons and
     ///   OT messages grow with log p).
     /// - `n8192-p32`: as `n8192` with p = 4293918721 (32 bits) and q = 50+56+56+56.
+    /// - `n8192-p36`: n = 8192, a 36-bit batching p, q = 54+55+55+54 = 218 bits: the step
+    ///   between 32 and 40 bits.
     /// - `n8192-p40`: n = 8192, a 40-bit batching p, q = 58+53+53+54 = 218 bits (models
     ///   whose accumulators need more than 32 bits; rotation-heavy methods may not afford
     ///   the flooding and are skipped by the planner).
@@ -155,6 +158,7 @@ impl Params {
             "n8192-p24" => (8192, 24, None, &[44, 58, 58, 58]),
             "n8192-p28" => (8192, 28, None, &[46, 58, 57, 57]),
             "n8192-p32" => (8192, 32, Some(P32), &[50, 56, 56, 56]),
+            "n8192-p36" => (8192, 36, None, &[54, 55, 55, 54]),
             "n8192-p40" => (8192, 40, None, &[58, 53, 53, 54]),
             "n8192-p44" => (8192, 44, None, &[60, 52, 52, 54]),
             "n8192-q164" => (8192, 20, None, &[44, 60, 60]),
