@@ -224,7 +224,7 @@ fn output_error(outputs: &[Vec<f32>], floats: &[Vec<f32>]) -> (f64, f64) {
 
 /// Calibration inputs the search screens a lowering on before it evaluates it on all
 /// of them (see [`Search::screen`]).
-pub(crate) const SCREEN_INPUTS: usize = 8;
+pub const SCREEN_INPUTS: usize = 8;
 
 /// A lowering's largest value and max error on the first [`SCREEN_INPUTS`]
 /// calibration inputs.
