@@ -222,8 +222,9 @@ fn output_error(outputs: &[Vec<f32>], floats: &[Vec<f32>]) -> (f64, f64) {
     (max, if n == 0 { 0.0 } else { sum / n as f64 })
 }
 
-/// Calibration inputs the search screens a lowering on before it evaluates it on all
-/// of them (see [`Search::screen`]).
+/// Calibration inputs [`choose_fixed_point`] screens a lowering on (the first ones)
+/// before it runs it on all of them: what does not fit or agree on them cannot on the
+/// whole set.
 pub const SCREEN_INPUTS: usize = 8;
 
 /// A lowering's largest value and max error on the first [`SCREEN_INPUTS`]
