@@ -451,7 +451,7 @@ pub struct FloodCosts {
 }
 
 /// Times flooding encryptions of zero the way a session makes them (median of `reps`):
-/// [`FLOOD_SAMPLE`] fresh ciphertexts per fill, all kept until the last is made (as
+/// 64 fresh ciphertexts per fill, all kept until the last is made (as
 /// [`FloodPool`] keeps them), at the top level with one and two chunks of noise and at
 /// the last level without noise.
 pub fn measure_flood(b: &Bfv, reps: usize) -> FloodCosts {
