@@ -45,11 +45,13 @@
 //!
 //! Cost per element (`ℓ = ⌈log₂ p⌉`, `m = 3`-bit digits, every OT into Z_p one COT and
 //! `ℓ + 1` bits): the DReLU millionaire (`ℓ` COTs, `ℓ` + `Σ_j (2^{m_j} − 1)·w_j` bits,
-//! `⌈ℓ/3⌉ − 1` AND groups); ReLU adds 2 OTs; truncation adds 1 AND and 2 (Identity)
+//! `q − 1` AND groups for `q = ⌈ℓ/3⌉` digits, one fewer when
+//! `ℓ ≡ 1 (mod 3)`); ReLU adds 2 OTs; truncation adds 1 AND and 2 (Identity)
 //! or 3 (ReLU) OTs; faithful adds the `(f + 1)`-bit millionaire, 2–3 AND groups and
-//! 1 OT. Measured at ℓ = 40, f = 12 (tests/bench.rs): ReLU 46 B on the wire + 68
-//! COTs; ReLU + approximate truncation 52 B + 71 COTs; ReLU + faithful truncation
-//! 77 B + 103 COTs; 8, 9 and 10 flights.
+//! 1 OT. Measured at ℓ = 40, f = 12 (tests/bench.rs): ReLU 46 B on the wire + 66
+//! COTs; ReLU + approximate truncation 52 B + 69 COTs; ReLU + faithful truncation
+//! 77 B + 97 COTs; 8, 9 and 10 flights. At ℓ = 28 (ResNet-50's p): ReLU +
+//! approximate truncation 36 B + 49 COTs.
 //!
 //! **Max over a window**: a tree of pairwise steps. When every input is known to lie in
 //! `(−p/4, p/4)` ([`crate::OtSpec::inputs_within_quarter`]: a program's bound), `a − b`

@@ -35,10 +35,10 @@
 //! (814 400 per batch).
 //! Computation: the PPRF (`≈ 2N'` AES per side) and one `dual_encode` of `N'`
 //! blocks per side. cryprot-codes uses its branch-free SSE4.1 accumulator only when
-//! compiled with `target-feature=+sse4.1`, which this workspace does not set, so its
-//! scalar accumulator dominates: measured (tests/bench.rs `silent_throughput`, both
-//! parties on one 2-core host) 0.28 µs per COT for the two parties together, 0.17 µs
-//! with `RUSTFLAGS="-C target-feature=+sse4.1"`; a default batch takes ≈ 0.23 s.
+//! compiled with `target-feature=+sse4.1`, which `.cargo/config.toml` sets for x86-64
+//! (its scalar accumulator was 0.28 µs per COT for the two parties together, against
+//! 0.17 µs with it; tests/bench.rs `silent_throughput`, both parties on one 2-core
+//! host); a default batch takes ≈ 0.23 s.
 //!
 //! Departures: semi-honest only (no consistency check); the puncture points come from
 //! the random base-COT choice bits (power-of-two trees) instead of chosen points.
