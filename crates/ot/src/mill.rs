@@ -357,9 +357,41 @@ pub(crate) fn tables(
         let mask = (1u64 << wb) - 1;
         let p = &pads[j];
         if size <= 8 && s.k <= 4 {
-            table_rows!(u64, xor_permute_bytes64, s, t, p, r, w, gt, eq, j, m, shift, size, wb, mask);
+            table_rows!(
+                u64,
+                xor_permute_bytes64,
+                s,
+                t,
+                p,
+                r,
+                w,
+                gt,
+                eq,
+                j,
+                m,
+                shift,
+                size,
+                wb,
+                mask
+            );
         } else if size <= 16 && s.k <= 4 && (size - 1) * wb as usize <= 64 {
-            table_rows!(u128, xor_permute_bytes128, s, t, p, r, w, gt, eq, j, m, shift, size, wb, mask);
+            table_rows!(
+                u128,
+                xor_permute_bytes128,
+                s,
+                t,
+                p,
+                r,
+                w,
+                gt,
+                eq,
+                j,
+                m,
+                shift,
+                size,
+                wb,
+                mask
+            );
         } else {
             let mut table = vec![0u8; size];
             for i in 0..s.n {
@@ -462,7 +494,10 @@ mod tests {
             let d = shape(bits).digits();
             assert_eq!(d.iter().sum::<usize>(), bits, "{bits} bits: {d:?}");
             assert!(d.iter().all(|&m| (1..=DIGIT_BITS + 1).contains(&m)));
-            assert!(d[1..].iter().all(|&m| m <= DIGIT_BITS), "{bits} bits: {d:?}");
+            assert!(
+                d[1..].iter().all(|&m| m <= DIGIT_BITS),
+                "{bits} bits: {d:?}"
+            );
             if bits > DIGIT_BITS {
                 assert!(d[d.len() - 1] > 1, "{bits} bits: {d:?}");
             }
