@@ -11,10 +11,14 @@
 //!   with `--linear-only`): the protocol runs for real in memory on up to
 //!   `--nonlinear-sample` elements; a layer with more elements is projected linearly
 //!   from that sample (marked "projected"). For silent OT the sample is the median of
-//!   three runs, each after a warm-up layer, and the layer's COTs are priced at the
-//!   amortised silent-OT bytes and the generation time per COT measured once (three
-//!   refills of each direction after a warm-up one); the session's one-time setup is not
-//!   counted. Square is predicted from its op counts; SumPool and Add are local (free).
+//!   three runs, each after a warm-up layer, without the session's refills; the
+//!   silent batches the layer runs per input in the session (`ot::PoolModel`: the
+//!   pools' refill points replayed on the program's takes from the session's setup on,
+//!   averaged over as many inputs as run 8 batches: ResNet-50's first input exactly, a
+//!   small network's steady state) are priced at a batch's bytes and the
+//!   generation time per COT measured once (three refills of each direction after a
+//!   warm-up one); the session's one-time setup is not counted. Square is predicted
+//!   from its op counts; SumPool and Add are local (free).
 //! - A linear layer's offline time per inference is its flooding encryptions of zero
 //!   (predicted, spread over the threads); encoding its held weights is the server's
 //!   start-up work, reported apart (`weight_encoding_ms`).
@@ -346,6 +350,8 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
     let nonlinear = a.nonlinear;
     let mut sample_cache: BTreeMap<String, Sample> = BTreeMap::new();
     let mut ms_per_cot: Option<f64> = None;
+    let silent = ot::SilentParams::DEFAULT;
+    let refills = session_refills(&prog, silent, nonlinear)?;
 
     for (i, step) in prog.steps.iter().enumerate() {
         if a.layers.is_some() && i > last_step {
@@ -489,13 +495,7 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                             protocol::NonlinearProtocol::GarbledCircuits(g) => {
                                 gc_sample(&spec, g, sample)?
                             }
-                            protocol::NonlinearProtocol::SilentOt => {
-                                let t = match ms_per_cot {
-                                    Some(t) => t,
-                                    None => *ms_per_cot.insert(silent_ms_per_cot()?),
-                                };
-                                ot_sample(&ospec, sample, t)?
-                            }
+                            protocol::NonlinearProtocol::SilentOt => ot_sample(&ospec, sample)?,
                         };
                         sample_cache.insert(key, v);
                         v
@@ -504,6 +504,22 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                 let scale = spec.count as f64 / per.elements as f64;
                 let online_bytes = (per.online_bytes as f64 * scale) as u64;
                 let is_ot = nonlinear == protocol::NonlinearProtocol::SilentOt;
+                // the silent batches this layer runs in the session, each at the
+                // measured time and bytes per COT
+                let (refill_ms, refill_bytes) = if is_ot {
+                    let batches = refills.get(&i).copied().unwrap_or(0.0);
+                    let ms = match ms_per_cot {
+                        Some(t) => t,
+                        None => *ms_per_cot.insert(silent_ms_per_cot()?),
+                    };
+                    let batch_bytes = silent.message_bytes() as u64 + net::FRAME_HEADER_BYTES;
+                    (
+                        batches * silent.usable() as f64 * ms,
+                        (batches * batch_bytes as f64).round() as u64,
+                    )
+                } else {
+                    (0.0, 0)
+                };
                 rows.push(LayerRow {
                     step: i,
                     layer: name.clone(),
@@ -514,10 +530,10 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                     measured: bfv && spec.count <= per.elements,
                     ms: per.online_ms * scale + planner.wire_ms(online_bytes),
                     server_ms: per.online_ms * scale,
-                    offline_ms: per.offline_ms * scale,
+                    offline_ms: per.offline_ms * scale + refill_ms,
                     bytes: online_bytes,
                     bytes_down: online_bytes,
-                    offline_bytes: (per.offline_bytes as f64 * scale) as u64,
+                    offline_bytes: (per.offline_bytes as f64 * scale) as u64 + refill_bytes,
                     elements: spec.count as u64,
                     and_gates: if is_ot { 0 } else { spec.and_gates() },
                     cots: if is_ot {
@@ -866,10 +882,10 @@ fn gc_sample(spec: &gc::NonlinSpec, garbler: gc::Garbler, sample: usize) -> Res<
 /// Runs a silent-OT layer (its truncation and MaxPool bound as `spec` says) of `sample`
 /// elements in memory with random shares, in a fresh session after one layer of the
 /// same description (which takes the session's first refill and warms its buffers),
-/// three times; the median run counts. The offline figures are the steady state of a
-/// long session: the layer's own offline work without the session's refills, plus its
-/// COTs at the amortised silent-OT bytes and `ms_per_cot` each.
-fn ot_sample(spec: &ot::OtSpec, sample: usize, ms_per_cot: f64) -> Res<Sample> {
+/// three times; the median run counts. The offline figures are the layer's own
+/// offline work without the session's refills; the caller adds the silent batches the
+/// layer runs in the projected session ([`ot::PoolModel`]).
+fn ot_sample(spec: &ot::OtSpec, sample: usize) -> Res<Sample> {
     let (s, c, v) = sample_shares(&spec.spec, sample);
     let opts = ot::RunOptions {
         warmup: 1,
@@ -889,15 +905,50 @@ fn ot_sample(spec: &ot::OtSpec, sample: usize, ms_per_cot: f64) -> Res<Sample> {
     let own_ms = |r: &ot::OtReport| (r.offline_ms - r.refill_ms).max(0.0);
     runs.sort_by(|a, b| own_ms(a).total_cmp(&own_ms(b)));
     let r = &runs[runs.len() / 2];
-    let layer_offline = r.bytes_offline.saturating_sub(r.bytes_refill);
     Ok(Sample {
-        offline_ms: own_ms(r) + r.cots as f64 * ms_per_cot,
+        offline_ms: own_ms(r),
         online_ms: r.online_ms,
-        offline_bytes: layer_offline + (r.cots as f64 * r.bytes_per_cot) as u64,
+        offline_bytes: r.bytes_offline.saturating_sub(r.bytes_refill),
         online_bytes: r.bytes_online,
         cots: r.cots,
         elements: sample,
     })
+}
+
+/// The silent batches each nonlinear step (by index) runs per input, in a session
+/// of as many inputs as it takes to run at least 8 batches (one input for a network
+/// as large as ResNet-50, whose first input this is exactly; the steady state for a
+/// small one): the average over those inputs ([`ot::PoolModel`], from the session's
+/// setup on). Empty for garbled circuits.
+fn session_refills(
+    prog: &nn::Program,
+    silent: ot::SilentParams,
+    nonlinear: protocol::NonlinearProtocol,
+) -> Res<BTreeMap<usize, f64>> {
+    let mut specs = Vec::new();
+    if nonlinear == protocol::NonlinearProtocol::SilentOt {
+        for (i, step) in prog.steps.iter().enumerate() {
+            if let Some(spec) = protocol::nonlinear_spec(prog, step)? {
+                specs.push((i, spec));
+            }
+        }
+    }
+    let per_input: usize = specs.iter().map(|(_, s)| s.cots().0 + s.cots().1).sum();
+    if per_input == 0 {
+        return Ok(BTreeMap::new());
+    }
+    let inputs = (8 * silent.usable())
+        .div_ceil(per_input)
+        .clamp(1, protocol::MAX_INPUTS_PER_SESSION as usize);
+    let mut pools = ot::PoolModel::new(silent);
+    let mut batches = BTreeMap::new();
+    for _ in 0..inputs {
+        for (i, spec) in &specs {
+            let (sc, cs) = pools.layer(spec);
+            *batches.entry(*i).or_insert(0.0) += (sc + cs) as f64 / inputs as f64;
+        }
+    }
+    Ok(batches)
 }
 
 /// Wall time of silent-OT generation per COT, ms: both parties in this process set up

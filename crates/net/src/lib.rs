@@ -15,4 +15,6 @@ mod transport;
 pub use error::{NetError, Result};
 pub use link::Link;
 pub use tls::{ClientTls, ServerTls};
-pub use transport::{read_frame, Channel, Counters, MemChannel, TcpChannel, DEFAULT_MAX_FRAME};
+pub use transport::{
+    read_frame, Channel, Counters, MemChannel, TcpChannel, DEFAULT_MAX_FRAME, FRAME_HEADER_BYTES,
+};

@@ -15,7 +15,9 @@ use crate::link::Link;
 pub const DEFAULT_MAX_FRAME: usize = 256 << 20;
 
 /// Bytes of the length prefix.
-const HEADER: u64 = 4;
+/// Bytes of a frame's length prefix, counted with every frame.
+pub const FRAME_HEADER_BYTES: u64 = 4;
+const HEADER: u64 = FRAME_HEADER_BYTES;
 
 /// What went over a channel, from this side's point of view. Bytes include the 4-byte
 /// length prefix of every frame. A round is a flight: a run of sends after a receive

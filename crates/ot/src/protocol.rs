@@ -563,6 +563,56 @@ pub struct OtReport {
     pub bytes_per_element: f64,
 }
 
+/// The silent batches a session's offline phases run, counted without running them:
+/// the refill rule of the session's pools (`OtSession`'s takes: a direction short of
+/// a take refills batch by batch until it holds it, the first round carrying a batch
+/// of the other direction too if that pool is below half a batch) replayed on the
+/// takes of each layer ([`OtSpec`]'s steps, in order), from the pools right after the
+/// setup (one batch each way). Both parties refill at these points; the projection
+/// prices each layer's refills with it.
+#[derive(Clone, Debug)]
+pub struct PoolModel {
+    usable: usize,
+    /// COTs available, SC and CS.
+    available: [usize; 2],
+}
+
+impl PoolModel {
+    /// The pools of a fresh session with `params`.
+    pub fn new(params: SilentParams) -> Self {
+        PoolModel {
+            usable: params.usable(),
+            available: [params.usable(); 2],
+        }
+    }
+
+    /// The batches (SC, CS) the offline phase of `spec` runs, as the next layer of
+    /// the session.
+    pub fn layer(&mut self, spec: &OtSpec) -> (u64, u64) {
+        let mut batches = [0u64; 2];
+        for step in spec.shapes() {
+            for (dir, n) in step.shape.iter().flat_map(|sh| sh.cot_takes()) {
+                let (d, o) = match dir {
+                    Dir::Sc => (0, 1),
+                    Dir::Cs => (1, 0),
+                };
+                let mut pair = self.available[d] < n && self.available[o] < self.usable / 2;
+                while self.available[d] < n {
+                    self.available[d] += self.usable;
+                    batches[d] += 1;
+                    if pair {
+                        self.available[o] += self.usable;
+                        batches[o] += 1;
+                        pair = false;
+                    }
+                }
+                self.available[d] -= n;
+            }
+        }
+        (batches[0], batches[1])
+    }
+}
+
 /// Options of [`run_over_with`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunOptions {

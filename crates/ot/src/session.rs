@@ -289,7 +289,8 @@ impl OtSession {
     /// Amortised bytes of silent OT per usable COT (one batch message and its frame
     /// header over the COTs it yields).
     pub fn bytes_per_cot(&self) -> f64 {
-        (self.params.message_bytes() + 4) as f64 / self.params.usable() as f64
+        (self.params.message_bytes() as u64 + net::FRAME_HEADER_BYTES) as f64
+            / self.params.usable() as f64
     }
 
     fn pool(&self, dir: Dir) -> &Pool {

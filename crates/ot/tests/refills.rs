@@ -2,14 +2,15 @@
 //! sizes, truncations) run for several inputs in one session with small silent batches,
 //! so the pools of both directions refill many times, at points that fall inside
 //! millionaires, triples and OTs alike. Every output is checked against the plaintext
-//! reference, and both parties must end with the same pool positions and batch counts.
+//! reference, both parties must end with the same pool positions and batch counts, and
+//! each layer must run the batches `PoolModel` (the projection's count) says.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 
 use gc::{NonlinSpec, Nonlinear};
 use net::{Link, MemChannel};
-use ot::{client_online, server_online, Dir, OtSession, OtSpec, Role, SilentParams};
+use ot::{client_online, server_online, Dir, OtSession, OtSpec, PoolModel, Role, SilentParams};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -90,8 +91,16 @@ fn run(p: u64, layers: &[Layer], inputs: usize, seed: u64) -> (u64, u64) {
     });
     let mut c = OtSession::new(&mut cch, Role::Client, params).unwrap();
     let mut couts = Vec::new();
-    for (spec, d) in specs.iter().zip(&data) {
+    // the refills of every layer as the projection counts them, without running them
+    let mut model = PoolModel::new(params);
+    for (k, (spec, d)) in specs.iter().zip(&data).enumerate() {
+        let before = (c.stats().batches_sc, c.stats().batches_cs);
         let pre = c.client_offline(&mut cch, spec).unwrap();
+        let ran = (
+            c.stats().batches_sc - before.0,
+            c.stats().batches_cs - before.1,
+        );
+        assert_eq!(model.layer(spec), ran, "batches of layer {k} ({spec:?})");
         couts.push(client_online(&mut cch, pre, &d.1).unwrap());
     }
     let (souts, sstats, ssc, scs) = h.join().unwrap();
