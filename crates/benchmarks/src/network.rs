@@ -15,7 +15,7 @@
 //!   silent batches the layer runs per input in the session (`ot::PoolModel`: the
 //!   pools' refill points replayed on the program's takes from the session's setup on,
 //!   averaged over as many inputs as run 8 batches: ResNet-50's first input exactly, a
-//!   small network's steady state) are priced at a batch's bytes and the
+//!   small network's steady state) are priced at a batch's bytes and at the
 //!   generation time per COT measured once (three refills of each direction after a
 //!   warm-up one); the session's one-time setup is not counted. Square is predicted
 //!   from its op counts; SumPool and Add are local (free).
@@ -944,8 +944,9 @@ fn session_refills(
     let mut batches = BTreeMap::new();
     for _ in 0..inputs {
         for (i, spec) in &specs {
-            let (sc, cs) = pools.layer(spec);
-            *batches.entry(*i).or_insert(0.0) += (sc + cs) as f64 / inputs as f64;
+            let r = pools.layer(spec);
+            *batches.entry(*i).or_insert(0.0) +=
+                (r.batches[0] + r.batches[1]) as f64 / inputs as f64;
         }
     }
     Ok(batches)

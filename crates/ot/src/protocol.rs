@@ -586,10 +586,10 @@ impl PoolModel {
         }
     }
 
-    /// The batches (SC, CS) the offline phase of `spec` runs, as the next layer of
-    /// the session.
-    pub fn layer(&mut self, spec: &OtSpec) -> (u64, u64) {
-        let mut batches = [0u64; 2];
+    /// The silent batches the offline phase of `spec` runs, as the next layer of the
+    /// session.
+    pub fn layer(&mut self, spec: &OtSpec) -> Refills {
+        let mut r = Refills::default();
         for step in spec.shapes() {
             for (dir, n) in step.shape.iter().flat_map(|sh| sh.cot_takes()) {
                 let (d, o) = match dir {
@@ -599,18 +599,32 @@ impl PoolModel {
                 let mut pair = self.available[d] < n && self.available[o] < self.usable / 2;
                 while self.available[d] < n {
                     self.available[d] += self.usable;
-                    batches[d] += 1;
+                    r.batches[d] += 1;
+                    r.rounds += 1;
                     if pair {
                         self.available[o] += self.usable;
-                        batches[o] += 1;
+                        r.batches[o] += 1;
+                        r.paired += 1;
                         pair = false;
                     }
                 }
                 self.available[d] -= n;
             }
         }
-        (batches[0], batches[1])
+        r
     }
+}
+
+/// The silent batches of one layer ([`PoolModel::layer`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refills {
+    /// Batches of direction SC and of direction CS.
+    pub batches: [u64; 2],
+    /// Refill rounds (each runs one batch of the short direction).
+    pub rounds: u64,
+    /// Rounds that also ran a batch of the other direction (both parties compress at
+    /// once: such a round takes about the time of one with a single batch).
+    pub paired: u64,
 }
 
 /// Options of [`run_over_with`].
