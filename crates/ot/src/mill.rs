@@ -22,7 +22,7 @@
 //! Cost per element: `L` COTs; `L` bits receiver → sender and
 //! `Σ_j (2^{m_j} − 1)·w_j` bits back (one round trip); then the tree: `⌈log₂ q⌉`
 //! rounds (`q` digits), at most `q − 1` AND groups per comparison. With `m = 3`,
-//! `L = 40`, `K = 1`: digits 4, 3, …, 3 ([`MillShape::digits`]), 40 + 183 leaf bits and
+//! `L = 40`, `K = 1`: digits 4, 3, …, 3 (`MillShape::digits`), 40 + 183 leaf bits and
 //! 12 groups.
 //! Departure: CrypTFlow2 sends all `2^m` messages and uses IKNP-based
 //! 1-of-2^m OT (KK13); here the OTs come from silent COTs and one message is implicit.
