@@ -278,51 +278,6 @@ fn to_bits(w: Vec<Vec<Vec<u64>>>, n: usize) -> Vec<Vec<BitVec>> {
         .collect()
 }
 
-/// The sender's table rows of digit `j` for every element, with all `2^m` entries as
-/// the bytes of one `$word` (`u64` for `m ≤ 3`, `u128` for `m = 4`): table `T[x]`
-/// from the threshold digits, pads `P(x ⊕ δ)` by a byte permutation; pushes each row
-/// without its entry at `δ` and records the sender's share.
-macro_rules! table_rows {
-    ($word:ty, $permute:ident, $s:expr, $t:expr, $p:expr, $r:expr, $w:expr, $gt:expr, $eq:expr,
-     $j:expr, $m:expr, $shift:expr, $size:expr, $wb:expr, $mask:expr) => {{
-        const BYTES: usize = std::mem::size_of::<$word>();
-        let size_mask: $word = if $size == BYTES {
-            <$word>::MAX
-        } else {
-            ((1 as $word) << (8 * $size)) - 1
-        };
-        let ones: $word = <$word>::from_le_bytes([1u8; BYTES]) & size_mask;
-        for i in 0..$s.n {
-            let delta = $r.read($m as u32) as usize;
-            let mut e: $word = 0;
-            for (kk, tk) in $t.iter().enumerate() {
-                let td = digit_of(tk[i], $shift, $m);
-                let gt_x = ones.checked_shl(8 * (td as u32 + 1)).unwrap_or(0) & size_mask;
-                if $j == 0 {
-                    e |= gt_x << kk;
-                } else {
-                    e |= (gt_x << (2 * kk)) | ((1 as $word) << (8 * td + 2 * kk + 1));
-                }
-            }
-            let row = &$p[i * $size..(i + 1) * $size];
-            let mut rb = [0u8; BYTES];
-            rb[..$size].copy_from_slice(row);
-            let pads_x = $permute(<$word>::from_le_bytes(rb), delta);
-            let rho = (e >> (8 * delta)) as u8 ^ rb[0];
-            let v = e ^ pads_x ^ (ones * rho as $word);
-            let mut packed = 0u64;
-            for x in 0..$size {
-                packed |= (((v >> (8 * x)) as u64) & $mask) << ($wb * x as u32);
-            }
-            let cut = $wb * delta as u32;
-            let lo = packed & ((1u64 << cut) - 1);
-            let hi = packed.checked_shr(cut + $wb).unwrap_or(0) << cut;
-            $w.push(lo | hi, $wb * ($size as u32 - 1));
-            set_share(&mut $gt, &mut $eq, $s.k, $j, i, rho);
-        }
-    }};
-}
-
 /// Sender: reads the receiver's `δ`s, builds the tables for thresholds `t[κ][i]`;
 /// returns the message and its leaf shares `(gt[κ][j], eq[κ][j])`.
 #[allow(clippy::type_complexity)]
@@ -356,42 +311,53 @@ pub(crate) fn tables(
         let wb = s.entry_bits(j) as u32;
         let mask = (1u64 << wb) - 1;
         let p = &pads[j];
+        // The sender's table rows of digit `j` for every element, with all `2^m` entries as
+        // the bytes of one `$word` (`u64` for `m ≤ 3`, `u128` for `m = 4`): table `T[x]`
+        // from the threshold digits, pads `P(x ⊕ δ)` by a byte permutation; pushes each row
+        // without its entry at `δ` and records the sender's share.
+        macro_rules! table_rows {
+            ($word:ty, $permute:ident) => {{
+                const BYTES: usize = std::mem::size_of::<$word>();
+                let size_mask: $word = if size == BYTES {
+                    <$word>::MAX
+                } else {
+                    ((1 as $word) << (8 * size)) - 1
+                };
+                let ones: $word = <$word>::from_le_bytes([1u8; BYTES]) & size_mask;
+                for i in 0..s.n {
+                    let delta = r.read(m as u32) as usize;
+                    let mut e: $word = 0;
+                    for (kk, tk) in t.iter().enumerate() {
+                        let td = digit_of(tk[i], shift, m);
+                        let gt_x = ones.checked_shl(8 * (td as u32 + 1)).unwrap_or(0) & size_mask;
+                        if j == 0 {
+                            e |= gt_x << kk;
+                        } else {
+                            e |= (gt_x << (2 * kk)) | ((1 as $word) << (8 * td + 2 * kk + 1));
+                        }
+                    }
+                    let row = &p[i * size..(i + 1) * size];
+                    let mut rb = [0u8; BYTES];
+                    rb[..size].copy_from_slice(row);
+                    let pads_x = $permute(<$word>::from_le_bytes(rb), delta);
+                    let rho = (e >> (8 * delta)) as u8 ^ rb[0];
+                    let v = e ^ pads_x ^ (ones * rho as $word);
+                    let mut packed = 0u64;
+                    for x in 0..size {
+                        packed |= (((v >> (8 * x)) as u64) & mask) << (wb * x as u32);
+                    }
+                    let cut = wb * delta as u32;
+                    let lo = packed & ((1u64 << cut) - 1);
+                    let hi = packed.checked_shr(cut + wb).unwrap_or(0) << cut;
+                    w.push(lo | hi, wb * (size as u32 - 1));
+                    set_share(&mut gt, &mut eq, s.k, j, i, rho);
+                }
+            }};
+        }
         if size <= 8 && s.k <= 4 {
-            table_rows!(
-                u64,
-                xor_permute_bytes64,
-                s,
-                t,
-                p,
-                r,
-                w,
-                gt,
-                eq,
-                j,
-                m,
-                shift,
-                size,
-                wb,
-                mask
-            );
+            table_rows!(u64, xor_permute_bytes64);
         } else if size <= 16 && s.k <= 4 && (size - 1) * wb as usize <= 64 {
-            table_rows!(
-                u128,
-                xor_permute_bytes128,
-                s,
-                t,
-                p,
-                r,
-                w,
-                gt,
-                eq,
-                j,
-                m,
-                shift,
-                size,
-                wb,
-                mask
-            );
+            table_rows!(u128, xor_permute_bytes128);
         } else {
             let mut table = vec![0u8; size];
             for i in 0..s.n {
