@@ -933,7 +933,13 @@ fn session_refills(
             }
         }
     }
-    let per_input: usize = specs.iter().map(|(_, s)| s.cots().0 + s.cots().1).sum();
+    let per_input: usize = specs
+        .iter()
+        .map(|(_, s)| {
+            let (sc, cs) = s.cots();
+            sc + cs
+        })
+        .sum();
     if per_input == 0 {
         return Ok(BTreeMap::new());
     }
@@ -945,8 +951,7 @@ fn session_refills(
     for _ in 0..inputs {
         for (i, spec) in &specs {
             let r = pools.layer(spec);
-            *batches.entry(*i).or_insert(0.0) +=
-                (r.batches[0] + r.batches[1]) as f64 / inputs as f64;
+            *batches.entry(*i).or_insert(0.0) += (r[0] + r[1]) as f64 / inputs as f64;
         }
     }
     Ok(batches)

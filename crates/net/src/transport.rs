@@ -14,10 +14,8 @@ use crate::link::Link;
 /// Default maximum frame size: 256 MiB.
 pub const DEFAULT_MAX_FRAME: usize = 256 << 20;
 
-/// Bytes of the length prefix.
 /// Bytes of a frame's length prefix, counted with every frame.
 pub const FRAME_HEADER_BYTES: u64 = 4;
-const HEADER: u64 = FRAME_HEADER_BYTES;
 
 /// What went over a channel, from this side's point of view. Bytes include the 4-byte
 /// length prefix of every frame. A round is a flight: a run of sends after a receive
@@ -152,7 +150,7 @@ impl State {
                 max: self.max as u64,
             });
         }
-        let delay = self.link.delay(len + HEADER as usize);
+        let delay = self.link.delay(len + FRAME_HEADER_BYTES as usize);
         if !delay.is_zero() {
             std::thread::sleep(delay);
         }
@@ -160,13 +158,13 @@ impl State {
             self.counters.flights += 1;
             self.sending = true;
         }
-        self.counters.bytes_sent += HEADER + len as u64;
+        self.counters.bytes_sent += FRAME_HEADER_BYTES + len as u64;
         self.counters.frames_sent += 1;
         Ok(())
     }
     fn after_recv(&mut self, len: usize) {
         self.sending = false;
-        self.counters.bytes_received += HEADER + len as u64;
+        self.counters.bytes_received += FRAME_HEADER_BYTES + len as u64;
         self.counters.frames_received += 1;
     }
     fn timeout_error(&self) -> NetError {
@@ -205,13 +203,13 @@ fn fill<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> Result<usize> {
 /// actually arrive (a peer that announces a large frame and sends little makes the
 /// reader allocate little).
 pub fn read_frame<R: Read + ?Sized>(r: &mut R, max: usize) -> Result<Vec<u8>> {
-    let mut header = [0u8; HEADER as usize];
+    let mut header = [0u8; FRAME_HEADER_BYTES as usize];
     match fill(r, &mut header)? {
         0 => return Err(NetError::Disconnected),
         4 => {}
         k => {
             return Err(NetError::Truncated {
-                expected: HEADER,
+                expected: FRAME_HEADER_BYTES,
                 actual: k as u64,
             })
         }

@@ -38,7 +38,7 @@ use crate::bits::BitVec;
 use crate::error::{expect_len, OtError, Result};
 use crate::layer::{self, Step, StepShape};
 use crate::program;
-use crate::session::{Dir, OtSession, Role};
+use crate::session::{refill_rounds, Dir, OtSession, Role};
 use crate::silent::SilentParams;
 
 /// Wire-format version of the layer hello.
@@ -564,9 +564,10 @@ pub struct OtReport {
 }
 
 /// The silent batches a session's offline phases run, counted without running them:
-/// the refill rule of the session's pools (`OtSession`'s takes: a direction short of
-/// a take refills batch by batch until it holds it, the first round carrying a batch
-/// of the other direction too if that pool is below half a batch) replayed on the
+/// the refill rule of the session's pools (`refill_rounds`, which `OtSession`'s takes
+/// run: a direction short of a take refills batch by batch until it holds it, the
+/// first round carrying a batch of the other direction too if that pool is below half
+/// a batch) replayed on the
 /// takes of each layer ([`OtSpec`]'s steps, in order), from the pools right after the
 /// setup (one batch each way). Both parties refill at these points; the projection
 /// prices each layer's refills with it.
@@ -586,45 +587,29 @@ impl PoolModel {
         }
     }
 
-    /// The silent batches the offline phase of `spec` runs, as the next layer of the
-    /// session.
-    pub fn layer(&mut self, spec: &OtSpec) -> Refills {
-        let mut r = Refills::default();
+    /// The silent batches (SC, CS) the offline phase of `spec` runs, as the next layer
+    /// of the session.
+    pub fn layer(&mut self, spec: &OtSpec) -> [u64; 2] {
+        let mut batches = [0u64; 2];
         for step in spec.shapes() {
             for (dir, n) in step.shape.iter().flat_map(|sh| sh.cot_takes()) {
                 let (d, o) = match dir {
                     Dir::Sc => (0, 1),
                     Dir::Cs => (1, 0),
                 };
-                let mut pair = self.available[d] < n && self.available[o] < self.usable / 2;
-                while self.available[d] < n {
-                    self.available[d] += self.usable;
-                    r.batches[d] += 1;
-                    r.rounds += 1;
-                    if pair {
-                        self.available[o] += self.usable;
-                        r.batches[o] += 1;
-                        r.paired += 1;
-                        pair = false;
-                    }
+                let (rounds, pair) =
+                    refill_rounds(self.available[d], self.available[o], n, self.usable);
+                self.available[d] += rounds * self.usable;
+                batches[d] += rounds as u64;
+                if pair {
+                    self.available[o] += self.usable;
+                    batches[o] += 1;
                 }
                 self.available[d] -= n;
             }
         }
-        r
+        batches
     }
-}
-
-/// The silent batches of one layer ([`PoolModel::layer`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Refills {
-    /// Batches of direction SC and of direction CS.
-    pub batches: [u64; 2],
-    /// Refill rounds (each runs one batch of the short direction).
-    pub rounds: u64,
-    /// Rounds that also ran a batch of the other direction (both parties compress at
-    /// once: such a round takes about the time of one with a single batch).
-    pub paired: u64,
 }
 
 /// Options of [`run_over_with`].

@@ -177,6 +177,20 @@ impl Drop for OtSession {
     }
 }
 
+/// The refill rule of a take of `n` COTs from a direction holding `available`, the
+/// other holding `other`: the rounds to run (one batch of the direction each) and
+/// whether the first also carries a batch of the other direction (when that pool is
+/// below half a batch). [`OtSession`]'s takes run it; [`crate::PoolModel`] counts it.
+pub(crate) fn refill_rounds(
+    available: usize,
+    other: usize,
+    n: usize,
+    usable: usize,
+) -> (usize, bool) {
+    let rounds = n.saturating_sub(available).div_ceil(usable);
+    (rounds, rounds > 0 && other < usable / 2)
+}
+
 fn bytes(c: net::Counters) -> u64 {
     c.bytes_sent + c.bytes_received
 }
@@ -386,21 +400,25 @@ impl OtSession {
         dir: Dir,
         n: usize,
     ) -> Result<Cots> {
-        if self.available(dir) < n {
+        let other = match dir {
+            Dir::Sc => Dir::Cs,
+            Dir::Cs => Dir::Sc,
+        };
+        let (rounds, pair) = refill_rounds(
+            self.available(dir),
+            self.available(other),
+            n,
+            self.params.usable(),
+        );
+        if rounds > 0 {
             let t0 = Instant::now();
             let c0 = ch.counters();
-            let other = match dir {
-                Dir::Sc => Dir::Cs,
-                Dir::Cs => Dir::Sc,
-            };
-            let mut pair = self.available(other) < self.params.usable() / 2;
-            while self.available(dir) < n {
-                let (this, that) = (1, pair as usize);
+            for round in 0..rounds {
+                let (this, that) = (1, (pair && round == 0) as usize);
                 match dir {
                     Dir::Sc => self.run_batches(ch, this, that)?,
                     Dir::Cs => self.run_batches(ch, that, this)?,
                 }
-                pair = false;
             }
             self.stats.refill_bytes += bytes(ch.counters() - c0);
             self.stats.refill_ms += t0.elapsed().as_secs_f64() * 1e3;

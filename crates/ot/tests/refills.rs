@@ -101,12 +101,7 @@ fn run(p: u64, layers: &[Layer], inputs: usize, seed: u64) -> (u64, u64) {
             c.stats().batches_cs - before.1,
         );
         let r = model.layer(spec);
-        assert_eq!(
-            (r.batches[0], r.batches[1]),
-            ran,
-            "batches of layer {k} ({spec:?})"
-        );
-        assert_eq!(r.rounds + r.paired, ran.0 + ran.1);
+        assert_eq!((r[0], r[1]), ran, "batches of layer {k} ({spec:?})");
         couts.push(client_online(&mut cch, pre, &d.1).unwrap());
     }
     let (souts, sstats, ssc, scs) = h.join().unwrap();
