@@ -199,8 +199,9 @@ pub struct NonlinearOptions {
     pub protocol: protocol::NonlinearProtocol,
     /// With silent OT: approximate (Cheetah) truncation instead of faithful.
     pub approx_trunc: bool,
-    /// Inputs drawn within (−p/4, p/4) and, with silent OT, the max tree told so
-    /// (comparisons without signs, as in a planned network).
+    /// Inputs drawn within (−p/4, p/4) and, with silent OT, the layer told so (max
+    /// comparisons without signs, a truncating DReLU on the high bits: as in a planned
+    /// network).
     pub within_quarter: bool,
     /// Parameter preset whose plaintext modulus p the shares live in.
     pub params: String,
@@ -279,6 +280,8 @@ fn silent_ot(a: &NonlinearOptions, spec: gc::NonlinSpec, name: &str, maxpool: bo
             ot::Truncation::Faithful
         },
         inputs_within_quarter: a.within_quarter,
+        // within a quarter of p, |y| ≤ (p − 1)/2 − 2^f for every f ≤ ℓ − 3
+        high_bits_drelu: a.within_quarter,
     };
     let mut rows = Vec::new();
     for _ in 0..a.reps.max(1) {

@@ -86,8 +86,9 @@ pub struct NonlinearBenchArgs {
     /// With `--nonlinear ot`: approximate (Cheetah) truncation instead of faithful.
     #[arg(long)]
     approx_trunc: bool,
-    /// Inputs within (−p/4, p/4), and with `--nonlinear ot` the MaxPool comparisons
-    /// told so (no signs: as in a planned network, whose bound guarantees it).
+    /// Inputs within (−p/4, p/4), and with `--nonlinear ot` the layer told so (MaxPool
+    /// comparisons without signs, a truncating DReLU on the high bits: as in a planned
+    /// network, whose bound guarantees it).
     #[arg(long)]
     within_quarter: bool,
     /// Parameter preset whose plaintext modulus p the shares live in.

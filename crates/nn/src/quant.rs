@@ -1198,10 +1198,18 @@ pub(crate) fn calibrate_outputs(
 
 /// The largest `|value|` a step must reconstruct correctly mod p: its output, and for a
 /// rounding nonlinear step also its input plus the rounding offset (what the two-party
-/// step reconstructs); for a MaxPool twice its input (the comparisons reconstruct the
-/// difference of two inputs). Linear maps (products, Add's multipliers) only need their result
-/// in range: they are exact mod p.
+/// step reconstructs) plus `2^f`, the margin the high-bits DReLU needs
+/// (`ot::OtSpec::high_bits_drelu`: `|y| ≤ (p − 1)/2 − 2^f`); for a MaxPool twice its
+/// input (the comparisons reconstruct the difference of two inputs). Linear maps
+/// (products, Add's multipliers) only need their result in range: they are exact mod p.
 pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
+    // what a truncation by f bits adds to its input: the offset and the DReLU's margin
+    let reach = |f: u32, approximate: bool| -> u128 {
+        match f {
+            0 => 0,
+            f => crate::reference::trunc_offset(f, approximate) as u128 + (1u128 << f),
+        }
+    };
     let out = tmax[st.output()];
     match st {
         // the two ReLUs of a clip reconstruct the input shifted by a bound
@@ -1218,8 +1226,7 @@ pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
                 .max()
                 .unwrap_or(0)
                 << trunc_bits;
-            let r = crate::reference::trunc_offset(*trunc_bits, *approximate) as u128;
-            out.max(tmax[*input] + r + shift)
+            out.max(tmax[*input] + reach(*trunc_bits, *approximate) + shift)
         }
         // the max tree compares by the difference of two inputs (no signs tracked:
         // the inputs must be within (−p/4, p/4)), then truncates the maximum
@@ -1231,14 +1238,13 @@ pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
             ..
         } if op.is_max_pool() => out
             .max(2 * tmax[*input])
-            .max(tmax[*input] + crate::reference::trunc_offset(*trunc_bits, *approximate) as u128),
+            .max(tmax[*input] + reach(*trunc_bits, *approximate)),
         Step::Nonlinear {
             input,
             trunc_bits,
             approximate,
             ..
-        } if *trunc_bits > 0 => out
-            .max(tmax[*input] + crate::reference::trunc_offset(*trunc_bits, *approximate) as u128),
+        } if *trunc_bits > 0 => out.max(tmax[*input] + reach(*trunc_bits, *approximate)),
         _ => out,
     }
 }

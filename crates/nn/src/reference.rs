@@ -71,9 +71,12 @@ pub fn trunc_offset(f: u32, approximate: bool) -> i128 {
 /// centred value `y` (offset included), for a ReLU (`relu`) or an Identity step, when
 /// the server's share of `y` mod p is `server_share`: `⌊y/2^f⌋` or one less (0 for a
 /// negative `y` with `relu`). The cleartext model of the silent-OT protocol
-/// (`ot::approx_trunc`), centred.
+/// (`ot::approx_trunc`), centred, with the high-bits DReLU every program's truncating
+/// steps use (`ot::OtSpec::high_bits_drelu`: [`crate::quant`]'s value bounds keep
+/// `|y| ≤ (p − 1)/2 − 2^f`).
 pub fn approximate_truncation(p: u64, f: u32, relu: bool, y: i128, server_share: u64) -> i128 {
-    let v = ot::approx_trunc(p, f, relu, y.rem_euclid(p as i128) as u64, server_share) as i128;
+    let y = y.rem_euclid(p as i128) as u64;
+    let v = ot::approx_trunc(p, f, relu, true, y, server_share) as i128;
     if v > (p as i128 - 1) / 2 {
         v - p as i128
     } else {

@@ -269,7 +269,7 @@ fn a_replay_from_client_shares_gives_the_protocol_result() {
     for ((&v, &c), &y) in x.iter().zip(&client).zip(&got) {
         let yp = v as i128 + h;
         let server = (yp - c as i128).rem_euclid(P as i128) as u64;
-        let want = ot::approx_trunc(P, f, false, yp.rem_euclid(P as i128) as u64, server);
+        let want = ot::approx_trunc(P, f, false, true, yp.rem_euclid(P as i128) as u64, server);
         let want = if want > P / 2 {
             want as i64 - P as i64
         } else {

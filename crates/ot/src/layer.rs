@@ -43,6 +43,18 @@
 //!   (`DReLU ∧ (ε₀ ⊕ wz·(ε₀ ⊕ ε₁))` for ReLU, `ε₀ ⊕ wz·(ε₀ ⊕ ε₂) ⊕ λ·(…)` otherwise) and
 //!   added by one more OT (bit to Z_p).
 //!
+//! **High-bits DReLU** ([`crate::OtSpec::high_bits_drelu`], for inputs with
+//! `|Y| ≤ (p − 1)/2 − 2^f`, which `nn` programs keep): a step that truncates by `f`
+//! compares only `⌊z_C/M⌋` with `⌊(p − 1 − z_S)/M⌋` (`M = 2^{f+1}`, each party shifts its
+//! own input), an `(ℓ − f − 1)`-bit millionaire. Its `wz'` is never above `wz`, and
+//! misses it exactly when the two fall in one block of `M` while `z_C > p − 1 − z_S`,
+//! i.e. `z = z_S + z_C − p ∈ [0, M − 2]`. An odd such `z` is a `Y` within `2^f` of
+//! `−p/2`, outside the bound; an even one is `Y ∈ [0, 2^f)`, where the true `λ = 1`,
+//! so `k = wz + (wz ⊕ λ) = 1` either way: the truncation is unchanged, and only
+//! DReLU flips to 0. Identity and faithful results are therefore exact; a ReLU's
+//! `⌊Y/2^f⌋ = 0` stays 0 faithfully, and approximately it is 0 where it might have been
+//! −1 ([`crate::approx_trunc`] models which).
+//!
 //! Cost per element (`ℓ = ⌈log₂ p⌉`, `m = 3`-bit digits, every OT into Z_p one COT and
 //! `ℓ + 1` bits): the DReLU millionaire (`ℓ` COTs, `ℓ` + `Σ_j (2^{m_j} − 1)·w_j` bits,
 //! `q − 1` AND groups for `q = ⌈ℓ/3⌉` digits, one fewer when
@@ -51,7 +63,8 @@
 //! 1 OT. Measured at ℓ = 40, f = 12 (tests/bench.rs): ReLU 46 B on the wire + 66
 //! COTs; ReLU + approximate truncation 52 B + 69 COTs; ReLU + faithful truncation
 //! 77 B + 97 COTs; 8, 9 and 10 flights. At ℓ = 28 (ResNet-50's p): ReLU +
-//! approximate truncation 36 B + 49 COTs.
+//! approximate truncation 36 B + 49 COTs with the full DReLU, 37 COTs with the
+//! high-bits one at f = 7 (a 20-bit millionaire).
 //!
 //! **Max over a window**: a tree of pairwise steps. When every input is known to lie in
 //! `(−p/4, p/4)` ([`crate::OtSpec::inputs_within_quarter`]: a program's bound), `a − b`
@@ -88,6 +101,9 @@ pub(crate) enum Step {
         relu: bool,
         f: u32,
         faithful: bool,
+        /// The DReLU compares the bits above the low `f + 1` only
+        /// ([`crate::OtSpec::high_bits_drelu`]).
+        high: bool,
     },
     /// One level of the max tree: `count` windows of `w ≥ 2` values; with `signs`,
     /// tracking the inputs' signs (needed unless every input is within `(−p/4, p/4)`).
@@ -106,6 +122,16 @@ pub(crate) enum Step {
 /// Bits of `p`.
 pub(crate) fn bits(p: u64) -> usize {
     (64 - p.leading_zeros()) as usize
+}
+
+/// The low bits of the doubled shares a Core step's DReLU leaves out: `f + 1` for the
+/// high-bits DReLU while at least 2 bits remain to compare, else none.
+pub(crate) fn dropped_bits(p: u64, f: u32, high: bool) -> u32 {
+    if high && bits(p) >= f as usize + 3 {
+        f + 1
+    } else {
+        0
+    }
 }
 
 /// Named wires of a step's circuit.
@@ -180,9 +206,11 @@ impl Step {
                 relu,
                 f,
                 faithful,
+                high,
             } => {
                 n_out = n;
-                let (wz, lam, d) = drelu(&mut b, n, l, &mut wires.lsb, &mut mills, &mut leaves);
+                let lc = l - dropped_bits(p, f, high) as usize;
+                let (wz, lam, d) = drelu(&mut b, n, lc, &mut wires.lsb, &mut mills, &mut leaves);
                 let push = |ots: &mut Vec<OtShape>, sender: Role, w: Wire| {
                     ots.push(OtShape {
                         n,
@@ -351,20 +379,24 @@ fn twice(x: u64, p: u64) -> u64 {
     }
 }
 
-/// This party's inputs of a DReLU millionaire on `z` (doubled shares).
-fn drelu_inputs(role: Role, z: &[u64], p: u64, lsb: (Wire, Wire), inputs: &mut Inputs) {
+/// This party's inputs of a DReLU millionaire on `z` (doubled shares), comparing the
+/// bits above the low `drop`.
+fn drelu_inputs(role: Role, z: &[u64], p: u64, drop: u32, lsb: (Wire, Wire), inputs: &mut Inputs) {
     let own = BitVec::from_fn(z.len(), |i| z[i] & 1 == 1);
     let zero = BitVec::zeros(z.len());
     match role {
         Role::Server => {
-            inputs
-                .mills
-                .push(MillIn::Send(vec![z.iter().map(|&z| p - 1 - z).collect()]));
+            inputs.mills.push(MillIn::Send(vec![z
+                .iter()
+                .map(|&z| (p - 1 - z) >> drop)
+                .collect()]));
             inputs.wires.push((lsb.0, own));
             inputs.wires.push((lsb.1, zero));
         }
         Role::Client => {
-            inputs.mills.push(MillIn::Recv(z.to_vec()));
+            inputs
+                .mills
+                .push(MillIn::Recv(z.iter().map(|&z| z >> drop).collect()));
             inputs.wires.push((lsb.0, zero));
             inputs.wires.push((lsb.1, own));
         }
@@ -391,9 +423,11 @@ pub(crate) fn inputs(
             relu,
             f,
             faithful,
+            high,
         } => {
             let z: Vec<u64> = x.iter().map(|&v| twice(v, p)).collect();
-            drelu_inputs(role, &z, p, s.wires.lsb[0], &mut inp);
+            let drop = dropped_bits(p, f, high);
+            drelu_inputs(role, &z, p, drop, s.wires.lsb[0], &mut inp);
             let m = 1u64 << (f + 1);
             if f == 0 {
                 inp.ots.push(mine(Role::Server, OtFn::Mul(x.to_vec())));
@@ -468,12 +502,12 @@ pub(crate) fn inputs(
                     local[c * wn + pairs] = x[c * w + w - 1];
                 }
             }
-            drelu_inputs(role, &z, p, s.wires.lsb[0], &mut inp);
+            drelu_inputs(role, &z, p, 0, s.wires.lsb[0], &mut inp);
             if !signs {
                 // compared by DReLU(a − b) alone
             } else if first {
                 let zx: Vec<u64> = x.iter().map(|&v| twice(v, p)).collect();
-                drelu_inputs(role, &zx, p, s.wires.lsb[1], &mut inp);
+                drelu_inputs(role, &zx, p, 0, s.wires.lsb[1], &mut inp);
             } else if let (Some(w_in), Some(sg)) = (s.wires.sigma_in, sigma) {
                 inp.wires.push((w_in, sg.clone()));
             }
@@ -483,7 +517,7 @@ pub(crate) fn inputs(
         }
         Step::Drelu { n } => {
             let z: Vec<u64> = x.iter().map(|&v| twice(v, p)).collect();
-            drelu_inputs(role, &z, p, s.wires.lsb[0], &mut inp);
+            drelu_inputs(role, &z, p, 0, s.wires.lsb[0], &mut inp);
             inp.ots.push(mine(Role::Server, OtFn::Mul(vec![1; n])));
         }
         Step::Mux { .. } => {

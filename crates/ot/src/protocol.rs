@@ -82,6 +82,15 @@ pub struct OtSpec {
     /// wrong maxima, not an error: the shares hide them.
     #[serde(default)]
     pub inputs_within_quarter: bool,
+    /// Every input `Y` of a step that truncates (offset included) satisfies
+    /// `|Y| ≤ (p − 1)/2 − 2^f` (the caller's bound; `nn` programs keep it): the DReLU of
+    /// ReLU, Identity and a MaxPool's last step then compares only the `ℓ − f − 1` bits
+    /// above the truncated ones (`crate::layer`, "high-bits DReLU"), `f + 1` fewer
+    /// COTs and leaf bits per element. Faithful results are unchanged; approximate ReLU
+    /// results change only where they were one below an exact 0
+    /// ([`approx_trunc`]). Inputs outside the bound give wrong results, not an error.
+    #[serde(default)]
+    pub high_bits_drelu: bool,
 }
 
 impl From<NonlinSpec> for OtSpec {
@@ -90,6 +99,7 @@ impl From<NonlinSpec> for OtSpec {
             spec,
             trunc: Truncation::Faithful,
             inputs_within_quarter: false,
+            high_bits_drelu: false,
         }
     }
 }
@@ -106,6 +116,7 @@ impl OtSpec {
             spec,
             trunc: Truncation::Approximate,
             inputs_within_quarter: false,
+            high_bits_drelu: false,
         }
     }
 
@@ -113,6 +124,14 @@ impl OtSpec {
     pub fn within_quarter(self) -> Self {
         OtSpec {
             inputs_within_quarter: true,
+            ..self
+        }
+    }
+
+    /// With [`OtSpec::high_bits_drelu`]: truncating steps compare the high bits only.
+    pub fn high_bits(self) -> Self {
+        OtSpec {
+            high_bits_drelu: true,
             ..self
         }
     }
@@ -140,6 +159,7 @@ impl OtSpec {
     pub(crate) fn steps(&self) -> Vec<Step> {
         let s = &self.spec;
         let (n, f, faithful) = (s.count, s.trunc_bits, self.faithful_trunc());
+        let high = self.high_bits_drelu && f > 0;
         if n == 0 {
             return vec![];
         }
@@ -152,6 +172,7 @@ impl OtSpec {
                     relu,
                     f,
                     faithful,
+                    high,
                 }
             }
         };
@@ -184,6 +205,7 @@ impl OtSpec {
                         relu,
                         f,
                         faithful,
+                        high,
                     });
                 } else if relu {
                     steps.push(Step::Mux { n });
@@ -792,8 +814,10 @@ pub fn run_over_with<C: Channel + Send>(
 /// The cleartext model of [`Truncation::Approximate`]: the output for the centred
 /// value of `y` when the server's input share is `y_s` (for `Relu`/`Identity`; for
 /// `Max`/`MaxPool` the share is that of the maximum before truncation, which the
-/// protocol draws fresh). Equal to `gc::reference` except that it may be one less.
-pub fn approx_trunc(p: u64, f: u32, relu: bool, y: u64, y_s: u64) -> u64 {
+/// protocol draws fresh), with the full DReLU or, `high`, the high-bits one
+/// ([`OtSpec::high_bits_drelu`], for inputs within its bound). Equal to `gc::reference`
+/// except that it may be one less.
+pub fn approx_trunc(p: u64, f: u32, relu: bool, high: bool, y: u64, y_s: u64) -> u64 {
     let pi = p as i128;
     let yc = {
         let v = (y % p) as i128;
@@ -810,6 +834,17 @@ pub fn approx_trunc(p: u64, f: u32, relu: bool, y: u64, y_s: u64) -> u64 {
     let zs = (2 * (y_s as u128 % p as u128) % p as u128) as i128;
     let m = 1i128 << (f + 1);
     let eps = (zs % m > 2 * yc.rem_euclid(1i128 << f)) as i128;
+    let drop = crate::layer::dropped_bits(p, f, high);
+    if relu && drop > 0 && yc < (1i128 << f) {
+        // the high-bits DReLU misses the wrap of z = 2Y (and reads Y as negative) when
+        // z_C and p − 1 − z_S share their bits above the low f + 1: the ReLU is then 0,
+        // which is ⌊Y/2^f⌋ here
+        let zc = (2 * yc - zs).rem_euclid(pi);
+        let t = pi - 1 - zs;
+        if zc > t && zc >> drop == t >> drop {
+            return 0;
+        }
+    }
     (exact - eps).rem_euclid(pi) as u64
 }
 

@@ -112,7 +112,7 @@ fn check(spec: OtSpec, y: &[u64], tcp: bool, seed: u64) {
                 let relu = spec.spec.op == Nonlinear::Relu;
                 assert_eq!(
                     got,
-                    approx_trunc(p, f, relu, y[i], s[i]),
+                    approx_trunc(p, f, relu, spec.high_bits_drelu, y[i], s[i]),
                     "{spec:?} element {i}, y = {}",
                     y[i]
                 );
@@ -313,4 +313,79 @@ fn drelu_all_primes() {
             assert_eq!((zc[i] + zs[i]) % p, want, "p {p}, y = {}", y[i]);
         }
     }
+}
+
+/// Values within `b`: its edges, every value around 0 where the comparison of the high
+/// bits can miss, random ones.
+fn high_bits_values(p: u64, f: u32, b: i128, extra: usize, rng: &mut ChaCha20Rng) -> Vec<u64> {
+    let t = 1i128 << (f + 1);
+    let mut v: Vec<i128> = vec![b, -b, b - 1, -b + 1];
+    v.extend(-t.min(2048)..t.min(2048));
+    v.extend((0..extra).map(|_| rng.random_range(-b..=b)));
+    v.into_iter().map(|x| centred(p, x)).collect()
+}
+
+#[test]
+fn high_bits_drelu_within_its_bound() {
+    let mut rng = ChaCha20Rng::seed_from_u64(21);
+    for p in [P20, P32, P40, P60] {
+        for f in [1u32, 7, 12] {
+            for op in [
+                Nonlinear::Relu,
+                Nonlinear::Identity,
+                Nonlinear::MaxPool { window: 4 },
+            ] {
+                // the DReLU's bound |Y| ≤ (p − 1)/2 − 2^f; a max tree's (−p/4, p/4)
+                let (w, b) = match op {
+                    Nonlinear::MaxPool { window } => (window, (p as i128 - 1) / 4 - 1),
+                    _ => (1, (p as i128 - 1) / 2 - (1i128 << f)),
+                };
+                let y = high_bits_values(p, f, b, 200, &mut rng);
+                let spec = NonlinSpec {
+                    p,
+                    op,
+                    trunc_bits: f,
+                    count: y.len() / w,
+                };
+                let y = &y[..spec.count * w];
+                for base in [OtSpec::faithful(spec), OtSpec::approximate(spec)] {
+                    let high = base.high_bits();
+                    let high = if w > 1 { high.within_quarter() } else { high };
+                    check(high, y, false, p ^ f as u64 ^ 31);
+                    // f + 1 fewer COTs per element in the DReLU's leaves, fewer AND groups
+                    let (a, b) = high.cots();
+                    let (c, d) = OtSpec {
+                        high_bits_drelu: false,
+                        ..high
+                    }
+                    .cots();
+                    assert!(
+                        a + b + (f as usize + 1) * spec.count <= c + d,
+                        "{high:?}: {} vs {}",
+                        a + b,
+                        c + d
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn high_bits_drelu_needs_its_bound() {
+    // at −(p − 1)/2, outside the bound, the high bits miss the wrap for most shares: the
+    // bound the programs keep is what makes the results exact
+    let p = P20;
+    let f = 7;
+    let y = vec![centred(p, -((p as i128 - 1) / 2)); 64];
+    let spec = OtSpec::faithful(relu(p, f, y.len())).high_bits();
+    let mut rng = ChaCha20Rng::seed_from_u64(22);
+    let (c, s) = split(&y, p, &mut rng);
+    let (cch, sch) = MemChannel::pair(net::DEFAULT_MAX_FRAME, Duration::from_secs(120), Link::NONE);
+    let (zc, zs, _) = run_over_with(&spec, opts(), &c, &s, cch, sch).unwrap();
+    let want = gc::reference(&spec.spec, &y);
+    let wrong = (0..y.len())
+        .filter(|&i| (zc[i] + zs[i]) % p != want[i])
+        .count();
+    assert!(wrong > 32, "{wrong} of 64 wrong");
 }

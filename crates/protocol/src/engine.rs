@@ -582,13 +582,15 @@ pub fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<ot::OtSpec>>
             ..
         } => {
             let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
-            // a program's values, twice a MaxPool's input included, are within
-            // (−p/2, p/2) (`nn::step_max`): its max tree needs no signs
+            // a program's values, twice a MaxPool's input and a truncation's input plus
+            // its offset and 2^f included, are within (−p/2, p/2) (`nn::step_max`): its
+            // max tree needs no signs, and its truncating steps' DReLU compares the
+            // high bits only
             let bounded = |s: ot::OtSpec| {
                 if op.is_max_pool() {
-                    s.within_quarter()
+                    s.high_bits().within_quarter()
                 } else {
-                    s
+                    s.high_bits()
                 }
             };
             if !approximate {
