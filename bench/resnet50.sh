@@ -8,14 +8,14 @@
 # BENCHMARKS.md beside HELiKs's published figures, and the planner's projection of the
 # same inference (`bench network --backend count --as-served`) against the measurement.
 source "$(dirname "$0")/lib.sh"
-"$bin" --threads 2 bench network --net resnet50-imagenet --backend bfv --linear-only --json \
-  >"$out/resnet50-linear.json"
+# sessions of one input, as `infer --limit 1` plans them (the flooding sized for it)
+"$bin" --threads 2 bench network --net resnet50-imagenet --backend bfv --linear-only \
+  --session-inputs 1 --json >"$out/resnet50-linear.json"
 # the default budget for held weights: a third of the free memory, at most 2 GiB
 "$bin" --threads 2 infer --net resnet50-imagenet --limit 1 --json \
   >"$out/resnet50-infer.json"
 # the planner's projection of that same inference (count backend, the served program)
 "$bin" --threads 2 bench network --net resnet50-imagenet --backend count --as-served \
-  --json \
-  >"$out/resnet50-projected.json"
+  --session-inputs 1 --json >"$out/resnet50-projected.json"
 python3 bench/resnet50_table.py "$out/resnet50-linear.json" "$out/resnet50-infer.json" \
   "$out/resnet50-projected.json"

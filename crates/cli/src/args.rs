@@ -250,6 +250,12 @@ pub struct PlannerArgs {
     /// (`MemAvailable`), at most 2 GiB; 0 encodes every layer on the fly.
     #[arg(long)]
     pub mem_limit: Option<f64>,
+    /// The most inputs one session may send (1 to 4096; default 4096, and for `infer`
+    /// the inputs it runs): with the plan's responses per input it sizes every
+    /// response's flooding, so fewer inputs per session mean smaller queries. A server
+    /// refuses a session that asks for more.
+    #[arg(long)]
+    pub session_inputs: Option<u32>,
 }
 
 impl PlannerArgs {
@@ -277,6 +283,7 @@ impl PlannerArgs {
             threads: None,
             mem_limit: self.mem_limit_bytes()?,
             link,
+            session_inputs: self.session_inputs,
         })
     }
 }

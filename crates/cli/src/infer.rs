@@ -121,7 +121,7 @@ fn inputs(a: &InferArgs, sample: &[usize]) -> Res<Vec<Vec<f32>>> {
 
 pub fn run(a: &InferArgs) -> Res<()> {
     let link = a.link.link()?;
-    let planning = a.planner.planning(link, a.method.choice())?;
+    let mut planning = a.planner.planning(link, a.method.choice())?;
     let (name, model, inputs, calibration) = match a.model.as_deref() {
         // a compiled model (`helina compile`) carries its fixed point and methods
         Some(path) if crate::args::is_compiled(path) => {
@@ -143,6 +143,8 @@ pub fn run(a: &InferArgs) -> Res<()> {
             };
             let (fixed, calibration) = a.fixed.fixed_point(&sample, Some(default_calibration))?;
             let fixed = fixed.for_nonlinear(a.nonlinear.protocol());
+            // one session runs these inputs: its flooding is sized for them
+            planning.session_inputs = planning.session_inputs.or(u32::try_from(inputs.len()).ok());
             let model = helina::Model::new(network, &fixed, &planning)?;
             (name, model, inputs, calibration)
         }

@@ -121,6 +121,9 @@ pub struct Planning {
     pub mem_limit: Option<u64>,
     /// The link the prediction assumes.
     pub link: Link,
+    /// The most inputs one session may send, which sizes the flooding of every response
+    /// ([`protocol::Planner::session_inputs`]); `None`: [`protocol::MAX_INPUTS_PER_SESSION`].
+    pub session_inputs: Option<u32>,
 }
 
 impl Default for Planning {
@@ -133,6 +136,7 @@ impl Default for Planning {
             threads: None,
             mem_limit: None,
             link: Link::NONE,
+            session_inputs: None,
         }
     }
 }
@@ -146,6 +150,9 @@ impl Planning {
         p.objective = self.objective;
         p.time_slack = self.time_slack;
         p.threads = self.threads.unwrap_or_else(threads);
+        if let Some(n) = self.session_inputs {
+            p.session_inputs = n;
+        }
         Ok((p, source))
     }
 

@@ -9,9 +9,10 @@
 //!   nonlinear protocols are read at their exact lengths by `ot` and `gc`. The
 //!   channel's own limit is lowered to the largest of them once the plan is known, so
 //!   nothing larger is ever read, and the largest is counted in the session's memory;
-//! - **the response bound** ([`responses_log2`]): at most
-//!   [`crate::MAX_INPUTS_PER_SESSION`] inputs of the plan's responses each, which sizes
-//!   the flooding of every response (`kernels::noise`);
+//! - **the response bound** ([`responses_log2`]): at most the plan's session inputs
+//!   (`Planner::session_inputs`, by default [`crate::MAX_INPUTS_PER_SESSION`]) of the
+//!   plan's responses each, which sizes the flooding of every response
+//!   (`kernels::noise`);
 //! - **the offline window** ([`offline_segments`]): consecutive steps whose offline
 //!   material (flooding zeros, precomputed OTs or garbled tables) fits the window run
 //!   their offline phase together, then online; so one input of a large network holds
@@ -264,10 +265,10 @@ impl SessionLimits {
     }
 }
 
-/// log2 of the most responses a session may receive when each input takes `per_input`:
-/// [`crate::MAX_INPUTS_PER_SESSION`] inputs' worth, rounded up to a power of two.
-pub fn responses_log2(per_input: u64) -> u32 {
-    let total = (crate::MAX_INPUTS_PER_SESSION as u64).saturating_mul(per_input.max(1));
+/// log2 of the most responses a session of at most `inputs` inputs may receive when each
+/// takes `per_input`, rounded up to a power of two.
+pub fn responses_log2(inputs: u32, per_input: u64) -> u32 {
+    let total = (inputs.max(1) as u64).saturating_mul(per_input.max(1));
     64 - (total - 1).leading_zeros()
 }
 

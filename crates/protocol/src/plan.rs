@@ -328,6 +328,12 @@ pub struct Planner {
     /// cost the least time per byte saved first ([`NetworkPlan::new`]; 0: the fastest
     /// plan). Default [`DEFAULT_TIME_SLACK`].
     pub time_slack: f64,
+    /// The most inputs a session of this plan may send (1 ..= [`crate::MAX_INPUTS_PER_SESSION`],
+    /// the default): with the plan's responses per input it bounds the responses of a
+    /// session, which sizes every response's flooding (`kernels::noise`): fewer inputs,
+    /// less flooding, so queries rounded further. A server refuses a session that would
+    /// take more responses ([`crate::ProtocolError::TooManyResponses`]).
+    pub session_inputs: u32,
 }
 
 /// The default [`Planner::time_slack`]: up to 15% more predicted linear time for fewer
@@ -346,6 +352,7 @@ impl Planner {
             objective: Objective::Time,
             threads: 1,
             time_slack: DEFAULT_TIME_SLACK,
+            session_inputs: crate::MAX_INPUTS_PER_SESSION,
         }
     }
 
@@ -585,8 +592,8 @@ impl NetworkPlan {
     /// byte held first; the others are encoded per query (and planned with that encoding
     /// in their time). `max_layers` stops after that many linear steps. The
     /// plan's parameters carry the program's weight bound and the session's response
-    /// bound ([`Params::with_session_responses`]: [`crate::MAX_INPUTS_PER_SESSION`]
-    /// inputs of this plan's responses), both of which size the flooding.
+    /// bound ([`Params::with_session_responses`]: [`Planner::session_inputs`] inputs of
+    /// this plan's responses), both of which size the flooding.
     pub fn new(
         program: nn::Program,
         params: &Params,
@@ -620,7 +627,14 @@ impl NetworkPlan {
                 crate::engine::layer_shape(s).is_some() || matches!(s, nn::Step::Square { .. })
             })
             .count() as u64;
-        let (layers, params) = settle_responses(&params, he_steps, |params| {
+        let inputs = planner.session_inputs;
+        if !(1..=crate::MAX_INPUTS_PER_SESSION).contains(&inputs) {
+            return Err(ProtocolError::TooManyInputs {
+                requested: inputs as u64,
+                max: crate::MAX_INPUTS_PER_SESSION as u64,
+            });
+        }
+        let (layers, params) = settle_responses(&params, inputs, he_steps, |params| {
             let layers =
                 Self::plan_layers(&program, params, planner, mem_limit, method, max_layers)?;
             let per_input = responses_per_input(&program, &layers, params)?;
@@ -776,19 +790,20 @@ fn responses_per_input(
 
 /// Plans with the session's response bound settled: `plan(params)` plans on parameters
 /// with a bound and says how many responses one input then takes; the bound starts at
-/// [`crate::MAX_INPUTS_PER_SESSION`] inputs of `at_least` responses and grows until it
-/// covers the plan made with it (a larger bound only raises the flooding, so this ends
-/// after a few rounds). Returns the plan and its parameters.
+/// `inputs` inputs of `at_least` responses and grows until it covers the plan made
+/// with it (a larger bound only raises the flooding, so this ends after a few rounds).
+/// Returns the plan and its parameters.
 pub(crate) fn settle_responses<T>(
     params: &Params,
+    inputs: u32,
     at_least: u64,
     mut plan: impl FnMut(&Params) -> Result<(T, u64)>,
 ) -> Result<(T, Params)> {
-    let mut log2 = responses_log2(at_least);
+    let mut log2 = responses_log2(inputs, at_least);
     for _ in 0..8 {
         let p = params.with_session_responses(log2);
         let (t, per_input) = plan(&p)?;
-        let need = responses_log2(per_input);
+        let need = responses_log2(inputs, per_input);
         if need <= log2 {
             return Ok((t, p));
         }
@@ -802,7 +817,7 @@ pub(crate) fn settle_responses<T>(
 /// The parameters a single layer `spec` is served with on its own: `params` with the
 /// response bound of [`crate::MAX_INPUTS_PER_SESSION`] queries of it.
 pub fn layer_params(params: &Params, spec: &LayerSpec) -> Result<Params> {
-    settle_responses(params, 1, |p| {
+    settle_responses(params, crate::MAX_INPUTS_PER_SESSION, 1, |p| {
         Ok(((), LayerLayout::new(spec, p)?.output_cts() as u64))
     })
     .map(|(_, p)| p)

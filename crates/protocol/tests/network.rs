@@ -560,3 +560,82 @@ fn one_more_network_client_than_the_limit_is_told_busy() {
     let served = reports.iter().find_map(|r| r.result.as_ref().ok()).unwrap();
     assert!(served.responses > 0 && served.distance_log2 < -30.0);
 }
+
+/// A plan for sessions of one input floods each response for one input's responses, not
+/// [`protocol::MAX_INPUTS_PER_SESSION`] inputs' worth: 12 bits less flooding, so the
+/// client's queries are rounded further and are smaller; its one input still equals the
+/// reference, and a session of two inputs is refused by the response bound.
+#[test]
+fn a_plan_for_one_input_floods_less_and_refuses_a_second() {
+    let (prog, params) = plan(&nn::zoo::onnx("tiny-resnet", 1).unwrap(), 0.0, true);
+    let mut planner = protocol::Planner::new(&params, &Link::NONE);
+    planner.session_inputs = 1;
+    let one = NetworkPlan::new(
+        prog.clone(),
+        &params,
+        &planner,
+        None,
+        &protocol::MethodChoice::Auto,
+        None,
+    )
+    .unwrap();
+    let many = NetworkPlan::auto(prog.clone(), &params).unwrap();
+    let (r1, r) = (
+        one.params.session_responses_log2(),
+        many.params.session_responses_log2(),
+    );
+    assert_eq!(
+        r1 + 12,
+        r,
+        "4096 inputs are 12 bits of responses more than one"
+    );
+    planner.session_inputs = 0;
+    assert!(matches!(
+        NetworkPlan::new(
+            prog.clone(),
+            &params,
+            &planner,
+            None,
+            &protocol::MethodChoice::Auto,
+            None
+        ),
+        Err(ProtocolError::TooManyInputs { requested: 0, .. })
+    ));
+    let len: usize = prog.input_shape.iter().product();
+    let run = |plan: &NetworkPlan, xs: &[Vec<f32>]| {
+        let (mut c, mut s) = MemChannel::pair(1 << 30, Duration::from_secs(120), Link::NONE);
+        let server = NetworkServer::new(plan, NonlinearProtocol::SilentOt).unwrap();
+        let h = std::thread::spawn(move || server.serve(&mut s));
+        let out = infer(&mut c, None, xs, &mut |_, _| {});
+        (out, h.join().unwrap())
+    };
+    let xs = uniform(11, 2, len, 0.0);
+    let (small, _) = run(&one, &xs[..1]);
+    let (large, _) = run(&many, &xs[..1]);
+    let (small, large) = (small.unwrap(), large.unwrap());
+    let x = nn::quantise_input(&prog, &xs[0]);
+    for out in [&small, &large] {
+        let o = &out.outputs[0];
+        let want = nn::run_fixed_replay(&prog, &x, &o.truncation_shares).unwrap();
+        assert_eq!(o.value.as_ref().unwrap(), &want);
+    }
+    let up = |o: &protocol::ClientOutcome| o.traffic.online.bytes_sent;
+    assert!(
+        up(&small) < up(&large),
+        "queries for one input: {} B, for 4096: {} B",
+        up(&small),
+        up(&large)
+    );
+    let (two, server) = run(&one, &xs);
+    assert!(
+        two.is_err(),
+        "a second input is over the plan's response bound"
+    );
+    assert!(
+        matches!(
+            server,
+            Err(ProtocolError::TooManyResponses { inputs: 2, .. })
+        ),
+        "{server:?}"
+    );
+}
