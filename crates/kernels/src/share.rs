@@ -120,8 +120,13 @@ pub fn share_output_encoded<B: Backend>(
         .into_par_iter()
         .zip(zeros)
         .map(|(ct, zero)| -> Result<(B::Ct, Vec<u64>)> {
-            let mut rng = rand::rng();
-            let r: Vec<u64> = (0..s.n).map(|_| rng.random_range(0..s.p)).collect();
+            // (the shape-only backend reads no values: no mask to draw)
+            let r: Vec<u64> = if b.carries_data() {
+                let mut rng = rand::rng();
+                (0..s.n).map(|_| rng.random_range(0..s.p)).collect()
+            } else {
+                vec![0; s.n]
+            };
             // steps 1-3 (one pass in the power basis on Bfv)
             let last = b.mask_and_switch(&ct, &r, encoding, &zero)?;
             // what decryption does not need stays off the wire

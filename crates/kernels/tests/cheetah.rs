@@ -850,10 +850,10 @@ fn a_public_weight_bound_shrinks_queries_and_weights_at_it_reconstruct() {
 }
 
 /// Weights encoded on the fly (`respond_on_the_fly`: Cheetah's convolution encodes one
-/// output group at a time, `bsgs` one output ciphertext at a time, across strips) give
-/// the reference's shares and the same server op counts (prepares included) as
-/// `encode_weights` + `respond`, on Sim and on real BFV; HELiKs takes the default path
-/// (encode everything, then compute) with the same guarantees.
+/// output group at a time, `bsgs` and HELiKs one fused product of one output
+/// ciphertext at a time, across strips) give the reference's shares and the same server
+/// op counts (prepares included) as `encode_weights` + `respond`, on Sim and on real
+/// BFV.
 #[test]
 fn conv_on_the_fly_equals_encoded_weights() {
     fn counts_of<L: LinearLayer, B: Backend>(

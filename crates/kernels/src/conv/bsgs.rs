@@ -70,8 +70,13 @@ pub(crate) fn plaintext_block(g: &ConvGeometry, k: usize, bl: usize) -> usize {
 }
 
 pub(crate) fn compute<B: Backend>(c: &ConvCtx<'_, B>) -> Result<Vec<B::Ct>> {
+    compute_with(c, baby(c.g))
+}
+
+/// Every output ciphertext of one strip with baby step `b1` (1: HELiKs's fold).
+pub(crate) fn compute_with<B: Backend>(c: &ConvCtx<'_, B>, b1: usize) -> Result<Vec<B::Ct>> {
     crate::par::map(0..c.g.out_cts, |o| {
-        let mut one = output(std::slice::from_ref(c), Plaintexts::Encoded(c.pts), o)?;
+        let mut one = output(std::slice::from_ref(c), Plaintexts::Encoded(c.pts), o, b1)?;
         one.pop()
             .ok_or(KernelError::EmptyDimension { what: "strips" })
     })
@@ -86,18 +91,19 @@ pub(crate) enum Plaintexts<'a, B: Backend> {
 }
 
 /// Output ciphertext o of every strip in `cs` (same geometry and plaintexts, one
-/// context per strip): each fused product's plaintexts are fetched (or encoded) once
-/// and used for every strip.
+/// context per strip) with baby step `b1` ([`baby`] for this method, 1 for HELiKs,
+/// whose contexts hold each input unrotated): each fused product's plaintexts are
+/// fetched (or encoded) once and used for every strip.
 pub(crate) fn output<B: Backend>(
     cs: &[ConvCtx<'_, B>],
     pts: Plaintexts<'_, B>,
     o: usize,
+    b1: usize,
 ) -> Result<Vec<B::Ct>> {
     let Some(c0) = cs.first() else {
         return Ok(Vec::new());
     };
     let g = c0.g;
-    let b1 = baby(g);
     let taps = g.taps();
     let mut blocks: Vec<Option<B::Ct>> = vec![None; cs.len()];
     for giant in (0..g.c_n / b1).rev() {

@@ -19,8 +19,7 @@
 use he::Backend;
 
 use super::{ConvCtx, ConvGeometry};
-use crate::error::{KernelError, Result};
-use crate::layer::accumulate;
+use crate::error::Result;
 use crate::noise::NoiseModel;
 
 /// The rotation steps: 1, the filter-row wrap, and the block stride.
@@ -38,35 +37,10 @@ pub(crate) fn steps(g: &ConvGeometry) -> Vec<i64> {
     s
 }
 
+/// Every output ciphertext of one strip: the baby-step giant-step kernel with one baby
+/// step is this method's loop (same products, rotations and order).
 pub(crate) fn compute<B: Backend>(c: &ConvCtx<'_, B>) -> Result<Vec<B::Ct>> {
-    let g = c.g;
-    let taps = g.taps();
-    crate::par::map(0..g.out_cts, |o| {
-        let mut blocks: Option<B::Ct> = None;
-        for k in (0..g.c_n).rev() {
-            let mut acc: Option<B::Ct> = None;
-            for d in (0..taps).rev() {
-                let v = c.products_unrotated(o, k, d)?;
-                acc = match acc {
-                    None => Some(v),
-                    Some(a) => {
-                        let step = g.tap_step(d + 1) - g.tap_step(d);
-                        let r = c.rot.rotate(c.b, &a, step)?;
-                        accumulate(c.b, Some(r), v)?
-                    }
-                };
-            }
-            let acc = acc.ok_or(KernelError::EmptyDimension { what: "taps" })?;
-            blocks = match blocks {
-                None => Some(acc),
-                Some(a) => {
-                    let r = c.rot.rotate(c.b, &a, g.block as i64)?;
-                    accumulate(c.b, Some(r), acc)?
-                }
-            };
-        }
-        blocks.ok_or(KernelError::EmptyDimension { what: "blocks" })
-    })
+    super::bsgs::compute_with(c, 1)
 }
 
 pub(crate) fn noise(g: &ConvGeometry, m: &NoiseModel) -> f64 {

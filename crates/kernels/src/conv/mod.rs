@@ -907,7 +907,12 @@ impl crate::layer::LinearLayer for ConvLayout {
         self.encode(b, w)
     }
     fn compute_on_the_fly<B: Backend>(&self, b: &B, w: &[i64], q: &[B::Ct]) -> Result<Vec<B::Ct>> {
-        let streams = self.cheetah.is_some() || self.method == ConvMethod::Bsgs;
+        let b1 = match self.method {
+            ConvMethod::Bsgs => bsgs::baby(&self.geom),
+            ConvMethod::Heliks => 1,
+            _ => 0,
+        };
+        let streams = self.cheetah.is_some() || b1 > 0;
         if !streams {
             return self.compute(b, &self.encode(b, w)?, q);
         }
@@ -919,10 +924,11 @@ impl crate::layer::LinearLayer for ConvLayout {
             let level = self.query_level_on(b);
             return cheetah::compute_on_the_fly(b, &sh, e, w, self.slots.p, level, q);
         }
-        // bsgs: every strip's rotated inputs, then per output ciphertext and per fused
-        // product its plaintexts encoded, used for every strip and dropped (the same
-        // prepares, rotations and products as `encode` + `compute`; one product's
-        // plaintexts held per thread, still in cache when multiplied).
+        // bsgs and heliks (b₁ = 1): every strip's rotated inputs, then per output
+        // ciphertext and per fused product its plaintexts encoded, used for every strip
+        // and dropped (the same prepares, rotations and products as `encode` +
+        // `compute`; one product's plaintexts held per thread, still in cache when
+        // multiplied).
         let per_strip = q.len() / g.strips;
         let rotated = q
             .chunks(per_strip.max(1))
@@ -940,7 +946,7 @@ impl crate::layer::LinearLayer for ConvLayout {
             .collect();
         let per_output = crate::par::map(0..g.out_cts, |o| {
             let encode = |k, i, v, d| self.slot_filter(b, w, [o, k, i, v, d]);
-            bsgs::output(&ctxs, bsgs::Plaintexts::OnTheFly(&encode), o)
+            bsgs::output(&ctxs, bsgs::Plaintexts::OnTheFly(&encode), o, b1)
         })?;
         // Strip-major, as `compute` orders them.
         interleave(per_output, ctxs.len())
@@ -1101,20 +1107,6 @@ pub(crate) struct ConvCtx<'a, B: Backend> {
 }
 
 impl<B: Backend> ConvCtx<'_, B> {
-    /// Σ over input ciphertexts and versions of pt(o, k, i, v, d) ⊙ x_i^v (no tap
-    /// rotation: multiply first).
-    pub(crate) fn products_unrotated(&self, o: usize, k: usize, d: usize) -> Result<B::Ct> {
-        let g = self.g;
-        let mut cts = Vec::new();
-        let mut pts = Vec::new();
-        for i in 0..g.in_cts {
-            for v in 0..g.versions() {
-                cts.push(&self.rotated[i * g.versions() + v][0]);
-                pts.push(&self.pts[g.pt_index(o, k, i, v, d)]);
-            }
-        }
-        Ok(self.b.dot(&cts, &pts)?)
-    }
     /// Σ over the given input ciphertexts, their versions and taps of
     /// pt(o, k, i, v, d) ⊙ rot(x_i^v, tap d): one fused product.
     pub(crate) fn products(&self, o: usize, k: usize, inputs: &[usize]) -> Result<B::Ct> {
