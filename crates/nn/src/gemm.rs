@@ -90,18 +90,29 @@ pub(crate) fn conv_exact(
     w: &[i64],
 ) -> Option<Vec<i128>> {
     let per = sh.c_i / groups.max(1) * sh.k_h * sh.k_w;
-    let xm = max_abs(x.iter().map(|&v| v as f64));
-    if xm * max_l1(w, per) >= EXACT {
+    let xf = exact_inputs(x, w, per)?;
+    let wf: Vec<f64> = w.iter().map(|&v| v as f64).collect();
+    Some(from_exact(conv_f64(sh, groups, &xf, &wf)))
+}
+
+/// `x` as f64 when every Σ|w|·|x| of a `len`-long weight row stays below 2^53 (so
+/// every partial sum of the product is an exact f64); `None` otherwise. Each value
+/// converts once, through i64 (all are below 2^53 in magnitude).
+fn exact_inputs(x: &[i128], w: &[i64], len: usize) -> Option<Vec<f64>> {
+    const BELOW: u128 = 1 << 53;
+    if x.iter().any(|v| v.unsigned_abs() >= BELOW) {
         return None;
     }
-    let xf: Vec<f64> = x.iter().map(|&v| v as f64).collect();
-    let wf: Vec<f64> = w.iter().map(|&v| v as f64).collect();
-    Some(
-        conv_f64(sh, groups, &xf, &wf)
-            .into_iter()
-            .map(|v| v as i128)
-            .collect(),
-    )
+    let xf: Vec<f64> = x.iter().map(|&v| v as i64 as f64).collect();
+    if max_abs(xf.iter().copied()) * max_l1(w, len) >= EXACT {
+        return None;
+    }
+    Some(xf)
+}
+
+/// Exact integer results (below 2^53 in magnitude) back to i128, through i64.
+fn from_exact(v: Vec<f64>) -> Vec<i128> {
+    v.into_iter().map(|v| v as i64 as i128).collect()
 }
 
 /// W·x for a `rows` × `cols` matrix in f64.
@@ -117,18 +128,9 @@ pub(crate) fn linear_f64(w: &[f64], x: &[f64], rows: usize, cols: usize) -> Vec<
 
 /// W·x of integers, exactly, when its values allow f64; `None` otherwise.
 pub(crate) fn linear_exact(w: &[i64], x: &[i128], rows: usize, cols: usize) -> Option<Vec<i128>> {
-    let xm = max_abs(x.iter().map(|&v| v as f64));
-    if xm * max_l1(w, cols) >= EXACT {
-        return None;
-    }
-    let xf: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    let xf = exact_inputs(x, w, cols)?;
     let wf: Vec<f64> = w.iter().map(|&v| v as f64).collect();
-    Some(
-        linear_f64(&wf, &xf, rows, cols)
-            .into_iter()
-            .map(|v| v as i128)
-            .collect(),
-    )
+    Some(from_exact(linear_f64(&wf, &xf, rows, cols)))
 }
 
 #[cfg(test)]
@@ -171,6 +173,9 @@ mod tests {
             assert_eq!(conv_exact(&sh, groups, &x, &wt), Some(want));
             let big: Vec<i128> = x.iter().map(|&v| v << 22).collect();
             assert_eq!(conv_exact(&sh, groups, &big, &wt), None);
+            // beyond i64 (the conversion goes through it only below 2^53)
+            let huge: Vec<i128> = x.iter().map(|&v| v << 40).collect();
+            assert_eq!(conv_exact(&sh, groups, &huge, &wt), None);
         }
         let (rows, cols) = (7, 300);
         let x: Vec<i128> = (0..cols)

@@ -722,8 +722,11 @@ fn worst_case(prog: &Program, lo: f32, hi: f32, stop: Option<u128>) -> Option<Ve
             } => {
                 let (l, h) = get(*input)?;
                 let (wp, wn) = split(weight);
-                let m =
-                    |w: &[i64], x: &[i128]| kernels::reference::matvec(w, &to64(x), *rows, *cols);
+                // exact either way: the f64 GEMM where its values allow it, else the loops
+                let m = |w: &[i64], x: &[i128]| {
+                    crate::gemm::linear_exact(w, x, *rows, *cols)
+                        .unwrap_or_else(|| kernels::reference::matvec(w, &to64(x), *rows, *cols))
+                };
                 let add = |a: Vec<i128>, b: Vec<i128>| -> Vec<i128> {
                     a.iter()
                         .zip(&b)
@@ -745,7 +748,9 @@ fn worst_case(prog: &Program, lo: f32, hi: f32, stop: Option<u128>) -> Option<Ve
                 let (wp, wn) = split(weight);
                 let g = crate::quant::grouped_shape(shape, *groups);
                 let c = |w: &[i64], x: &[i128]| -> Vec<i128> {
-                    if *groups == 1 {
+                    if let Some(y) = crate::gemm::conv_exact(shape, *groups, x, w) {
+                        y
+                    } else if *groups == 1 {
                         kernels::reference::conv(shape, &to64(x), w)
                     } else {
                         kernels::reference::grouped_conv(&g, &to64(x), w).unwrap_or_default()

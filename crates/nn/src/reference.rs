@@ -75,7 +75,13 @@ pub fn trunc_offset(f: u32, approximate: bool) -> i128 {
 /// steps use (`ot::OtSpec::high_bits_drelu`: [`crate::quant`]'s value bounds keep
 /// `|y| ≤ (p − 1)/2 − 2^f`).
 pub fn approximate_truncation(p: u64, f: u32, relu: bool, y: i128, server_share: u64) -> i128 {
-    let y = y.rem_euclid(p as i128) as u64;
+    let pi = p as i128;
+    // a centred y needs no 128-bit division
+    let y = match y {
+        y if (0..pi).contains(&y) => y,
+        y if (-pi..0).contains(&y) => y + pi,
+        y => y.rem_euclid(pi),
+    } as u64;
     let v = ot::approx_trunc(p, f, relu, true, y, server_share) as i128;
     if v > (p as i128 - 1) / 2 {
         v - p as i128

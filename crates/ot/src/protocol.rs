@@ -818,7 +818,19 @@ pub fn run_over_with<C: Channel + Send>(
 /// ([`OtSpec::high_bits_drelu`], for inputs within its bound). Equal to `gc::reference`
 /// except that it may be one less.
 pub fn approx_trunc(p: u64, f: u32, relu: bool, high: bool, y: u64, y_s: u64) -> u64 {
+    // Every value below is within a few p of 0 (p < 2^63): no 128-bit division, and
+    // the powers of two by shifts and masks (the reference runs this per element).
     let pi = p as i128;
+    let below_p = |v: i128| {
+        // v in (−2p, 2p): its residue in [0, p)
+        let v = if v < 0 { v + pi } else { v };
+        let v = if v < 0 { v + pi } else { v };
+        if v >= pi {
+            v - pi
+        } else {
+            v
+        }
+    };
     let yc = {
         let v = (y % p) as i128;
         if v > (pi - 1) / 2 {
@@ -830,22 +842,23 @@ pub fn approx_trunc(p: u64, f: u32, relu: bool, high: bool, y: u64, y_s: u64) ->
     if relu && yc < 0 {
         return 0;
     }
-    let exact = yc.div_euclid(1i128 << f);
-    let zs = (2 * (y_s as u128 % p as u128) % p as u128) as i128;
-    let m = 1i128 << (f + 1);
-    let eps = (zs % m > 2 * yc.rem_euclid(1i128 << f)) as i128;
+    let low = (1i128 << f) - 1;
+    // ⌊yc / 2^f⌋ and yc mod 2^f (two's complement: both exact for negative yc)
+    let exact = yc >> f;
+    let zs = below_p(2 * (y_s % p) as i128);
+    let eps = (zs & ((1i128 << (f + 1)) - 1) > 2 * (yc & low)) as i128;
     let drop = crate::layer::dropped_bits(p, f, high);
     if relu && drop > 0 && yc < (1i128 << f) {
         // the high-bits DReLU misses the wrap of z = 2Y (and reads Y as negative) when
         // z_C and p − 1 − z_S share their bits above the low f + 1: the ReLU is then 0,
         // which is ⌊Y/2^f⌋ here
-        let zc = (2 * yc - zs).rem_euclid(pi);
+        let zc = below_p(2 * yc - zs);
         let t = pi - 1 - zs;
         if zc > t && zc >> drop == t >> drop {
             return 0;
         }
     }
-    (exact - eps).rem_euclid(pi) as u64
+    below_p(exact - eps) as u64
 }
 
 /// DReLU alone, for tests and diagnostics: both parties in two threads over the given
