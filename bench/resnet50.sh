@@ -8,6 +8,16 @@
 # BENCHMARKS.md beside HELiKs's published figures, and the planner's projection of the
 # same inference (`bench network --backend count --as-served`) against the measurement.
 source "$(dirname "$0")/lib.sh"
+# The planner's per-op costs measured on this machine now (`bench ops --save`, into a
+# scratch cache that only this script's runs read), for the 20-bit p of the linear-only
+# run and the 28-bit p the planner picks for ResNet-50: plans and projections then price
+# this machine as it runs today instead of the reference figures.
+HELINA_CACHE_DIR="$(mktemp -d)"
+export HELINA_CACHE_DIR
+trap 'rm -rf "$HELINA_CACHE_DIR"' EXIT
+for params in n8192 n8192-p28; do
+  "$bin" --threads 2 bench ops --params "$params" --save >/dev/null
+done
 # sessions of one input, as `infer --limit 1` plans them (the flooding sized for it)
 "$bin" --threads 2 bench network --net resnet50-imagenet --backend bfv --linear-only \
   --session-inputs 1 --json >"$out/resnet50-linear.json"
