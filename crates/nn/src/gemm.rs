@@ -133,6 +133,31 @@ pub(crate) fn linear_exact(w: &[i64], x: &[i128], rows: usize, cols: usize) -> O
     Some(from_exact(linear_f64(&wf, &xf, rows, cols)))
 }
 
+/// W·x of integers, exactly: the f64 GEMM where its values allow it
+/// ([`linear_exact`]), else the 128-bit loops.
+pub(crate) fn linear(w: &[i64], x: &[i128], rows: usize, cols: usize) -> Vec<i128> {
+    linear_exact(w, x, rows, cols).unwrap_or_else(|| {
+        let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+        kernels::reference::matvec(w, &x64, rows, cols)
+    })
+}
+
+/// The integer convolution of [`conv_f64`], exactly: the f64 GEMM where its values allow
+/// it ([`conv_exact`]), else the 128-bit loops; `None` when the grouped loops refuse the
+/// shapes.
+pub(crate) fn conv(sh: &ConvShape, groups: usize, x: &[i128], w: &[i64]) -> Option<Vec<i128>> {
+    if let Some(y) = conv_exact(sh, groups, x, w) {
+        return Some(y);
+    }
+    let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+    if groups == 1 {
+        Some(kernels::reference::conv(sh, &x64, w))
+    } else {
+        let g = crate::quant::grouped_shape(sh, groups);
+        kernels::reference::grouped_conv(&g, &x64, w).ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -702,7 +702,6 @@ fn worst_case(prog: &Program, lo: f32, hi: f32, stop: Option<u128>) -> Option<Ve
     t[prog.input] = (ql.abs().max(qh.abs())) as u128;
     let limit = 1i128 << 62;
     let ok = |v: &[i128]| v.iter().all(|x| x.abs() < limit);
-    let to64 = |v: &[i128]| v.iter().map(|&x| x as i64).collect::<Vec<i64>>();
     let split = |w: &[i64]| -> (Vec<i64>, Vec<i64>) {
         (
             w.iter().map(|&v| v.max(0)).collect(),
@@ -722,11 +721,7 @@ fn worst_case(prog: &Program, lo: f32, hi: f32, stop: Option<u128>) -> Option<Ve
             } => {
                 let (l, h) = get(*input)?;
                 let (wp, wn) = split(weight);
-                // exact either way: the f64 GEMM where its values allow it, else the loops
-                let m = |w: &[i64], x: &[i128]| {
-                    crate::gemm::linear_exact(w, x, *rows, *cols)
-                        .unwrap_or_else(|| kernels::reference::matvec(w, &to64(x), *rows, *cols))
-                };
+                let m = |w: &[i64], x: &[i128]| crate::gemm::linear(w, x, *rows, *cols);
                 let add = |a: Vec<i128>, b: Vec<i128>| -> Vec<i128> {
                     a.iter()
                         .zip(&b)
@@ -746,15 +741,8 @@ fn worst_case(prog: &Program, lo: f32, hi: f32, stop: Option<u128>) -> Option<Ve
             } => {
                 let (l, h) = get(*input)?;
                 let (wp, wn) = split(weight);
-                let g = crate::quant::grouped_shape(shape, *groups);
                 let c = |w: &[i64], x: &[i128]| -> Vec<i128> {
-                    if let Some(y) = crate::gemm::conv_exact(shape, *groups, x, w) {
-                        y
-                    } else if *groups == 1 {
-                        kernels::reference::conv(shape, &to64(x), w)
-                    } else {
-                        kernels::reference::grouped_conv(&g, &to64(x), w).unwrap_or_default()
-                    }
+                    crate::gemm::conv(shape, *groups, x, w).unwrap_or_default()
                 };
                 let (oh, ow, _, _) = kernels::reference::conv_output(shape);
                 let per = (oh * ow).max(1);

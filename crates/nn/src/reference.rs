@@ -14,7 +14,7 @@
 //! `(c, oy·s+dy, ox·s+dx)` in row-major `(dy, dx)` order ([`window_indices`]); padding is
 //! a separate [`Step::Pad`] whose element order is [`pad_indices`].
 
-use kernels::reference::{conv_output, matvec};
+use kernels::reference::conv_output;
 use kernels::ConvShape;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -301,14 +301,8 @@ pub(crate) fn execute(
                 if x.len() != *cols || weight.len() != rows * cols || bias.len() != *rows {
                     return Err(shape_err("input/weight/bias", *cols, x.len()));
                 }
-                let y = match crate::gemm::linear_exact(weight, x, *rows, *cols) {
-                    Some(y) => y,
-                    None => {
-                        let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
-                        matvec(weight, &x64, *rows, *cols)
-                    }
-                };
-                y.into_iter()
+                crate::gemm::linear(weight, x, *rows, *cols)
+                    .into_iter()
                     .zip(bias)
                     .map(|(a, &b)| a + b as i128)
                     .collect()
@@ -327,14 +321,8 @@ pub(crate) fn execute(
                     if x.len() != g.input_len() || weight.len() != g.weight_len() {
                         return Err(shape_err("input/weight", g.input_len(), x.len()));
                     }
-                    let acc = match crate::gemm::conv_exact(shape, *groups, x, weight) {
-                        Some(acc) => acc,
-                        None => {
-                            let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
-                            kernels::reference::grouped_conv(&g, &x64, weight)
-                                .map_err(|_| shape_err("input/weight", g.input_len(), x.len()))?
-                        }
-                    };
+                    let acc = crate::gemm::conv(shape, *groups, x, weight)
+                        .ok_or_else(|| shape_err("input/weight", g.input_len(), x.len()))?;
                     let per = acc.len() / shape.c_o.max(1);
                     if bias.len() != shape.c_o {
                         return Err(shape_err("bias", shape.c_o, bias.len()));
@@ -557,13 +545,7 @@ fn conv_checked(sh: &ConvShape, x: &[i128], w: &[i64], b: &[i64]) -> Option<Vec<
     {
         return None;
     }
-    let y = match crate::gemm::conv_exact(sh, 1, x, w) {
-        Some(y) => y,
-        None => {
-            let x64: Vec<i64> = x.iter().map(|&v| v as i64).collect();
-            kernels::reference::conv(sh, &x64, w)
-        }
-    };
+    let y = crate::gemm::conv(sh, 1, x, w)?;
     let (ho, wo, _, _) = conv_output(sh);
     Some(
         y.into_iter()
