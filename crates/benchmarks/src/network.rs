@@ -484,10 +484,22 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                 };
                 pb.set_message(format!("{name} {kind}"));
                 let key = format!(
-                    "{:?}/{}/{:?}/{}",
-                    spec.op, spec.trunc_bits, ospec.trunc, ospec.inputs_within_quarter
+                    "{:?}/{}/{:?}/{}/{:?}",
+                    spec.op,
+                    spec.trunc_bits,
+                    ospec.trunc,
+                    ospec.inputs_within_quarter,
+                    ospec.pooling
                 );
-                let sample = spec.count.min(a.nonlinear_sample.max(1));
+                let mut sample = spec.count.min(a.nonlinear_sample.max(1));
+                if let Some(g) = ospec
+                    .pooling
+                    .filter(|_| nonlinear == protocol::NonlinearProtocol::SilentOt)
+                {
+                    // a separable pooling's sample is whole channels
+                    let per_channel = g.out_h * g.out_w;
+                    sample = sample.div_ceil(per_channel) * per_channel;
+                }
                 let per = match sample_cache.get(&key) {
                     Some(v) if v.elements >= sample => *v,
                     _ => {

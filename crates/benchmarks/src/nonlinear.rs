@@ -282,6 +282,9 @@ fn silent_ot(a: &NonlinearOptions, spec: gc::NonlinSpec, name: &str, maxpool: bo
         inputs_within_quarter: a.within_quarter,
         // within a quarter of p, |y| ≤ (p − 1)/2 − 2^f for every f ≤ ℓ − 3
         high_bits_drelu: a.within_quarter,
+        // independent random windows: the window-by-window tree (a network's
+        // overlapping MaxPool runs separably, `bench network` measures that)
+        pooling: None,
     };
     let mut rows = Vec::new();
     for _ in 0..a.reps.max(1) {

@@ -76,7 +76,10 @@
 //! correlated AND group for both); the new value `b + ge·(a − b)` by two multiplexer
 //! OTs. Signs of the inputs are computed once, in the first level. `MaxPool` is
 //! `ReLU(max)`: a final multiplexer by the tracked sign (`f = 0`) or the truncation
-//! step with ReLU (`f > 0`).
+//! step with ReLU (`f > 0`). The windows of a pooling whose stride is below its side
+//! ([`crate::OtSpec::pooling`]) share rows: the tree then runs over each used input
+//! row's `k`-wide pieces once, and over the `k` row maxima of each window after a local
+//! re-arrangement (a 3×3/2 MaxPool: about 6 comparisons per window instead of 8).
 //!
 //! Identity with `f = 0` only re-shares: `y_S + r`, `y_C − r` with `r` from a seed
 //! both parties share (no traffic).
@@ -88,6 +91,7 @@ use crate::bits::BitVec;
 use crate::circuit::{Builder, Wire};
 use crate::mill::{self, LeafWires, MillShape};
 use crate::program::{Inputs, MillIn, OtFn, OtShape, Shape};
+use crate::protocol::Pooling;
 use crate::session::Role;
 
 /// One step of a layer.
@@ -117,6 +121,57 @@ pub(crate) enum Step {
     Mux { n: usize },
     /// DReLU alone, as arithmetic shares of 0/1 (one more OT from the server).
     Drelu { n: usize },
+    /// A separable pooling's re-arrangement of the values (and tracked signs), local:
+    /// [`regroup_order`].
+    Regroup {
+        pooling: Pooling,
+        channels: usize,
+        stage: Stage,
+    },
+}
+
+/// Which pieces a separable pooling's [`Step::Regroup`] lines up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// From the gathered `k×k` windows to the `k`-wide pieces of every used input row
+    /// (`channels × rows × out_w` of them), each read from the first window that covers
+    /// the row.
+    Rows,
+    /// From those pieces' maxima to the `k` of them below each other in a window
+    /// (`channels × out_h × out_w` windows).
+    Columns,
+}
+
+/// The source index of each value after a [`Step::Regroup`].
+pub(crate) fn regroup_order(g: Pooling, channels: usize, stage: Stage) -> Vec<usize> {
+    let (k, s, oh, ow, rows) = (g.k, g.stride, g.out_h, g.out_w, g.rows());
+    match stage {
+        Stage::Rows => {
+            let mut order = Vec::with_capacity(channels * rows * ow * k);
+            for c in 0..channels {
+                for y in 0..rows {
+                    let oy = (y / s).min(oh - 1);
+                    let dy = y - oy * s;
+                    for ox in 0..ow {
+                        let window = ((c * oh + oy) * ow + ox) * k * k + dy * k;
+                        order.extend(window..window + k);
+                    }
+                }
+            }
+            order
+        }
+        Stage::Columns => {
+            let mut order = Vec::with_capacity(channels * oh * ow * k);
+            for c in 0..channels {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        order.extend((0..k).map(|dy| (c * rows + oy * s + dy) * ow + ox));
+                    }
+                }
+            }
+            order
+        }
+    }
 }
 
 /// Bits of `p`.
@@ -194,7 +249,7 @@ impl Step {
         let mut ots = Vec::new();
         let n_out;
         match self {
-            Step::Reshare { .. } => {
+            Step::Reshare { .. } | Step::Regroup { .. } => {
                 return StepShape {
                     step: self,
                     shape: None,
@@ -417,7 +472,7 @@ pub(crate) fn inputs(
     };
     let mine = |sender: Role, f: OtFn| if sender == role { Some(f) } else { None };
     match s.step {
-        Step::Reshare { .. } => {}
+        Step::Reshare { .. } | Step::Regroup { .. } => {}
         Step::Core {
             n,
             relu,

@@ -60,8 +60,8 @@ pub mod silent;
 pub use error::{OtError, Result};
 pub use protocol::{
     approx_trunc, client_offline, client_online, run_local, run_over, run_over_with,
-    server_offline, server_online, ClientPre, LayerStats, OtReport, OtSpec, PoolModel, RunOptions,
-    ServerPre, Truncation,
+    server_offline, server_online, ClientPre, LayerStats, OtReport, OtSpec, PoolModel, Pooling,
+    RunOptions, ServerPre, Truncation,
 };
 pub use session::{Dir, OtSession, Role, SessionStats};
 pub use silent::SilentParams;

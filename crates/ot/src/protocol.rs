@@ -36,13 +36,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::bits::BitVec;
 use crate::error::{expect_len, OtError, Result};
-use crate::layer::{self, Step, StepShape};
+use crate::layer::{self, Stage, Step, StepShape};
 use crate::program;
 use crate::session::{refill_rounds, Dir, OtSession, Role};
 use crate::silent::SilentParams;
 
 /// Wire-format version of the layer hello.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Most input shares per layer (bounds every allocation of a layer).
 pub const MAX_INPUTS: usize = 1 << 24;
 
@@ -91,6 +91,35 @@ pub struct OtSpec {
     /// ([`approx_trunc`]). Inputs outside the bound give wrong results, not an error.
     #[serde(default)]
     pub high_bits_drelu: bool,
+    /// The windows of a `Max`/`MaxPool` layer are those of a `k×k` pooling with stride
+    /// below `k` (gathered row by row, as `nn::reference::window_indices` lists them), so
+    /// neighbouring windows share rows: the max runs separably, over each used input
+    /// row's `k`-wide pieces once and then over `k` of those maxima per window
+    /// (about 6 comparisons per 3×3/2 window instead of 8). The windows must be such a
+    /// pooling's (the caller's layout): other inputs give wrong maxima, not an error.
+    #[serde(default)]
+    pub pooling: Option<Pooling>,
+}
+
+/// The geometry of a `k×k` pooling ([`OtSpec::pooling`]): `channels · out_h · out_w`
+/// windows (the layer's count) of `k·k` inputs each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Pooling {
+    /// Window side.
+    pub k: usize,
+    /// Step between windows, `1 ≤ stride < k`.
+    pub stride: usize,
+    /// Output rows per channel.
+    pub out_h: usize,
+    /// Output columns per channel.
+    pub out_w: usize,
+}
+
+impl Pooling {
+    /// Input rows per channel the windows read: `(out_h − 1)·stride + k`.
+    pub fn rows(&self) -> usize {
+        (self.out_h - 1) * self.stride + self.k
+    }
 }
 
 impl From<NonlinSpec> for OtSpec {
@@ -100,6 +129,7 @@ impl From<NonlinSpec> for OtSpec {
             trunc: Truncation::Faithful,
             inputs_within_quarter: false,
             high_bits_drelu: false,
+            pooling: None,
         }
     }
 }
@@ -117,6 +147,7 @@ impl OtSpec {
             trunc: Truncation::Approximate,
             inputs_within_quarter: false,
             high_bits_drelu: false,
+            pooling: None,
         }
     }
 
@@ -136,7 +167,16 @@ impl OtSpec {
         }
     }
 
-    /// Checks the description (`gc`'s rules plus [`MAX_INPUTS`]).
+    /// With [`OtSpec::pooling`]: the max of overlapping pooling windows runs separably.
+    pub fn pooled(self, pooling: Pooling) -> Self {
+        OtSpec {
+            pooling: Some(pooling),
+            ..self
+        }
+    }
+
+    /// Checks the description (`gc`'s rules plus [`MAX_INPUTS`], and a pooling's
+    /// geometry against the window and the count).
     pub fn validate(&self) -> Result<()> {
         self.spec.validate().map_err(|e| match e {
             gc::GcError::InvalidSpec(s) => OtError::InvalidSpec(s),
@@ -147,6 +187,25 @@ impl OtSpec {
                 "{} inputs exceed the limit of {MAX_INPUTS} per layer",
                 self.spec.inputs()
             )));
+        }
+        if let Some(g) = self.pooling {
+            let s = &self.spec;
+            let max = matches!(s.op, Nonlinear::Max { .. } | Nonlinear::MaxPool { .. });
+            let per_channel = g.out_h.saturating_mul(g.out_w);
+            if !max
+                || g.k < 2
+                || g.stride == 0
+                || g.stride >= g.k
+                || per_channel == 0
+                || g.k.saturating_mul(g.k) != s.window()
+                || !s.count.is_multiple_of(per_channel)
+            {
+                return Err(OtError::InvalidSpec(format!(
+                    "pooling {g:?} does not fit {:?} over {} windows (needs Max/MaxPool, \
+                     2 ≤ k, 1 ≤ stride < k, window k·k, count a multiple of out_h·out_w)",
+                    s.op, s.count
+                )));
+            }
         }
         Ok(())
     }
@@ -186,17 +245,42 @@ impl OtSpec {
                 }
                 let signs = !self.inputs_within_quarter;
                 let mut steps = Vec::new();
-                let mut w = window;
-                let mut first = true;
-                while w > 1 {
-                    steps.push(Step::MaxLevel {
-                        count: n,
-                        w,
-                        first,
-                        signs,
-                    });
-                    w = w.div_ceil(2);
-                    first = false;
+                let tree = |steps: &mut Vec<Step>, count: usize, window: usize, first: bool| {
+                    let (mut w, mut first) = (window, first);
+                    while w > 1 {
+                        steps.push(Step::MaxLevel {
+                            count,
+                            w,
+                            first,
+                            signs,
+                        });
+                        w = w.div_ceil(2);
+                        first = false;
+                    }
+                };
+                match self.pooling {
+                    Some(pooling) => {
+                        // each used input row's k-wide pieces, then k of those per window
+                        let channels = n / (pooling.out_h * pooling.out_w);
+                        steps.push(Step::Regroup {
+                            pooling,
+                            channels,
+                            stage: Stage::Rows,
+                        });
+                        tree(
+                            &mut steps,
+                            channels * pooling.rows() * pooling.out_w,
+                            pooling.k,
+                            true,
+                        );
+                        steps.push(Step::Regroup {
+                            pooling,
+                            channels,
+                            stage: Stage::Columns,
+                        });
+                        tree(&mut steps, n, pooling.k, false);
+                    }
+                    None => tree(&mut steps, n, window, true),
                 }
                 if f > 0 || (relu && !signs) {
                     // the truncation, or the ReLU of the maximum (its sign untracked)
@@ -291,11 +375,20 @@ impl OtSpec {
         put(&session.position(Dir::Cs).to_le_bytes());
         put(&(session.params().trees as u32).to_le_bytes());
         put(&(session.params().depth as u32).to_le_bytes());
+        let g = self.pooling;
+        for v in [
+            g.map_or(0, |g| g.k),
+            g.map_or(0, |g| g.stride),
+            g.map_or(0, |g| g.out_h),
+            g.map_or(0, |g| g.out_w),
+        ] {
+            put(&(v as u32).to_le_bytes());
+        }
         h
     }
 }
 
-const HELLO_BYTES: usize = 4 + 1 + 8 + 1 + 8 + 4 + 8 + 1 + 8 + 8 + 8 + 4 + 4;
+const HELLO_BYTES: usize = 4 + 1 + 8 + 1 + 8 + 4 + 8 + 1 + 8 + 8 + 8 + 4 + 4 + 4 * 4;
 
 fn op_code(op: Nonlinear) -> u8 {
     match op {
@@ -306,7 +399,7 @@ fn op_code(op: Nonlinear) -> u8 {
     }
 }
 
-fn hello_fields(h: &[u8]) -> [(&'static str, u64); 13] {
+fn hello_fields(h: &[u8]) -> [(&'static str, u64); 17] {
     let rd = |a: usize, n: usize| -> u64 {
         let mut b = [0u8; 8];
         b[..n].copy_from_slice(&h[a..a + n]);
@@ -326,6 +419,10 @@ fn hello_fields(h: &[u8]) -> [(&'static str, u64); 13] {
         ("pool_cs", rd(51, 8)),
         ("trees", rd(59, 4)),
         ("depth", rd(63, 4)),
+        ("pooling_k", rd(67, 4)),
+        ("pooling_stride", rd(71, 4)),
+        ("pooling_out_h", rd(75, 4)),
+        ("pooling_out_w", rd(79, 4)),
     ]
 }
 
@@ -505,7 +602,18 @@ fn online<C: Channel>(ch: &mut C, pre: LayerPre, shares: &[u64]) -> Result<Vec<u
     let mut sigma: Option<BitVec> = None;
     for (s, pre) in steps.iter().zip(pres) {
         match (&s.shape, pre) {
-            (None, _) => cur = layer::reshare(role, p, &cur, &mut mask),
+            (None, _) => match s.step {
+                Step::Regroup {
+                    pooling,
+                    channels,
+                    stage,
+                } => {
+                    let order = layer::regroup_order(pooling, channels, stage);
+                    cur = order.iter().map(|&i| cur[i]).collect();
+                    sigma = sigma.map(|g| BitVec::from_fn(order.len(), |j| g.get(order[j])));
+                }
+                _ => cur = layer::reshare(role, p, &cur, &mut mask),
+            },
             (Some(shape), Some(pre)) => {
                 let inputs = layer::inputs(s, role, p, &cur, sigma.as_ref());
                 let (out, eval) = program::run(ch, role, p, shape, pre, inputs)?;

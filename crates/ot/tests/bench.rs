@@ -22,6 +22,7 @@ fn one(p: u64, f: u32, trunc: Truncation, count: usize, warmup: usize, ns_per_co
         },
         trunc,
         inputs_within_quarter: false,
+        pooling: None,
         high_bits_drelu: false,
     };
     let mut rng = ChaCha20Rng::seed_from_u64(1);
@@ -186,6 +187,7 @@ fn steady(p: u64, f: u32, trunc: Truncation, count: usize, layers: usize) {
         },
         trunc,
         inputs_within_quarter: false,
+        pooling: None,
         high_bits_drelu: false,
     };
     let mut rng = ChaCha20Rng::seed_from_u64(2);

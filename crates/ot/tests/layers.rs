@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use gc::{NonlinSpec, Nonlinear};
 use net::{Link, MemChannel, TcpChannel};
-use ot::{approx_trunc, run_over_with, OtSpec, RunOptions, SilentParams, Truncation};
+use ot::{approx_trunc, run_over_with, OtSpec, Pooling, RunOptions, SilentParams, Truncation};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
@@ -278,6 +278,136 @@ fn max_and_maxpool_within_a_quarter_of_p_need_no_signs() {
             }
         }
     }
+}
+
+/// The `k×k` windows (stride `s`) of `channels` random `h×w` planes of values within
+/// `±b`, gathered row by row as `nn::reference::window_indices` lists them (each
+/// input in every window that covers it), and the pooling's geometry.
+fn pooled_windows(
+    p: u64,
+    (channels, h, w): (usize, usize, usize),
+    (k, s): (usize, usize),
+    b: i128,
+    rng: &mut ChaCha20Rng,
+) -> (Vec<u64>, Pooling, usize) {
+    let plane: Vec<i128> = (0..channels * h * w)
+        .map(|i| match i % 7 {
+            // ties and the bound's edges among random values
+            0 => 5,
+            1 => -b,
+            2 => b,
+            _ => rng.random_range(-b..=b),
+        })
+        .collect();
+    let (oh, ow) = ((h - k) / s + 1, (w - k) / s + 1);
+    let mut y = Vec::new();
+    for c in 0..channels {
+        for oy in 0..oh {
+            for ox in 0..ow {
+                for dy in 0..k {
+                    for dx in 0..k {
+                        let v = plane[(c * h + oy * s + dy) * w + ox * s + dx];
+                        y.push(centred(p, v));
+                    }
+                }
+            }
+        }
+    }
+    let g = Pooling {
+        k,
+        stride: s,
+        out_h: oh,
+        out_w: ow,
+    };
+    (y, g, channels * oh * ow)
+}
+
+/// Overlapping pooling windows (stride below the side) run separably: every output
+/// equals `gc::reference`'s max of its own window (with and without the signs tracked,
+/// ReLU or not, truncating or not, square and oblong planes), for fewer COTs than the
+/// window-by-window tree; the count is the rows' pieces plus the columns' (3×3/2:
+/// `rows·out_w·2 + out_h·out_w·2` comparisons per channel against `8·out_h·out_w`).
+#[test]
+fn overlapping_pooling_windows_run_separably() {
+    let mut rng = ChaCha20Rng::seed_from_u64(23);
+    for p in [P20, P32, P40] {
+        for (dims, ks) in [
+            ((2, 9, 9), (3, 2)),
+            ((1, 7, 10), (3, 1)),
+            ((3, 6, 5), (2, 1)),
+            ((1, 12, 8), (4, 3)),
+        ] {
+            for f in [0u32, 3] {
+                for within in [true, false] {
+                    let h = (p as i128 - 1) / 2;
+                    let b = if within { (p as i128 - 1) / 4 - 1 } else { h };
+                    let (y, g, count) = pooled_windows(p, dims, ks, b, &mut rng);
+                    for op in [
+                        Nonlinear::Max { window: g.k * g.k },
+                        Nonlinear::MaxPool { window: g.k * g.k },
+                    ] {
+                        let spec = NonlinSpec {
+                            p,
+                            op,
+                            trunc_bits: f,
+                            count,
+                        };
+                        let base = if within {
+                            OtSpec::faithful(spec).within_quarter()
+                        } else {
+                            OtSpec::faithful(spec)
+                        };
+                        let pooled = base.pooled(g);
+                        check(pooled, &y, false, p ^ count as u64 ^ f as u64);
+                        if f > 0 {
+                            let approx = OtSpec {
+                                trunc: Truncation::Approximate,
+                                ..pooled
+                            };
+                            check(approx, &y, false, p ^ count as u64 ^ 77);
+                        }
+                        let (a, b) = pooled.cots();
+                        let (c, d) = base.cots();
+                        assert!(a + b < c + d, "{pooled:?}: {} vs {}", a + b, c + d);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A pooling geometry that does not fit the layer is refused before any traffic.
+#[test]
+fn pooling_that_does_not_fit_is_refused() {
+    let spec = NonlinSpec {
+        p: P20,
+        op: Nonlinear::MaxPool { window: 9 },
+        trunc_bits: 0,
+        count: 8,
+    };
+    let g = Pooling {
+        k: 3,
+        stride: 2,
+        out_h: 2,
+        out_w: 2,
+    };
+    assert!(OtSpec::faithful(spec).pooled(g).validate().is_ok());
+    for bad in [
+        Pooling { stride: 3, ..g },
+        Pooling { stride: 0, ..g },
+        Pooling { k: 2, ..g },
+        Pooling { out_h: 3, ..g },
+        Pooling { out_w: 0, ..g },
+    ] {
+        let e = OtSpec::faithful(spec).pooled(bad).validate().unwrap_err();
+        assert!(e.to_string().contains("pooling"), "{e}");
+    }
+    let relu = NonlinSpec {
+        op: Nonlinear::Relu,
+        count: 4,
+        ..spec
+    };
+    assert!(OtSpec::faithful(relu).pooled(g).validate().is_err());
 }
 
 #[test]

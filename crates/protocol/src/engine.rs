@@ -586,11 +586,35 @@ pub fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<ot::OtSpec>>
             // its offset and 2^f included, are within (−p/2, p/2) (`nn::step_max`): its
             // max tree needs no signs, and its truncating steps' DReLU compares the
             // high bits only
+            // overlapping windows (stride below the side) share rows: their max runs
+            // separably, each used row's pieces once
+            let pooling = match op {
+                NonlinearOp::MaxPool { k, stride } | NonlinearOp::ReluMaxPool { k, stride }
+                    if *k >= 2 && *stride < *k =>
+                {
+                    let t = prog.tensors.get(*input).ok_or(PlanError::Missing {
+                        what: "tensor",
+                        index: *input,
+                    })?;
+                    let (_, h, w) = chw(&t.shape)?;
+                    Some(ot::Pooling {
+                        k: *k,
+                        stride: *stride,
+                        out_h: (h - k) / stride + 1,
+                        out_w: (w - k) / stride + 1,
+                    })
+                }
+                _ => None,
+            };
             let bounded = |s: ot::OtSpec| {
-                if op.is_max_pool() {
+                let s = if op.is_max_pool() {
                     s.high_bits().within_quarter()
                 } else {
                     s.high_bits()
+                };
+                match pooling {
+                    Some(g) => s.pooled(g),
+                    None => s,
                 }
             };
             if !approximate {

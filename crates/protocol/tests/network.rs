@@ -239,6 +239,62 @@ fn fused_relu_maxpool_equals_the_fixed_point_reference() {
     }
 }
 
+/// Overlapping MaxPool windows (a ResNet stem's padded 3×3/2 after a ReLU, then a 3×3/1
+/// of signed values) on an oblong plane: silent OT runs their max separably (each
+/// used row once, then the columns), and the private logits still equal the
+/// fixed-point reference with every nonlinear protocol.
+#[test]
+fn overlapping_maxpool_windows_equal_the_fixed_point_reference() {
+    use nn::export::{a_int, a_ints, Mb};
+    let mut m = Mb::new(6);
+    m.conv("conv", "input", "c", 1, 2, 3, 1, 1, true);
+    m.relu("relu", "c", "r");
+    m.node(
+        "MaxPool",
+        "/pool/MaxPool",
+        &["r"],
+        &["p"],
+        vec![
+            a_ints("kernel_shape", &[3, 3]),
+            a_ints("pads", &[1, 1, 1, 1]),
+            a_ints("strides", &[2, 2]),
+        ],
+    );
+    m.conv("conv2", "p", "c2", 2, 2, 1, 1, 0, true);
+    m.node(
+        "MaxPool",
+        "/pool2/MaxPool",
+        &["c2"],
+        &["q"],
+        vec![
+            a_ints("kernel_shape", &[3, 3]),
+            a_ints("pads", &[0, 0, 0, 0]),
+            a_ints("strides", &[1, 1]),
+        ],
+    );
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &["q"],
+        &["f"],
+        vec![a_int("axis", 1)],
+    );
+    // 1×9×13 → conv 2×9×13 → pool 2×5×7 → conv 2×5×7 → pool 2×3×5
+    m.gemm("fc", "f", "output", 30, 4);
+    let bytes = m.finish("input", &[1, 9, 13], "output", &[4], 29);
+    let prog = nn::lower(&nn::import_bytes(&bytes).unwrap(), 8, 1032193).unwrap();
+    let pooled = prog
+        .steps
+        .iter()
+        .filter_map(|s| protocol::nonlinear_spec(&prog, s).unwrap())
+        .filter_map(|s| s.pooling)
+        .collect::<Vec<_>>();
+    assert_eq!(pooled.len(), 2, "both pools run separably");
+    for nonlinear in EVERY_NONLINEAR {
+        check_bytes_with("conv-overlapping-maxpool", &bytes, 2, -1.0, nonlinear);
+    }
+}
+
 /// Input normalisation in the graph (client side), conv + a clip to [−0.1, 0.25] (two
 /// ReLUs of one batch; narrow, so that both bounds are hit), a Softmax head: the
 /// private logits equal the fixed-point reference, with silent OT and with garbled
