@@ -10,6 +10,7 @@ use kernels::{
     MatvecLayout,
 };
 use net::Link;
+use rayon::prelude::*;
 
 use crate::limits::responses_log2;
 use crate::msg::{
@@ -246,7 +247,6 @@ fn on_the_wire<L: LinearLayer>(
     cts: &[Vec<u8>],
     respond: impl FnOnce(&[he::BfvCt]) -> Result<(Vec<he::BfvCt>, Vec<u64>)>,
 ) -> Result<(Vec<Vec<u8>>, Vec<u64>)> {
-    use rayon::prelude::*;
     if cts.len() != layout.query_cts() {
         return Err(ProtocolError::Malformed {
             detail: format!(
@@ -666,47 +666,54 @@ impl NetworkPlan {
                 None => (auto, candidates),
             })
         };
-        let mut layers = Vec::new();
-        let mut fixed = Vec::new();
-        for (i, step) in program.steps.iter().enumerate() {
-            if max_layers.is_some_and(|m| layers.len() >= m) {
-                break;
-            }
-            let Some(shape) = crate::engine::layer_shape(step) else {
-                continue;
-            };
-            let (pick, candidates) = plan_one(i, &shape, false)?;
-            fixed.push(method.fixed(i, &shape).is_some());
-            layers.push(LayerPick {
-                step: i,
-                name: step.name().to_string(),
-                shape,
-                pick,
-                candidates,
-                on_the_fly: false,
-            });
-        }
+        // the layers are planned independently: on all cores
+        let linear: Vec<(usize, &nn::Step, LayerShape)> = program
+            .steps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, step)| crate::engine::layer_shape(step).map(|s| (i, step, s)))
+            .take(max_layers.unwrap_or(usize::MAX))
+            .collect();
+        let fixed: Vec<bool> = linear
+            .iter()
+            .map(|(i, _, shape)| method.fixed(*i, shape).is_some())
+            .collect();
+        let mut layers = linear
+            .into_par_iter()
+            .map(|(i, step, shape)| {
+                let (pick, candidates) = plan_one(i, &shape, false)?;
+                Ok(LayerPick {
+                    step: i,
+                    name: step.name().to_string(),
+                    shape,
+                    pick,
+                    candidates,
+                    on_the_fly: false,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         // Which weights are held: by the time their encoding per query would add, per
         // byte held, the most first, while they fit the budget; the others are planned
         // as encoded per query.
         let mut held: u64 = layers.iter().map(LayerPick::encoded_bytes).sum();
         if let Some(limit) = mem_limit.filter(|&limit| held > limit) {
-            let mut gains = Vec::new();
-            for (k, l) in layers.iter().enumerate() {
-                let bytes = l.encoded_bytes();
-                if bytes == 0 {
-                    continue;
-                }
-                let per_query = plan_one(l.step, &l.shape, true)?;
-                let ms = |c: Option<&Candidate>| c.map_or(f64::INFINITY, |c| c.predicted_ms);
-                let saved = ms(per_query
-                    .1
-                    .iter()
-                    .find(|c| c.method == per_query.0.method()))
-                    - ms(l.picked());
-                let rate = saved / bytes as f64;
-                gains.push((if rate.is_nan() { 0.0 } else { rate }, k, bytes, per_query));
-            }
+            let mut gains = layers
+                .par_iter()
+                .enumerate()
+                .filter(|(_, l)| l.encoded_bytes() > 0)
+                .map(|(k, l)| {
+                    let bytes = l.encoded_bytes();
+                    let per_query = plan_one(l.step, &l.shape, true)?;
+                    let ms = |c: Option<&Candidate>| c.map_or(f64::INFINITY, |c| c.predicted_ms);
+                    let saved = ms(per_query
+                        .1
+                        .iter()
+                        .find(|c| c.method == per_query.0.method()))
+                        - ms(l.picked());
+                    let rate = saved / bytes as f64;
+                    Ok((if rate.is_nan() { 0.0 } else { rate }, k, bytes, per_query))
+                })
+                .collect::<Result<Vec<_>>>()?;
             gains.sort_by(|a, b| b.0.total_cmp(&a.0));
             held -= gains.iter().map(|g| g.2).sum::<u64>();
             for (_, k, bytes, (pick, candidates)) in gains {
