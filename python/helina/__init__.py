@@ -63,7 +63,14 @@ import numpy as np
 
 from . import _helina
 from ._compile import compile
-from ._helina import HelinaError, InputError, ModelError, ProtocolError, __version__
+from ._helina import (
+    MAX_INPUTS_PER_SESSION,
+    HelinaError,
+    InputError,
+    ModelError,
+    ProtocolError,
+    __version__,
+)
 
 __all__ = [
     "compile",
@@ -76,6 +83,7 @@ __all__ = [
     "InputError",
     "ModelError",
     "ProtocolError",
+    "MAX_INPUTS_PER_SESSION",
     "__version__",
 ]
 
@@ -157,6 +165,16 @@ def _require_fixed_point(calibration: Any, input_range: Any, who: str) -> None:
             f"{who} needs calibration inputs (calibration=) or an input range "
             "(input_range=) to choose its fixed point"
         )
+
+
+def _session_inputs(n: Optional[int]) -> Optional[int]:
+    if n is None:
+        return None
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_INPUTS_PER_SESSION:
+        raise InputError(
+            f"session_inputs {n!r}: give a whole number from 1 to {MAX_INPUTS_PER_SESSION}"
+        )
+    return n
 
 
 def _range(input_range: Optional[Sequence[float]]) -> Optional[Tuple[float, float]]:
@@ -260,6 +278,7 @@ class Model:
         params: Optional[str] = None,
         method: str = "auto",
         faithful_truncation: bool = False,
+        session_inputs: Optional[int] = None,
     ) -> "Model":
         """Plans the ONNX model at path ``onnx`` (or given as ``bytes``) on
         ``calibration`` inputs (like the real ones, not those you test on) or an
@@ -267,7 +286,11 @@ class Model:
         on any logit. The planner uses Cheetah's approximate truncation (a third fewer
         OTs and bytes per ReLU) where the calibration error stays within it;
         ``faithful_truncation=True`` truncates faithfully everywhere (a run's result is
-        then the same for the same input, run after run)."""
+        then the same for the same input, run after run).
+
+        ``session_inputs`` is the most inputs one session may run (default 4096): the
+        server's responses are re-randomised for that many, so a smaller number sends
+        fewer bytes per inference; a server refuses a longer session."""
         _require_fixed_point(calibration, input_range, "a model")
         return Model(
             _helina.Model.from_onnx(
@@ -278,14 +301,19 @@ class Model:
                 params=params,
                 method=method,
                 faithful_truncation=bool(faithful_truncation),
+                session_inputs=_session_inputs(session_inputs),
             )
         )
 
     @staticmethod
-    def load(path: Any) -> "Model":
-        """Reads a model written by :meth:`save`. A file of another format version,
-        truncated or changed is refused with a :class:`ModelError` saying which."""
-        return Model(_helina.Model.load(str(path)))
+    def load(path: Any, *, session_inputs: Optional[int] = None) -> "Model":
+        """Reads a model written by :meth:`save`, its sessions planned for at most
+        ``session_inputs`` inputs (see :meth:`from_onnx`). A file of another format
+        version, truncated or changed is refused with a :class:`ModelError` saying
+        which."""
+        return Model(
+            _helina.Model.load(str(path), session_inputs=_session_inputs(session_inputs))
+        )
 
     def save(self, path: Any) -> None:
         """Writes the model as one versioned, checksummed ``.helina`` file."""
@@ -430,6 +458,8 @@ def infer(
     millionaire comparisons, the default) or ``"gc"`` (garbled circuits, garbled by
     ``garbler``; they truncate faithfully). ``faithful_truncation=True``: no
     approximate truncation (see :meth:`Model.from_onnx`) when planning here.
+    A model planned here is planned for one session of ``x``'s inputs (see
+    ``session_inputs`` in :meth:`Model.from_onnx`).
     ``progress``: see :data:`Progress`. Returns the logits (``(batch,
     classes)``, numpy, or torch when ``x`` is a torch tensor), or a :class:`Result`
     (numpy) with ``report=True``.
@@ -614,6 +644,8 @@ class Server:
     serves Prometheus metrics at ``http://host:port/metrics`` (and ``/healthz``);
     :meth:`shutdown` (or Ctrl-C in :meth:`serve`) drains: running sessions finish within
     ``drain_timeout`` seconds, new clients are told the server is shutting down.
+    ``session_inputs``: the most inputs a session may run, for a model planned here
+    (see :meth:`Model.from_onnx`; a :class:`Model` keeps its own).
     """
 
     def __init__(
@@ -636,6 +668,7 @@ class Server:
         metrics: Optional[str] = None,
         drain_timeout: float = 60.0,
         faithful_truncation: bool = False,
+        session_inputs: Optional[int] = None,
     ):
         if not _compiled(model):
             _require_fixed_point(calibration, input_range, "a server")
@@ -657,6 +690,7 @@ class Server:
             metrics=metrics,
             drain_timeout=float(drain_timeout),
             faithful_truncation=bool(faithful_truncation),
+            session_inputs=_session_inputs(session_inputs),
         )
         self.address: Optional[str] = None
         self._failure: Optional[HelinaError] = None

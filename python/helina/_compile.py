@@ -36,6 +36,7 @@ def compile(  # noqa: A001 - the public name, as helina.compile
     method: str = "auto",
     exporter: str = "auto",
     faithful_truncation: bool = False,
+    session_inputs: Optional[int] = None,
 ) -> "Model":
     """Compiles ``model`` for private inference: a ``torch.nn.Module``, or an ONNX model
     (a path or ``bytes``). Returns a :class:`helina.Model` (save it with
@@ -48,7 +49,8 @@ def compile(  # noqa: A001 - the public name, as helina.compile
     on ``calibration`` (numpy or torch inputs like the real ones, not those you test
     on) or on ``input_range=(lo, hi)``, so that every logit is within ``tolerance`` of
     the float model's; the planner truncates approximately where that holds
-    (``faithful_truncation=True``: never).
+    (``faithful_truncation=True``: never). ``session_inputs``: the most inputs one
+    session of the model may run (see :meth:`Model.from_onnx`).
 
     >>> import torch, helina
     >>> _ = torch.manual_seed(0)
@@ -73,6 +75,7 @@ def compile(  # noqa: A001 - the public name, as helina.compile
             params=params,
             method=method,
             faithful_truncation=faithful_truncation,
+            session_inputs=session_inputs,
         )
     _require_fixed_point(calibration, input_range, "helina.compile")
     onnx = export(model, _example(model, example, calibration), exporter=exporter)
@@ -84,6 +87,7 @@ def compile(  # noqa: A001 - the public name, as helina.compile
         params=params,
         method=method,
         faithful_truncation=faithful_truncation,
+        session_inputs=session_inputs,
     )
 
 

@@ -6,6 +6,8 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
+#: The most inputs one session runs (a session's default size).
+MAX_INPUTS_PER_SESSION: int
 
 #: Called with each stage's description and the index of the input it belongs to.
 Stage = Callable[[str, Optional[int]], Any]
@@ -39,9 +41,10 @@ class Model:
         params: Optional[str] = ...,
         method: str = ...,
         faithful_truncation: bool = ...,
+        session_inputs: Optional[int] = ...,
     ) -> "Model": ...
     @staticmethod
-    def load(path: str) -> "Model": ...
+    def load(path: str, session_inputs: Optional[int] = ...) -> "Model": ...
     def save(self, path: str) -> None: ...
     def plan(self) -> str: ...
 
@@ -87,6 +90,7 @@ class Server:
         metrics: Optional[str] = ...,
         drain_timeout: float = ...,
         faithful_truncation: bool = ...,
+        session_inputs: Optional[int] = ...,
     ) -> None: ...
     @property
     def metrics_address(self) -> Optional[str]: ...

@@ -97,6 +97,22 @@ fn rows(x: &Bound<'_, PyAny>, sample: Option<&[usize]>) -> PyResult<Vec<Vec<f32>
     }
 }
 
+/// At least as many inputs as `rows` reads from `x` (its first axis when it has two or
+/// more, else one), at most a session's limit: a session sized by it holds them all.
+fn batch_bound(x: &Bound<'_, PyAny>) -> u32 {
+    let shape = if let Ok(a) = x.extract::<PyReadonlyArrayDyn<'_, f32>>() {
+        a.shape().to_vec()
+    } else if let Ok(a) = x.extract::<PyReadonlyArrayDyn<'_, f64>>() {
+        a.shape().to_vec()
+    } else {
+        vec![]
+    };
+    let n = if shape.len() >= 2 { shape[0] } else { 1 };
+    u32::try_from(n).map_or(helina::MAX_INPUTS_PER_SESSION, |n| {
+        n.clamp(1, helina::MAX_INPUTS_PER_SESSION)
+    })
+}
+
 /// Logits as a float32 array of shape `(batch, classes)`.
 fn logits<'py>(py: Python<'py>, outputs: &[helina::Output]) -> PyResult<Bound<'py, PyAny>> {
     let classes = outputs.first().map_or(0, |o| o.logits.len());
@@ -148,7 +164,8 @@ fn nonlinear(name: &str, garbler: &str) -> PyResult<helina::NonlinearProtocol> {
 
 /// A model from what Python gave: a `Model` (compiled already), a path to a `.helina`
 /// file (loaded), or an ONNX model as a path or bytes (planned with the fixed-point
-/// and planning options).
+/// and planning options; `session_inputs`: the most inputs one session runs, `None`
+/// for the library's default).
 #[allow(clippy::too_many_arguments)]
 fn model(
     py: Python<'_>,
@@ -160,6 +177,7 @@ fn model(
     method: &str,
     faithful_truncation: bool,
     nonlinear: Option<helina::NonlinearProtocol>,
+    session_inputs: Option<u32>,
 ) -> PyResult<helina::Model> {
     // a compiled model carries its fixed point: one given beside it is refused
     let refuse_fixed_point = |what: &str| -> PyResult<()> {
@@ -176,6 +194,7 @@ fn model(
     }
     let planning = helina::Planning {
         method: helina::MethodChoice::parse(method).map_err(|e| py_err(e.into()))?,
+        session_inputs,
         ..helina::Planning::default()
     };
     let network = if let Ok(bytes) = model.cast::<pyo3::types::PyBytes>() {
@@ -249,7 +268,7 @@ struct Model {
 impl Model {
     /// Plans an ONNX model (a path or the file's bytes).
     #[staticmethod]
-    #[pyo3(signature = (onnx, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", faithful_truncation=false))]
+    #[pyo3(signature = (onnx, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", faithful_truncation=false, session_inputs=None))]
     #[allow(clippy::too_many_arguments)]
     fn from_onnx(
         py: Python<'_>,
@@ -260,6 +279,7 @@ impl Model {
         params: Option<String>,
         method: &str,
         faithful_truncation: bool,
+        session_inputs: Option<u32>,
     ) -> PyResult<Self> {
         if onnx.cast::<Model>().is_ok() {
             return Err(InputError::new_err("from_onnx takes an ONNX path or bytes"));
@@ -275,15 +295,26 @@ impl Model {
                 method,
                 faithful_truncation,
                 None,
+                session_inputs,
             )?,
         })
     }
 
-    /// Reads a model saved by `save` (no calibration, no fixed-point search).
+    /// Reads a model saved by `save` (no calibration, no fixed-point search), its
+    /// sessions planned for at most `session_inputs` inputs.
     #[staticmethod]
-    fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Self> {
+    #[pyo3(signature = (path, session_inputs=None))]
+    fn load(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        session_inputs: Option<u32>,
+    ) -> PyResult<Self> {
+        let planning = helina::Planning {
+            session_inputs,
+            ..helina::Planning::default()
+        };
         let inner = py
-            .detach(|| helina::Model::load(&path, &helina::Planning::default()))
+            .detach(|| helina::Model::load(&path, &planning))
             .map_err(py_err)?;
         Ok(Self { inner })
     }
@@ -319,6 +350,8 @@ fn infer<'py>(
     faithful_truncation: bool,
 ) -> PyResult<(Bound<'py, PyAny>, String)> {
     let protocol = self::nonlinear(nonlinear, garbler)?;
+    // one session runs these inputs: a model planned here floods for them (as `helina
+    // infer` does)
     let m = model(
         py,
         model_path,
@@ -329,6 +362,7 @@ fn infer<'py>(
         method,
         faithful_truncation,
         Some(protocol),
+        Some(batch_bound(x)),
     )?;
     let inputs = rows(x, Some(m.input_shape()))?;
     let run = py
@@ -488,7 +522,7 @@ struct Server {
 #[pymethods]
 impl Server {
     #[new]
-    #[pyo3(signature = (model_path, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", nonlinear="ot", garbler="server", max_clients=4, timeout=60.0, session_timeout=None, tls_cert=None, tls_key=None, tls_client_ca=None, metrics=None, drain_timeout=60.0, faithful_truncation=false))]
+    #[pyo3(signature = (model_path, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", nonlinear="ot", garbler="server", max_clients=4, timeout=60.0, session_timeout=None, tls_cert=None, tls_key=None, tls_client_ca=None, metrics=None, drain_timeout=60.0, faithful_truncation=false, session_inputs=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -509,6 +543,7 @@ impl Server {
         metrics: Option<String>,
         drain_timeout: f64,
         faithful_truncation: bool,
+        session_inputs: Option<u32>,
     ) -> PyResult<Self> {
         let seconds = |what: &str, s: f64| {
             if s.is_finite() && s > 0.0 {
@@ -518,6 +553,11 @@ impl Server {
             }
         };
         let protocol = self::nonlinear(nonlinear, garbler)?;
+        if session_inputs.is_some() && model_path.cast::<Model>().is_ok() {
+            return Err(InputError::new_err(
+                "the model is compiled with its session size: give session_inputs to Model.from_onnx or Model.load",
+            ));
+        }
         let m = model(
             py,
             model_path,
@@ -528,6 +568,7 @@ impl Server {
             method,
             faithful_truncation,
             Some(protocol),
+            session_inputs,
         )?;
         let serve = helina::ServeOptions {
             timeout: seconds("timeout", timeout)?,
@@ -645,5 +686,6 @@ fn _helina(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ModelError", py.get_type::<ModelError>())?;
     m.add("ProtocolError", py.get_type::<ProtocolError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("MAX_INPUTS_PER_SESSION", helina::MAX_INPUTS_PER_SESSION)?;
     Ok(())
 }

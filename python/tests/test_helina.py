@@ -110,6 +110,30 @@ def test_bad_inputs_raise_input_error():
         helina.infer(model, np.array(["a", "b"]), calibration=calib)
 
 
+def test_sessions_sized_by_session_inputs():
+    """A model planned for sessions of one input serves one input (within the tolerance
+    of onnxruntime) and refuses a session of two; a bad size is an input error."""
+    model, calib, x, ref, _ = fixture("digits-mlp")
+    m = helina.Model.from_onnx(model, calibration=calib, session_inputs=1)
+    server = helina.Server(m)
+    addr = server.listen("127.0.0.1:0")
+    done = server.serve_in_background(sessions=2)
+    r = helina.Client(addr).infer(x[:1], report=True)
+    assert np.max(np.abs(r.logits - ref[:1])) <= 0.05
+    with pytest.raises(helina.HelinaError, match="more inputs than its sessions"):
+        helina.Client(addr).infer(x[:2])
+    done.join(60)
+    assert not done.is_alive()
+    # the default plan takes the two-input session
+    wide = helina.Model.from_onnx(model, calibration=calib)
+    assert helina.infer(wide, x[:2]).shape == (2, 10)
+    for bad in [0, helina.MAX_INPUTS_PER_SESSION + 1, 1.5]:
+        with pytest.raises(helina.InputError):
+            helina.Model.from_onnx(model, calibration=calib, session_inputs=bad)
+    with pytest.raises(helina.InputError):
+        helina.Server(m, session_inputs=2)
+
+
 def test_server_refuses_out_of_range_client_input():
     model, calib, x, _, _ = fixture("digits-mlp")
     server = helina.Server(model, calibration=calib)

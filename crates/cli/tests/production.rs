@@ -234,7 +234,7 @@ fn sigterm_lets_the_running_session_finish_and_refuses_new_ones() {
     let late = client(&addr, &[]);
     assert!(!late.status.success());
     let e = String::from_utf8_lossy(&late.stderr);
-    assert!(e.contains("ShuttingDown"), "{e}");
+    assert!(e.contains("the server is shutting down"), "{e}");
     // the running session finishes with every result
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
     let done = running.wait_with_output().unwrap();

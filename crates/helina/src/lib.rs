@@ -85,7 +85,7 @@ pub use net::{ClientTls, Link, ServerTls};
 pub use nn::{Accuracy, InputRange, RangeBasis, DEFAULT_TOLERANCE};
 pub use protocol::{
     LayerPick, MethodChoice, Metrics, NetworkPlan, NonlinearProtocol, Objective, ServeOptions,
-    ServerOutcome, SessionReport, Shutdown, StepReport,
+    ServerOutcome, SessionReport, Shutdown, StepReport, MAX_INPUTS_PER_SESSION,
 };
 
 /// Private inference of the ONNX model at `path` on `inputs` with both parties in this

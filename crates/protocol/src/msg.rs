@@ -228,6 +228,25 @@ pub enum AbortReason {
     ShuttingDown,
 }
 
+impl std::fmt::Display for AbortReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AbortReason::Version => "the protocol versions differ",
+            AbortReason::Params => "the parameter sets (or NTT backends) differ",
+            AbortReason::Unservable => {
+                "the server cannot serve the request (layers, methods or a program other \
+                 than it offers, or more inputs than its sessions are planned for)"
+            }
+            AbortReason::Malformed => "a message did not decode or did not fit",
+            AbortReason::Busy => "the server is busy (no free session slot or memory)",
+            AbortReason::Input => "the client refused its own input",
+            AbortReason::Refused => "the server refuses what was asked",
+            AbortReason::Internal => "something went wrong on its side",
+            AbortReason::ShuttingDown => "the server is shutting down",
+        })
+    }
+}
+
 /// What the server announces after the client's `Hello`: the parameter set, the
 /// program it runs (the architecture: weights removed), the method of every linear
 /// step, whether the client learns the output, and how many inputs the session runs.
@@ -521,7 +540,7 @@ pub enum ProtocolError {
         got: &'static str,
     },
     /// The peer stopped.
-    #[error("the peer aborted: {0:?}")]
+    #[error("the peer aborted: {0}")]
     PeerAborted(AbortReason),
     /// A method name no kind of layer has.
     #[error("unknown method `{name}`")]
