@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 /// from its shape and method, may be the compact packing or the scalar path. 6: the
 /// plan states the session's response bound and offline segments; silent-OT batch
 /// messages carry a header. 8: a nonlinear step of the program may truncate
-/// approximately; a MaxPool's comparisons track no signs).
-pub const PROTOCOL_VERSION: u32 = 8;
+/// approximately; a MaxPool's comparisons track no signs. 9: a MaxPool of overlapping
+/// windows runs separably, rows then columns).
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// The public architecture of one linear layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
