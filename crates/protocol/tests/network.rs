@@ -65,6 +65,33 @@ fn plan(bytes: &[u8], lo: f32, approximate_truncation: bool) -> (nn::Program, Pa
 }
 
 /// Test inputs uniform in [lo, 1), other than the calibration inputs.
+/// A `k×k` MaxPool node with `pad` on every side and stride `s`.
+fn max_pool(m: &mut nn::export::Mb, name: &str, x: &str, out: &str, k: i64, pad: i64, s: i64) {
+    use nn::export::a_ints;
+    m.node(
+        "MaxPool",
+        name,
+        &[x],
+        &[out],
+        vec![
+            a_ints("kernel_shape", &[k, k]),
+            a_ints("pads", &[pad; 4]),
+            a_ints("strides", &[s, s]),
+        ],
+    );
+}
+
+/// A Flatten node (axis 1).
+fn flatten(m: &mut nn::export::Mb, x: &str, out: &str) {
+    m.node(
+        "Flatten",
+        "/Flatten",
+        &[x],
+        &[out],
+        vec![nn::export::a_int("axis", 1)],
+    );
+}
+
 fn check_bytes(net_name: &str, bytes: &[u8], inputs: usize, lo: f32) {
     check_bytes_with(net_name, bytes, inputs, lo, NonlinearProtocol::default());
 }
@@ -159,38 +186,12 @@ fn strided_conv_via_space_to_depth_equals_the_fixed_point_reference() {
 /// windows then pool), then Flatten → Gemm.
 #[test]
 fn maxpool_of_negative_values_equals_the_fixed_point_reference() {
-    use nn::export::{a_int, a_ints, Mb};
+    use nn::export::Mb;
     let mut m = Mb::new(4);
     m.conv("conv", "input", "c", 1, 2, 3, 1, 1, true);
-    m.node(
-        "MaxPool",
-        "/pool0/MaxPool",
-        &["c"],
-        &["c1"],
-        vec![
-            a_ints("kernel_shape", &[1, 1]),
-            a_ints("pads", &[0, 0, 0, 0]),
-            a_ints("strides", &[1, 1]),
-        ],
-    );
-    m.node(
-        "MaxPool",
-        "/pool/MaxPool",
-        &["c1"],
-        &["p"],
-        vec![
-            a_ints("kernel_shape", &[2, 2]),
-            a_ints("pads", &[0, 0, 0, 0]),
-            a_ints("strides", &[2, 2]),
-        ],
-    );
-    m.node(
-        "Flatten",
-        "/Flatten",
-        &["p"],
-        &["f"],
-        vec![a_int("axis", 1)],
-    );
+    max_pool(&mut m, "/pool0/MaxPool", "c", "c1", 1, 0, 1);
+    max_pool(&mut m, "/pool/MaxPool", "c1", "p", 2, 0, 2);
+    flatten(&mut m, "p", "f");
     m.gemm("fc", "f", "output", 32, 4);
     // (the first pool is 1x1: its output is the conv output itself, half negative)
     let bytes = m.finish("input", &[1, 8, 8], "output", &[4], 13);
@@ -202,28 +203,12 @@ fn maxpool_of_negative_values_equals_the_fixed_point_reference() {
 /// Conv → ReLU → MaxPool: one fused garbled circuit (ReLU of the max).
 #[test]
 fn fused_relu_maxpool_equals_the_fixed_point_reference() {
-    use nn::export::{a_int, a_ints, Mb};
+    use nn::export::Mb;
     let mut m = Mb::new(6);
     m.conv("conv", "input", "c", 1, 2, 3, 1, 1, true);
     m.relu("relu", "c", "r");
-    m.node(
-        "MaxPool",
-        "/pool/MaxPool",
-        &["r"],
-        &["p"],
-        vec![
-            a_ints("kernel_shape", &[2, 2]),
-            a_ints("pads", &[0, 0, 0, 0]),
-            a_ints("strides", &[2, 2]),
-        ],
-    );
-    m.node(
-        "Flatten",
-        "/Flatten",
-        &["p"],
-        &["f"],
-        vec![a_int("axis", 1)],
-    );
+    max_pool(&mut m, "/pool/MaxPool", "r", "p", 2, 0, 2);
+    flatten(&mut m, "p", "f");
     m.gemm("fc", "f", "output", 32, 4);
     let bytes = m.finish("input", &[1, 8, 8], "output", &[4], 13);
     let prog = nn::lower(&nn::import_bytes(&bytes).unwrap(), 8, 1032193).unwrap();
@@ -245,40 +230,14 @@ fn fused_relu_maxpool_equals_the_fixed_point_reference() {
 /// fixed-point reference with every nonlinear protocol.
 #[test]
 fn overlapping_maxpool_windows_equal_the_fixed_point_reference() {
-    use nn::export::{a_int, a_ints, Mb};
+    use nn::export::Mb;
     let mut m = Mb::new(6);
     m.conv("conv", "input", "c", 1, 2, 3, 1, 1, true);
     m.relu("relu", "c", "r");
-    m.node(
-        "MaxPool",
-        "/pool/MaxPool",
-        &["r"],
-        &["p"],
-        vec![
-            a_ints("kernel_shape", &[3, 3]),
-            a_ints("pads", &[1, 1, 1, 1]),
-            a_ints("strides", &[2, 2]),
-        ],
-    );
+    max_pool(&mut m, "/pool/MaxPool", "r", "p", 3, 1, 2);
     m.conv("conv2", "p", "c2", 2, 2, 1, 1, 0, true);
-    m.node(
-        "MaxPool",
-        "/pool2/MaxPool",
-        &["c2"],
-        &["q"],
-        vec![
-            a_ints("kernel_shape", &[3, 3]),
-            a_ints("pads", &[0, 0, 0, 0]),
-            a_ints("strides", &[1, 1]),
-        ],
-    );
-    m.node(
-        "Flatten",
-        "/Flatten",
-        &["q"],
-        &["f"],
-        vec![a_int("axis", 1)],
-    );
+    max_pool(&mut m, "/pool2/MaxPool", "c2", "q", 3, 0, 1);
+    flatten(&mut m, "q", "f");
     // 1×9×13 → conv 2×9×13 → pool 2×5×7 → conv 2×5×7 → pool 2×3×5
     m.gemm("fc", "f", "output", 30, 4);
     let bytes = m.finish("input", &[1, 9, 13], "output", &[4], 29);
@@ -312,13 +271,7 @@ fn clip_and_input_normalisation_equal_the_fixed_point_reference() {
     m.node("Div", "/norm/Div", &["xc", "std"], &["xn"], vec![]);
     m.conv("conv", "xn", "c", 2, 4, 3, 1, 1, true);
     m.node("Clip", "/clip", &["c", "lo", "hi"], &["r"], vec![]);
-    m.node(
-        "Flatten",
-        "/Flatten",
-        &["r"],
-        &["f"],
-        vec![a_int("axis", 1)],
-    );
+    flatten(&mut m, "r", "f");
     m.gemm("fc", "f", "logits", 4 * 6 * 6, 3);
     m.node(
         "Softmax",
@@ -373,13 +326,7 @@ fn grouped_and_depthwise_convs_equal_the_fixed_point_reference() {
     m.relu("r1", "g", "g1");
     grouped(&mut m, "depthwise", "g1", "d", 4, 4, 2);
     m.relu("r2", "d", "d1");
-    m.node(
-        "Flatten",
-        "/Flatten",
-        &["d1"],
-        &["f"],
-        vec![a_int("axis", 1)],
-    );
+    flatten(&mut m, "d1", "f");
     m.gemm("fc", "f", "logits", 4 * 4 * 4, 3);
     let bytes = m.finish("input", &[4, 8, 8], "logits", &[3], 13);
     let net = nn::import_bytes(&bytes).unwrap();
