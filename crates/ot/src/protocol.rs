@@ -118,7 +118,10 @@ pub struct Pooling {
 impl Pooling {
     /// Input rows per channel the windows read: `(out_h − 1)·stride + k`.
     pub fn rows(&self) -> usize {
-        (self.out_h - 1) * self.stride + self.k
+        self.out_h
+            .saturating_sub(1)
+            .saturating_mul(self.stride)
+            .saturating_add(self.k)
     }
 }
 
@@ -261,7 +264,9 @@ impl OtSpec {
                 match self.pooling {
                     Some(pooling) => {
                         // each used input row's k-wide pieces, then k of those per window
-                        let channels = n / (pooling.out_h * pooling.out_w);
+                        // (a geometry that does not fit is refused by `validate`)
+                        let per_channel = pooling.out_h.saturating_mul(pooling.out_w).max(1);
+                        let channels = n / per_channel;
                         steps.push(Step::Regroup {
                             pooling,
                             channels,

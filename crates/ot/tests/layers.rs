@@ -399,8 +399,11 @@ fn pooling_that_does_not_fit_is_refused() {
         Pooling { out_h: 3, ..g },
         Pooling { out_w: 0, ..g },
     ] {
-        let e = OtSpec::faithful(spec).pooled(bad).validate().unwrap_err();
+        let bad = OtSpec::faithful(spec).pooled(bad);
+        let e = bad.validate().unwrap_err();
         assert!(e.to_string().contains("pooling"), "{e}");
+        // its COT count is defined (no panic) though the layer would be refused
+        let _ = bad.cots();
     }
     let relu = NonlinSpec {
         op: Nonlinear::Relu,

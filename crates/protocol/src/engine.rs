@@ -582,10 +582,6 @@ pub fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<ot::OtSpec>>
             ..
         } => {
             let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
-            // a program's values, twice a MaxPool's input and a truncation's input plus
-            // its offset and 2^f included, are within (−p/2, p/2) (`nn::step_max`): its
-            // max tree needs no signs, and its truncating steps' DReLU compares the
-            // high bits only
             // overlapping windows (stride below the side) share rows: their max runs
             // separably, each used row's pieces once
             let pooling = match op {
@@ -606,6 +602,10 @@ pub fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<ot::OtSpec>>
                 }
                 _ => None,
             };
+            // a program's values, twice a MaxPool's input and a truncation's input plus
+            // its offset and 2^f included, are within (−p/2, p/2) (`nn::step_max`): its
+            // max tree needs no signs, and its truncating steps' DReLU compares the
+            // high bits only
             let bounded = |s: ot::OtSpec| {
                 let s = if op.is_max_pool() {
                     s.high_bits().within_quarter()
