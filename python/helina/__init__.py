@@ -490,6 +490,8 @@ def infer(
             garbler=garbler,
             progress=bar,
             faithful_truncation=bool(faithful_truncation),
+            # one session of these inputs (at most a session's limit)
+            session_inputs=max(1, min(_batch(xs), MAX_INPUTS_PER_SESSION)),
         )
     finally:
         bar.close()

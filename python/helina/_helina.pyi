@@ -29,6 +29,7 @@ def infer(
     garbler: str = ...,
     progress: Optional[Stage] = ...,
     faithful_truncation: bool = ...,
+    session_inputs: Optional[int] = ...,
 ) -> Tuple[npt.NDArray[np.float32], str]: ...
 
 class Model:

@@ -97,22 +97,6 @@ fn rows(x: &Bound<'_, PyAny>, sample: Option<&[usize]>) -> PyResult<Vec<Vec<f32>
     }
 }
 
-/// At least as many inputs as `rows` reads from `x` (its first axis when it has two or
-/// more, else one), at most a session's limit: a session sized by it holds them all.
-fn batch_bound(x: &Bound<'_, PyAny>) -> u32 {
-    let shape = if let Ok(a) = x.extract::<PyReadonlyArrayDyn<'_, f32>>() {
-        a.shape().to_vec()
-    } else if let Ok(a) = x.extract::<PyReadonlyArrayDyn<'_, f64>>() {
-        a.shape().to_vec()
-    } else {
-        vec![]
-    };
-    let n = if shape.len() >= 2 { shape[0] } else { 1 };
-    u32::try_from(n).map_or(helina::MAX_INPUTS_PER_SESSION, |n| {
-        n.clamp(1, helina::MAX_INPUTS_PER_SESSION)
-    })
-}
-
 /// Logits as a float32 array of shape `(batch, classes)`.
 fn logits<'py>(py: Python<'py>, outputs: &[helina::Output]) -> PyResult<Bound<'py, PyAny>> {
     let classes = outputs.first().map_or(0, |o| o.logits.len());
@@ -333,7 +317,7 @@ impl Model {
 /// Private inference of the ONNX model at `model_path` on `x` with both parties in
 /// this process. Returns `(logits, report_json)`.
 #[pyfunction]
-#[pyo3(signature = (model_path, x, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", nonlinear="ot", garbler="server", progress=None, faithful_truncation=false))]
+#[pyo3(signature = (model_path, x, calibration=None, input_range=None, tolerance=0.05, params=None, method="auto", nonlinear="ot", garbler="server", progress=None, faithful_truncation=false, session_inputs=None))]
 #[allow(clippy::too_many_arguments)]
 fn infer<'py>(
     py: Python<'py>,
@@ -348,10 +332,11 @@ fn infer<'py>(
     garbler: &str,
     progress: Option<Py<PyAny>>,
     faithful_truncation: bool,
+    session_inputs: Option<u32>,
 ) -> PyResult<(Bound<'py, PyAny>, String)> {
     let protocol = self::nonlinear(nonlinear, garbler)?;
-    // one session runs these inputs: a model planned here floods for them (as `helina
-    // infer` does)
+    // one session runs these inputs (the caller's count): a model planned here floods
+    // for them, as `helina infer` does
     let m = model(
         py,
         model_path,
@@ -362,7 +347,7 @@ fn infer<'py>(
         method,
         faithful_truncation,
         Some(protocol),
-        Some(batch_bound(x)),
+        session_inputs,
     )?;
     let inputs = rows(x, Some(m.input_shape()))?;
     let run = py
