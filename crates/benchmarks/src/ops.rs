@@ -7,7 +7,8 @@ use he::{random_slots, Backend, Bfv, Dir, Encoding, GaloisSpec, Params};
 
 use serde::Serialize;
 
-use crate::{median_us, progress, Result};
+use crate::{progress, Result};
+use kernels::estimate::busy_median_us;
 
 /// `bench ops`.
 #[derive(Clone, Debug)]
@@ -19,6 +20,11 @@ pub struct OpsOptions {
     /// Save the kernels' per-op costs as this machine's planner cost model (the cache
     /// `helina plan`, `infer`, the server and `bench network` read).
     pub save: bool,
+    /// Threads that run each operation at once (each timing its own copy; the figure is
+    /// the mean of their medians): a layer runs its operations on every thread, and
+    /// they share the caches and the memory bus, so the planner's costs are measured
+    /// that way. 1 times each operation alone.
+    pub threads: usize,
 }
 
 /// What `bench ops` measured.
@@ -34,6 +40,8 @@ pub struct OpsReport {
     pub p: u64,
     /// Repetitions per operation.
     pub reps: usize,
+    /// Threads that ran each operation at once.
+    pub threads: usize,
     /// Operation → median µs.
     pub medians: BTreeMap<&'static str, f64>,
     /// Bytes: a ciphertext, a seeded one, one at the last level, a Galois key, the
@@ -87,47 +95,51 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
     let last = b.switch_to_last(&ct)?;
     let bytes = b.serialize(&ct)?;
     let reps = a.reps;
+    let threads = a.threads.max(1);
 
     let mut m: BTreeMap<&'static str, f64> = BTreeMap::new();
-    let pb = progress(30, "bench ops");
+    let pb = progress(31, "bench ops");
     let mut put = |k: &'static str, v: f64| {
         m.insert(k, v);
         pb.inc(1);
     };
-    put("rotate", median_us(reps, || b.rotate_rows_fhe(&ct, 1)));
+    put(
+        "rotate",
+        busy_median_us(threads, reps, || b.rotate_rows_fhe(&ct, 1)),
+    );
     // Rotations cycle through the GROUP keys (0.9 MB each at n = 8192), as a layer's
     // do: one key used over and over stays in cache and under-prices a layer's
     // rotations.
-    let mut next = 0i64;
-    let mut cycle = move || {
-        next = next % GROUP as i64 + 1;
-        next
-    };
+    let next = std::sync::atomic::AtomicI64::new(0);
+    let cycle = || next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % GROUP as i64 + 1;
     put(
         "rotate_single",
-        median_us(reps, || b.rotate_rows(&ct, cycle())),
+        busy_median_us(threads, reps, || b.rotate_rows(&ct, cycle())),
     );
-    put("hoist_precompute", median_us(reps, || b.hoist(&ct)));
+    put(
+        "hoist_precompute",
+        busy_median_us(threads, reps, || b.hoist(&ct)),
+    );
     let h = b.hoist(&ct)?;
     put(
         "rotate_hoisted_only",
-        median_us(reps, || b.rotate_hoisted(&h, cycle())),
+        busy_median_us(threads, reps, || b.rotate_hoisted(&h, cycle())),
     );
     put(
         "rotate_hoisted",
-        median_us(reps.div_ceil(4), || b.rotate_group(&ct, &steps)) / GROUP as f64,
+        busy_median_us(threads, reps.div_ceil(4), || b.rotate_group(&ct, &steps)) / GROUP as f64,
     );
     put(
         "mul_plain",
-        median_us(reps, || b.mul_plain_fhe(&ct, &ews[0])),
+        busy_median_us(threads, reps, || b.mul_plain_fhe(&ct, &ews[0])),
     );
     put(
         "mul_plain_shoup",
-        median_us(reps, || b.mul_plain(&ct, &pws[0])),
+        busy_median_us(threads, reps, || b.mul_plain(&ct, &pws[0])),
     );
     put(
         "mul_add_term",
-        median_us(reps.div_ceil(4), || -> he::Result<_> {
+        busy_median_us(threads, reps.div_ceil(4), || -> he::Result<_> {
             let mut acc = b.mul_plain_fhe(&cts[0], &ews[0])?;
             for i in 1..TERMS {
                 acc = b.add(&acc, &b.mul_plain_fhe(&cts[i], &ews[i])?)?;
@@ -139,50 +151,84 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
     let pr: Vec<_> = pws.iter().collect();
     put(
         "dot_term",
-        median_us(reps.div_ceil(4), || b.dot(&cr, &pr)) / TERMS as f64,
+        busy_median_us(threads, reps.div_ceil(4), || b.dot(&cr, &pr)) / TERMS as f64,
     );
-    put("add", median_us(reps, || b.add(&ct, &cts[1])));
-    put("add_plain", median_us(reps, || b.add_plain(&ct, &ews[1])));
-    put("encode", median_us(reps, || b.encode(&x)));
-    put("prepare", median_us(reps, || b.prepare(&x)));
-    put("prepare_coeffs", median_us(reps, || b.prepare_coeffs(&x)));
+    // the scalar path's products: each plaintext one constant per row
+    let rows: Vec<_> = w
+        .iter()
+        .map(|v| b.prepare_row_constants([v[0], v[1]]))
+        .collect::<std::result::Result<_, _>>()?;
+    let rr: Vec<_> = rows.iter().collect();
+    put(
+        "dot_term_rows",
+        busy_median_us(threads, reps.div_ceil(4), || b.dot(&cr, &rr)) / TERMS as f64,
+    );
+    put("add", busy_median_us(threads, reps, || b.add(&ct, &cts[1])));
+    put(
+        "add_plain",
+        busy_median_us(threads, reps, || b.add_plain(&ct, &ews[1])),
+    );
+    put("encode", busy_median_us(threads, reps, || b.encode(&x)));
+    put("prepare", busy_median_us(threads, reps, || b.prepare(&x)));
+    put(
+        "prepare_coeffs",
+        busy_median_us(threads, reps, || b.prepare_coeffs(&x)),
+    );
     put(
         "prepare_row_constants",
-        median_us(reps, || b.prepare_row_constants([x[0], x[1]])),
+        busy_median_us(threads, reps, || b.prepare_row_constants([x[0], x[1]])),
     );
-    put("encrypt_pk", median_us(reps, || b.encrypt_pk(&pt)));
-    put("encrypt_sym", median_us(reps, || b.encrypt_sym(&pt)));
-    put("decrypt", median_us(reps, || b.decrypt(&last)));
+    put(
+        "encrypt_pk",
+        busy_median_us(threads, reps, || b.encrypt_pk(&pt)),
+    );
+    put(
+        "encrypt_sym",
+        busy_median_us(threads, reps, || b.encrypt_sym(&pt)),
+    );
+    put(
+        "decrypt",
+        busy_median_us(threads, reps, || b.decrypt(&last)),
+    );
     put(
         "encrypt_zero_flood",
-        median_us(reps, || b.encrypt_zero_flood(40)),
+        busy_median_us(threads, reps, || b.encrypt_zero_flood(40)),
     );
     // as a session's flooding pool makes them (fresh memory for each), one chunk of noise
     // and each further chunk (the projection's offline model)
-    let flood = kernels::estimate::measure_flood(&b, reps);
+    let flood = kernels::estimate::measure_flood(&b, reps, threads);
     put("flood_fill", flood.one_chunk_us);
     if let Some(c) = flood.chunk_us {
         put("flood_fill_chunk", c);
     }
     put("flood_fill_last", flood.last_us);
-    put("switch_to_last", median_us(reps, || b.switch_to_last(&ct)));
+    put(
+        "switch_to_last",
+        busy_median_us(threads, reps, || b.switch_to_last(&ct)),
+    );
     // share_output's work per response ciphertext: mask, flood and switch in one pass,
     // then the rounding for the wire (the flooding zero is precomputed offline)
     let zero = b.encrypt_zero_flood(40)?;
     put(
         "share_step",
-        median_us(reps, || -> he::Result<_> {
+        busy_median_us(threads, reps, || -> he::Result<_> {
             b.round(
                 &b.mask_and_switch(&ct, &x, Encoding::Slots, &zero)?,
                 params.response_rounding(),
             )
         }),
     );
-    put("serialize", median_us(reps, || b.serialize(&ct)));
-    put("deserialize", median_us(reps, || b.deserialize(&bytes)));
+    put(
+        "serialize",
+        busy_median_us(threads, reps, || b.serialize(&ct)),
+    );
+    put(
+        "deserialize",
+        busy_median_us(threads, reps, || b.deserialize(&bytes)),
+    );
     put(
         "transfer_seeded_query",
-        median_us(reps, || b.transfer(Dir::Up, &sym)),
+        busy_median_us(threads, reps, || b.transfer(Dir::Up, &sym)),
     );
     // The server's (de)serialisation and the client's work per query and per response
     // ciphertext (the planner's model).
@@ -194,9 +240,12 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
     let query_bytes = b.serialize(&b.round(&sym, rounding)?)?;
     put(
         "deserialize_query",
-        median_us(reps, || b.deserialize(&query_bytes)),
+        busy_median_us(threads, reps, || b.deserialize(&query_bytes)),
     );
-    put("serialize_response", median_us(reps, || b.serialize(&last)));
+    put(
+        "serialize_response",
+        busy_median_us(threads, reps, || b.serialize(&last)),
+    );
     for (e, encrypt, decrypt) in [
         (Encoding::Slots, "client_encrypt", "client_decrypt"),
         (
@@ -207,13 +256,13 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
     ] {
         put(
             encrypt,
-            median_us(reps, || -> he::Result<_> {
+            busy_median_us(threads, reps, || -> he::Result<_> {
                 b.serialize(&b.round(&b.encrypt_sym(&b.encode_as(&x, e)?)?, rounding)?)
             }),
         );
         put(
             decrypt,
-            median_us(reps, || -> he::Result<_> {
+            busy_median_us(threads, reps, || -> he::Result<_> {
                 b.decrypt_as(&b.deserialize(&last_bytes)?, e)
             }),
         );
@@ -233,6 +282,7 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
             prepare_us: m["prepare"],
             prepare_coeffs_us: Some(m["prepare_coeffs"]),
             prepare_rows_us: Some(m["prepare_row_constants"]),
+            sc_mult_rows_us: Some(m["dot_term_rows"]),
             galois_key_bytes: (b.public_keys().galois_bytes() / GROUP) as u64,
             encrypt_us: Some(m["client_encrypt"]),
             encrypt_coeffs_us: Some(m["client_encrypt_coeffs"]),
@@ -257,6 +307,7 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
         log_q: params.log_q(),
         p,
         reps,
+        threads,
         medians: m,
         ct_bytes: b.wire_size(&ct),
         seeded_ct_bytes: b.wire_size(&sym),

@@ -26,6 +26,7 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
         params: a.params.clone(),
         reps: a.reps,
         save: a.save,
+        threads: rayon::current_num_threads(),
     })?;
     if let Some(path) = &r.saved_to {
         eprintln!("planner cost model saved to {}", path.display());
@@ -36,8 +37,8 @@ pub fn run(a: &OpsArgs) -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     println!(
-        "bench ops: {} (n = {}, log2 q = {}, p = {}), ops single-threaded, median of {} reps, µs",
-        r.params, r.n, r.log_q, r.p, r.reps
+        "bench ops: {} (n = {}, log2 q = {}, p = {}), each op on {} threads at once, median of {} reps, µs",
+        r.params, r.n, r.log_q, r.p, r.threads, r.reps
     );
     let pairs: [(&str, &str, &str); 4] = [
         ("rotation (fhe.rs)", "rotate", "rotate_hoisted"),

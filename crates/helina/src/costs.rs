@@ -54,9 +54,10 @@ pub fn cache_path(params: &Params) -> Result<PathBuf> {
     Ok(dir.join(format!("costs-{}-{hash}.json", params.name())))
 }
 
-/// Measures the per-op costs now and writes the cache.
+/// Measures the per-op costs now (each on every thread of the current pool at once, as
+/// a layer runs them) and writes the cache.
 pub fn measure_and_save(params: &Params, reps: usize) -> Result<(CostModel, PathBuf)> {
-    let m = CostModel::measure(params, reps)?;
+    let m = CostModel::measure(params, reps, rayon::current_num_threads())?;
     let path = cache_path(params)?;
     m.save(&path).map_err(|source| Error::Io {
         path: path.display().to_string(),

@@ -12,9 +12,16 @@
 //! pass, rounding for the wire) 1.05 ms; the server's deserialisation of a (rounded)
 //! query ciphertext 0.56 ms and serialisation of a response 5 µs (rounding packed it);
 //! the client's encoding, encryption, rounding and serialisation of a query ciphertext
-//! 1.2 ms and deserialisation and decryption of a response 0.25 ms; encoding a weight plaintext 300 µs (slots), 230 µs (coefficients),
-//! 17 µs (one constant per row); other
-//! ring degrees scale linearly in n·L (the number of RNS coefficients).
+//! 1.2 ms and deserialisation and decryption of a response 0.25 ms; encoding a weight
+//! plaintext 300 µs (slots), 230 µs (coefficients), 17 µs (one constant per row), a
+//! product by a row-constant plaintext 1.35 times one by a full plaintext; other ring
+//! degrees scale linearly in n·L (the number of RNS coefficients).
+//!
+//! Measured costs ([`CostModel::measure`], `helina bench ops --save`) time each
+//! operation on every thread of the pool at once ([`busy_median_us`]): a layer runs its
+//! operations on all threads, which share the caches and the memory bus, and an
+//! operation timed alone on an idle machine was priced up to 1.7 times below what it
+//! costs there (weight encoding, encryption).
 
 use he::{random_slots, Backend, Bfv, Count, Encoding, GaloisSpec, OpCounts, Params};
 use serde::{Deserialize, Serialize};
@@ -30,6 +37,12 @@ const REFERENCE_PREPARE_US: f64 = 300.0;
 const REFERENCE_PREPARE_COEFFS_US: f64 = 230.0;
 /// Reference encoding of one row-constant weight plaintext (the scalar path), µs.
 const REFERENCE_PREPARE_ROWS_US: f64 = 17.0;
+/// Reference product inside a fused sum (one term), µs.
+const REFERENCE_SC_MULT_US: f64 = 63.0;
+/// A product by a row-constant plaintext against one by a full plaintext (both per term
+/// of a fused sum), as measured on this machine kind (`bench ops`: `dot_term_rows` /
+/// `dot_term`, one thread).
+const REFERENCE_ROWS_PRODUCT_RATIO: f64 = 1.35;
 /// Reference client work per query ciphertext (encode, encrypt, round for the wire,
 /// serialise), µs.
 const ENCRYPT_US: f64 = 1200.0;
@@ -51,9 +64,12 @@ const FLOOD_CHUNK_US: f64 = 140.0;
 const FLOOD_LAST_US: f64 = 410.0;
 /// Fresh ciphertexts per timed flooding fill ([`measure_flood`]).
 const FLOOD_SAMPLE: usize = 64;
-/// Flooding bits of [`measure_flood`]'s two fills: one chunk and two.
+/// Flooding bits of [`measure_flood`]'s one-chunk fill.
 const FLOOD_BITS_ONE_CHUNK: u32 = 40;
-const FLOOD_BITS_TWO_CHUNKS: u32 = 100;
+/// The most chunks of noise [`measure_flood`] fills with to price a further chunk: the
+/// slope over several chunks, where the top level affords them (a difference of two
+/// noisy timings one chunk apart once came out at zero).
+const FLOOD_MOST_CHUNKS: u32 = 4;
 
 /// Per-operation costs in microseconds at one parameter set, and the size of a Galois
 /// key. [`CostModel::reference`] holds this machine kind's figures;
@@ -85,6 +101,11 @@ pub struct CostModel {
     /// ratio to `prepare_us`.
     #[serde(default)]
     pub prepare_rows_us: Option<f64>,
+    /// One product by a row-constant plaintext inside a fused sum (the scalar path's
+    /// products, a 128-bit accumulation read through each position's row). Absent in
+    /// older caches: the reference's ratio to `sc_mult_us`.
+    #[serde(default)]
+    pub sc_mult_rows_us: Option<f64>,
     /// Bytes of one Galois key on the wire (uploaded once per session).
     pub galois_key_bytes: u64,
     /// The client's work per query ciphertext at the top level: encode, encrypt
@@ -136,12 +157,13 @@ impl CostModel {
             perm_us: 2700.0 * s,
             dec_perm_us: 1500.0 * s,
             hst_perm_us: 800.0 * s,
-            sc_mult_us: 63.0 * s,
+            sc_mult_us: REFERENCE_SC_MULT_US * s,
             add_us: 40.0 * s,
             share_us: 1050.0 * s,
             prepare_us: REFERENCE_PREPARE_US * s,
             prepare_coeffs_us: Some(REFERENCE_PREPARE_COEFFS_US * s),
             prepare_rows_us: Some(REFERENCE_PREPARE_ROWS_US * s),
+            sc_mult_rows_us: Some(REFERENCE_SC_MULT_US * REFERENCE_ROWS_PRODUCT_RATIO * s),
             // 1.1 MB at n = 8192 with 4 moduli; keys grow with n·L² (L digits of L moduli).
             galois_key_bytes: (1.1e6 * s * params.levels() as f64 / 4.0) as u64,
             encrypt_us: Some(ENCRYPT_US * s),
@@ -156,9 +178,10 @@ impl CostModel {
         }
     }
 
-    /// Measures every per-op cost on this machine with real BFV at `params`
-    /// (single-threaded, median of `reps`), with the same operations the kernels use.
-    pub fn measure(params: &Params, reps: usize) -> Result<Self> {
+    /// Measures every per-op cost on this machine with real BFV at `params` (median of
+    /// `reps`), with the same operations the kernels use, each run on `threads` threads
+    /// at once as a layer runs them ([`busy_median_us`]).
+    pub fn measure(params: &Params, reps: usize, threads: usize) -> Result<Self> {
         const TERMS: usize = 8;
         let b = Bfv::keygen(params, GaloisSpec::new(vec![1, 2, 3, 4]))?;
         let mut rng = rand::rng();
@@ -171,15 +194,19 @@ impl CostModel {
         let pts: Vec<&he::BfvPrepared> = vec![&pt; TERMS];
         let h = b.hoist(&ct)?;
         let keys = b.public_keys().galois_bytes() as u64 / 4;
-        let mut pool = FloodPool::new(40);
-        let share_us = median_us(reps, || -> Result<_> {
-            pool.fill(&b, 1)?;
-            let shared = crate::share::share_output(&b, vec![ct.clone()], &mut pool)?;
-            Ok(shared.response.len())
+        let shares = on_every_thread(threads, || {
+            let mut pool = FloodPool::new(40);
+            median_us(reps, || -> Result<_> {
+                pool.fill(&b, 1)?;
+                let shared = crate::share::share_output(&b, vec![ct.clone()], &mut pool)?;
+                Ok(shared.response.len())
+            })
         });
+        let share_us = shares.iter().sum::<f64>() / shares.len() as f64;
         // share_output's figure above includes refilling its flooding zero (offline).
-        let flood = measure_flood(&b, reps);
-        let one_flood_us = median_us(reps, || b.encrypt_zero_flood(FLOOD_BITS_ONE_CHUNK));
+        let flood = measure_flood(&b, reps, threads);
+        let one_flood_us =
+            busy_median_us(threads, reps, || b.encrypt_zero_flood(FLOOD_BITS_ONE_CHUNK));
         let rounding = typical_query_rounding(params);
         let encrypt = |v: &[u64], e: Encoding| -> Result<Vec<u8>> {
             Ok(b.serialize(&b.round(&b.encrypt_sym(&b.encode_as(v, e)?)?, rounding)?)?)
@@ -191,22 +218,37 @@ impl CostModel {
             Ok(b.decrypt_as(&b.deserialize(bytes)?, e)?)
         };
         Ok(Self {
-            perm_us: median_us(reps, || b.rotate_rows(&ct, 1)),
-            dec_perm_us: median_us(reps, || b.hoist(&ct)),
-            hst_perm_us: median_us(reps, || b.rotate_hoisted(&h, 3)),
-            sc_mult_us: median_us(reps, || b.dot(&terms, &pts)) / TERMS as f64,
-            add_us: median_us(reps, || b.add(&ct, &ct2)),
+            perm_us: busy_median_us(threads, reps, || b.rotate_rows(&ct, 1)),
+            dec_perm_us: busy_median_us(threads, reps, || b.hoist(&ct)),
+            hst_perm_us: busy_median_us(threads, reps, || b.rotate_hoisted(&h, 3)),
+            sc_mult_us: busy_median_us(threads, reps, || b.dot(&terms, &pts)) / TERMS as f64,
+            add_us: busy_median_us(threads, reps, || b.add(&ct, &ct2)),
             share_us: (share_us - one_flood_us).max(0.0),
-            prepare_us: median_us(reps, || b.prepare(&v)),
-            prepare_coeffs_us: Some(median_us(reps, || b.prepare_coeffs(&v))),
-            prepare_rows_us: Some(median_us(reps, || b.prepare_row_constants([v[0], v[1]]))),
+            prepare_us: busy_median_us(threads, reps, || b.prepare(&v)),
+            prepare_coeffs_us: Some(busy_median_us(threads, reps, || b.prepare_coeffs(&v))),
+            prepare_rows_us: Some(busy_median_us(threads, reps, || {
+                b.prepare_row_constants([v[0], v[1]])
+            })),
+            sc_mult_rows_us: {
+                let row = b.prepare_row_constants([v[0], v[1]])?;
+                let rows: Vec<&he::BfvPrepared> = vec![&row; TERMS];
+                Some(busy_median_us(threads, reps, || b.dot(&terms, &rows)) / TERMS as f64)
+            },
             galois_key_bytes: keys,
-            encrypt_us: Some(median_us(reps, || encrypt(&v, Encoding::Slots))),
-            encrypt_coeffs_us: Some(median_us(reps, || encrypt(&v, Encoding::Coeffs))),
-            decrypt_us: Some(median_us(reps, || decrypt(&response, Encoding::Slots))),
-            decrypt_coeffs_us: Some(median_us(reps, || decrypt(&response, Encoding::Coeffs))),
-            deserialize_us: Some(median_us(reps, || b.deserialize(&query))),
-            serialize_us: Some(median_us(reps, || b.serialize(&last))),
+            encrypt_us: Some(busy_median_us(threads, reps, || {
+                encrypt(&v, Encoding::Slots)
+            })),
+            encrypt_coeffs_us: Some(busy_median_us(threads, reps, || {
+                encrypt(&v, Encoding::Coeffs)
+            })),
+            decrypt_us: Some(busy_median_us(threads, reps, || {
+                decrypt(&response, Encoding::Slots)
+            })),
+            decrypt_coeffs_us: Some(busy_median_us(threads, reps, || {
+                decrypt(&response, Encoding::Coeffs)
+            })),
+            deserialize_us: Some(busy_median_us(threads, reps, || b.deserialize(&query))),
+            serialize_us: Some(busy_median_us(threads, reps, || b.serialize(&last))),
             flood_us: Some(flood.one_chunk_us),
             flood_chunk_us: flood.chunk_us,
             flood_last_us: Some(flood.last_us),
@@ -276,6 +318,12 @@ impl CostModel {
                 self.or_reference(self.prepare_coeffs_us, REFERENCE_PREPARE_COEFFS_US)
             }
         }
+    }
+
+    /// One product by a row-constant plaintext inside a fused sum, µs.
+    pub fn sc_mult_rows_us(&self) -> f64 {
+        self.sc_mult_rows_us
+            .unwrap_or(self.sc_mult_us * REFERENCE_ROWS_PRODUCT_RATIO)
     }
 
     /// Encoding one row-constant weight plaintext (the scalar path), µs.
@@ -371,6 +419,9 @@ pub fn estimate<L: LinearLayer>(
     // plaintext (the scalar path) a `row_constants`.
     let prepared = b.take();
     let plaintexts = prepared.ntt + prepared.row_constants;
+    // A fused sum with a row-constant plaintext runs the scalar path's product (its
+    // layer's plaintexts are all of one kind): priced at its own cost.
+    let row_share = prepared.row_constants as f64 / plaintexts.max(1) as f64;
     let x = vec![0; layout.input_len()];
     let q = layout.query(&b, &x)?;
     let bytes_up = q.iter().map(|c| b.wire_size(c) as u64).sum();
@@ -384,7 +435,10 @@ pub fn estimate<L: LinearLayer>(
     let counts = b.take();
     let bytes_down = resp.iter().map(|c| b.wire_size(c) as u64).sum();
     Ok(Estimate {
-        server_ms: model.server_ms(&counts, 0) * limbs
+        server_ms: (model.server_ms(&counts, 0)
+            + counts.sc_mult as f64 * row_share * (model.sc_mult_rows_us() - model.sc_mult_us)
+                / 1e3)
+            * limbs
             + model.server_ms(&OpCounts::default(), layout.output_cts())
             + (q.len() as f64 * model.wire_us_for(he::Dir::Up) * limbs
                 + resp.len() as f64 * model.wire_us_for(he::Dir::Down))
@@ -437,6 +491,32 @@ pub fn median_us<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
     t[t.len() / 2]
 }
 
+/// Runs `f` on `threads` threads at once (started together) and returns each result.
+pub fn on_every_thread<R: Send>(threads: usize, f: impl Fn() -> R + Sync) -> Vec<R> {
+    let start = std::sync::Barrier::new(threads.max(1));
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (1..threads.max(1))
+            .map(|_| {
+                s.spawn(|| {
+                    start.wait();
+                    f()
+                })
+            })
+            .collect();
+        start.wait();
+        let mine = f();
+        let mut all: Vec<R> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+        all.push(mine);
+        all
+    })
+}
+
+/// [`median_us`] of `f` on `threads` threads at once: the mean of their medians (µs).
+pub fn busy_median_us<T>(threads: usize, reps: usize, f: impl Fn() -> T + Sync) -> f64 {
+    let medians = on_every_thread(threads, || median_us(reps, &f));
+    medians.iter().sum::<f64>() / medians.len() as f64
+}
+
 /// The flooding encryptions' costs (µs per ciphertext, one thread) that
 /// [`CostModel::flood_us_at`] interpolates.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -450,11 +530,26 @@ pub struct FloodCosts {
     pub last_us: f64,
 }
 
-/// Times flooding encryptions of zero the way a session makes them (median of `reps`):
-/// 64 fresh ciphertexts per fill, all kept until the last is made (as
-/// [`FloodPool`] keeps them), at the top level with one and two chunks of noise and at
+/// Times flooding encryptions of zero the way a session makes them (median of `reps`,
+/// on `threads` threads at once, the mean of their medians): 64 fresh ciphertexts per fill, all kept until the last is made (as
+/// [`FloodPool`] keeps them), at the top level with one chunk of noise and with the most
+/// the top level affords (up to four; the slope prices a further chunk), and at
 /// the last level without noise.
-pub fn measure_flood(b: &Bfv, reps: usize) -> FloodCosts {
+pub fn measure_flood(b: &Bfv, reps: usize, threads: usize) -> FloodCosts {
+    let runs = on_every_thread(threads, || measure_flood_alone(b, reps));
+    let mean = |f: &dyn Fn(&FloodCosts) -> Option<f64>| {
+        let v: Vec<f64> = runs.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    FloodCosts {
+        one_chunk_us: mean(&|f| Some(f.one_chunk_us)).unwrap_or(0.0),
+        chunk_us: mean(&|f| f.chunk_us),
+        last_us: mean(&|f| Some(f.last_us)).unwrap_or(0.0),
+    }
+}
+
+/// [`measure_flood`] on this thread alone.
+fn measure_flood_alone(b: &Bfv, reps: usize) -> FloodCosts {
     let last_level = b.params().map_or(0, |p| p.last_level());
     let fill = |bits: u32, level: usize| {
         median_us(reps, || {
@@ -464,10 +559,13 @@ pub fn measure_flood(b: &Bfv, reps: usize) -> FloodCosts {
         }) / FLOOD_SAMPLE as f64
     };
     let one_chunk_us = fill(FLOOD_BITS_ONE_CHUNK, 0);
-    let chunk_us = b
-        .encrypt_zero_flood(FLOOD_BITS_TWO_CHUNKS)
-        .is_ok()
-        .then(|| (fill(FLOOD_BITS_TWO_CHUNKS, 0) - one_chunk_us).max(0.0));
+    // k chunks take bits in (60·(k − 1), 60·k − 1]: 60·k − 20 is safely inside
+    let chunk_us = (2..=FLOOD_MOST_CHUNKS).rev().find_map(|k| {
+        let bits = k * he::FLOOD_NOISE_CHUNK_BITS - 20;
+        b.encrypt_zero_flood(bits)
+            .is_ok()
+            .then(|| (fill(bits, 0) - one_chunk_us).max(0.0) / (k - 1) as f64)
+    });
     FloodCosts {
         one_chunk_us,
         chunk_us,

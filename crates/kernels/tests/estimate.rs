@@ -141,3 +141,69 @@ fn flooding_is_priced_by_its_level_and_noise_chunks() {
         assert!((at(100, level) - at(0, level) - 2.0 * chunk * limbs / levels as f64).abs() < 1e-9);
     }
 }
+
+/// A layer on the scalar path (every weight plaintext one constant per row) prices its
+/// products at the row-constant product's cost; a layer of full plaintexts at the fused
+/// product's.
+#[test]
+fn row_constant_products_are_priced_apart() {
+    use kernels::{ConvLayout, ConvMethod, ConvShape, Padding};
+    let params = Params::preset("n8192").unwrap();
+    let slots = SlotInfo {
+        n: params.n(),
+        p: params.p(),
+        layout: Layout::TwoRows,
+    };
+    let reference = CostModel::reference(&params);
+    // the reference prices a row-constant product above a full one
+    assert!(reference.sc_mult_rows_us() > reference.sc_mult_us);
+    let base = CostModel {
+        sc_mult_rows_us: Some(reference.sc_mult_us),
+        ..reference
+    };
+    let dearer = CostModel {
+        sc_mult_rows_us: Some(reference.sc_mult_us + 100.0),
+        ..reference
+    };
+    let scalar = ConvLayout::new(
+        ConvMethod::Heliks,
+        ConvShape::new([3, 50, 50], [4, 3, 3], 1, Padding::Same),
+        slots,
+    )
+    .unwrap();
+    assert!(scalar.geometry().scalar_path());
+    let (a, b) = (
+        estimate(&scalar, &params, &base).unwrap(),
+        estimate(&scalar, &params, &dearer).unwrap(),
+    );
+    assert!(a.counts.sc_mult > 0);
+    let extra = a.counts.sc_mult as f64 * 100.0 / 1e3;
+    assert!(((b.server_ms - a.server_ms) - extra).abs() < 1e-6);
+    let full = MatvecLayout::new(Method::Diagonal, 128, 128, slots).unwrap();
+    assert_eq!(
+        estimate(&full, &params, &base).unwrap().server_ms,
+        estimate(&full, &params, &dearer).unwrap().server_ms
+    );
+}
+
+/// The measured costs time each operation on every thread at once: all copies run
+/// together, and each thread's median comes back.
+#[test]
+fn busy_timing_runs_every_thread_at_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+    let (running, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let out = kernels::estimate::on_every_thread(3, || {
+        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+        most.fetch_max(now, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(50));
+        running.fetch_sub(1, Ordering::SeqCst);
+        now
+    });
+    assert_eq!(out.len(), 3);
+    assert_eq!(most.load(Ordering::SeqCst), 3);
+    let us =
+        kernels::estimate::busy_median_us(2, 3, || std::thread::sleep(Duration::from_millis(2)));
+    assert!((2000.0..50_000.0).contains(&us), "{us}");
+    assert_eq!(kernels::estimate::on_every_thread(0, || 1), vec![1]);
+}
