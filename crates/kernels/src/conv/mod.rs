@@ -446,7 +446,10 @@ impl ConvGeometry {
     /// row (a compact channel's shifted pixels run into the next block, the last block's
     /// into the first; a padded grid never leaves its block).
     fn slot(&self, row: usize, block: usize, offset: usize) -> usize {
-        row * self.span + (block * self.block + offset) % self.span
+        // Most positions do not wrap: the division only for those that do (weight
+        // plaintexts encoded per query fill every slot through here).
+        let at = block * self.block + offset;
+        row * self.span + if at < self.span { at } else { at % self.span }
     }
     /// The scalar path: one padded channel per row (c_n = 1), so every weight plaintext
     /// is one constant per row ([`he::Backend::prepare_row_constants`]: no NTT, a few
