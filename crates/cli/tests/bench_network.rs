@@ -220,6 +220,8 @@ fn the_cost_cache_is_written_and_read() {
     let model: Value =
         serde_json::from_slice(&std::fs::read(files[0].as_ref().unwrap().path()).unwrap()).unwrap();
     assert!(model["perm_us"].as_f64().unwrap() > 0.0);
+    // the scalar path's products are priced apart
+    assert!(model["sc_mult_rows_us"].as_f64().unwrap() > 0.0);
     let plan = run(
         &["plan", "--net", "mlp", "--mem-limit", "0", "--json"],
         &cache,

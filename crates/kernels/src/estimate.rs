@@ -531,10 +531,10 @@ pub struct FloodCosts {
 }
 
 /// Times flooding encryptions of zero the way a session makes them (median of `reps`,
-/// on `threads` threads at once, the mean of their medians): 64 fresh ciphertexts per fill, all kept until the last is made (as
-/// [`FloodPool`] keeps them), at the top level with one chunk of noise and with the most
-/// the top level affords (up to four; the slope prices a further chunk), and at
-/// the last level without noise.
+/// on `threads` threads at once, the mean of their medians): 64 fresh ciphertexts per
+/// fill, all kept until the last is made (as [`FloodPool`] keeps them), at the top level
+/// with one chunk of noise and with the most chunks the top level affords (up to four;
+/// the slope prices a further chunk), and at the last level without noise.
 pub fn measure_flood(b: &Bfv, reps: usize, threads: usize) -> FloodCosts {
     let runs = on_every_thread(threads, || measure_flood_alone(b, reps));
     let mean = |f: &dyn Fn(&FloodCosts) -> Option<f64>| {
