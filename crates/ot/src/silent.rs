@@ -17,28 +17,41 @@
 //!
 //! `b` is pseudorandom under the dual-LPN (regular syndrome decoding) assumption for
 //! the ExConv code. Parameters ([`SilentParams::DEFAULT`]): `t = 400` noisy
-//! positions, `h = 12` (`N' = 1 638 400`, `N = 819 200` per batch). libOTe's rule
+//! positions, `h = 11` (`N' = 819 200`, `N = 409 600` per batch). libOTe's rule
 //! (`getRegNoiseWeight`, also CryProt's `get_reg_noise_weight`) takes
 //! `t = ⌈−λ / log₂(1 − 2δ)⌉` for security `λ` against linear tests with the code's
 //! minimum-distance ratio `δ`; libOTe and CryProt assume `δ = 0.15` for ExConv7x24
 //! (`t = 248` for λ = 128). We assume the more conservative `δ = 0.1`, which gives
 //! `t ≥ 398`, and use `t = 400` (≥ 128-bit computational security against linear
 //! tests, the attack family libOTe's estimate covers; the newest libOTe additionally
-//! asks `t ≥ λ`, which holds). [`SilentParams`] refuses fewer than 400 trees.
+//! asks `t ≥ λ`, which holds). [`SilentParams`] refuses fewer than 400 trees. The
+//! rule does not depend on the batch size `N` (libOTe sizes its trees to the COTs a
+//! caller asks for, with the same `t`), so the depth `h` trades bytes against speed
+//! only.
 //!
 //! The first batch of a direction takes its `t·h` base COTs from IKNP (`gc::ot`, with
 //! the silent sender's `Δ` as IKNP's offset); every later batch reserves the first
 //! `t·h` outputs of the previous one for the next ("bootstrapping from reserved
 //! COTs", as Ferret does), so a batch costs one flight of `16·t·(2h + 1)` bytes:
-//! 160 017 B for the default (a 17-byte header naming the direction, the batch and
-//! the position of its first COT, then the PPRF message), 0.196 B per usable COT
-//! (814 400 per batch).
+//! 147 217 B for the default (a 17-byte header naming the direction, the batch and
+//! the position of its first COT, then the PPRF message), 0.363 B per usable COT
+//! (405 200 per batch).
 //! Computation: the PPRF (`≈ 2N'` AES per side) and one `dual_encode` of `N'`
 //! blocks per side. cryprot-codes uses its branch-free SSE4.1 accumulator only when
 //! compiled with `target-feature=+sse4.1`, which `.cargo/config.toml` sets for x86-64
 //! (its scalar accumulator was 0.28 µs per COT for the two parties together, against
 //! 0.17 µs with it; tests/bench.rs `silent_throughput`, both parties on one 2-core
-//! host); a default batch takes ≈ 0.23 s.
+//! host).
+//!
+//! **The depth.** The encoder reads its input at random positions (the expander) and
+//! the PPRF writes a leaf buffer of `16·N'` bytes per side, so the batch is fastest
+//! when both parties' buffers stay in the last-level cache. `silent_throughput`, both
+//! parties on one 2-core host with a 32 MB L3, wall time per usable COT (two runs):
+//! `h = 10` 69–82 ns at 0.669 B, `h = 11` 79–88 ns at 0.363 B, `h = 12` 104–120 ns at
+//! 0.196 B. `h = 11` (13.1 MB of leaves per side) takes most of the speed for about
+//! half of `h = 10`'s bytes: for ResNet-50's 353 M COTs, 128 MB of batch messages
+//! against 236 MB, where `h = 12` sent 69 MB and ran 25–30 % slower. A default batch
+//! takes about 35 ms.
 //!
 //! Departures: semi-honest only (no consistency check); the puncture points come from
 //! the random base-COT choice bits (power-of-two trees) instead of chosen points.
@@ -75,10 +88,10 @@ impl Default for SilentParams {
 }
 
 impl SilentParams {
-    /// `t = 400`, `h = 12`: 819 200 COTs per batch, 814 400 usable.
+    /// `t = 400`, `h = 11`: 409 600 COTs per batch, 405 200 usable.
     pub const DEFAULT: SilentParams = SilentParams {
         trees: 400,
-        depth: 12,
+        depth: 11,
     };
 
     /// The default noise weight with trees of depth `depth` (smaller batches, same
@@ -134,13 +147,13 @@ impl SilentParams {
 
     /// Upper estimate of the peak memory (bytes) one [`crate::OtSession`] with these
     /// parameters holds, a refill in flight included. Per direction: the leaf buffer
-    /// (16 B per leaf, `t·2^h` leaves: 26.2 MB by default), which is kept between
+    /// (16 B per leaf, `t·2^h` leaves: 13.1 MB by default), which is kept between
     /// batches and from which the usable COTs are handed out; the unconsumed COTs a
     /// refill moves aside (at most one batch's usable outputs when every request is
     /// at most a batch; a larger request is counted by
     /// [`crate::OtSpec::precompute_bytes`]); the GGM and hashing scratch, the batch
     /// message and the base COTs (the encoder, `cryprot_codes::ExConvCode`, holds
-    /// no tables). About 80 MB for [`SilentParams::DEFAULT`].
+    /// no tables). About 43 MB for [`SilentParams::DEFAULT`].
     pub fn session_memory_bytes(&self) -> u64 {
         let s = self.shape();
         let leaves = 16 * s.leaves() as u64;

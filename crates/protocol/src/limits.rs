@@ -57,7 +57,7 @@ const PER_STEP_S: f64 = 0.5;
 /// generous reading of `ot`'s measured ~0.3 µs.
 const OT_US_PER_COT: f64 = 1.0;
 /// Bytes per COT of the nonlinear layers' messages (millionaire tables, openings, OT
-/// tables; the silent batches themselves are 0.2 B).
+/// tables; the silent batches themselves are 0.36 B).
 const OT_BYTES_PER_COT: f64 = 2.0;
 /// Garbled circuits: per AND gate, time (garbling + evaluation) and bytes (two labels).
 const GC_US_PER_AND: f64 = 0.2;
