@@ -7,6 +7,12 @@
 # Raw output: bench/results/peer/ (spu.json, helina_<net>_<run>.json, side_by_side.json);
 # the printed table is bench/results/peer/table.md.
 source "$(dirname "$0")/lib.sh"
+# the peer first: a run that cannot start keeps the committed results
+spu_py="${SPU_PY:-/tmp/spu-venv/bin/python}"
+[ -x "$spu_py" ] || {
+  echo "no $spu_py: python3 -m venv /tmp/spu-venv && /tmp/spu-venv/bin/pip install spu==0.9.5" >&2
+  exit 1
+}
 rm -rf "$out/peer" && mkdir -p "$out/peer"
 NETS="mnist-d residual-block-cifar minionn-cifar" REPS=3 HELINA_REPS=3 \
   HELINA_ARGS="--threads 2" OUT="$out/peer" HELINA="$bin" \
