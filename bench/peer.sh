@@ -7,13 +7,12 @@
 # Raw output: bench/results/peer/ (spu.json, helina_<net>_<run>.json, side_by_side.json);
 # the printed table is bench/results/peer/table.md.
 source "$(dirname "$0")/lib.sh"
-# the peer first: a run that cannot start keeps the committed results
-spu_py="${SPU_PY:-/tmp/spu-venv/bin/python}"
-[ -x "$spu_py" ] || {
-  echo "no $spu_py: python3 -m venv /tmp/spu-venv && /tmp/spu-venv/bin/pip install spu==0.9.5" >&2
-  exit 1
-}
-rm -rf "$out/peer" && mkdir -p "$out/peer"
+# the committed results aside while the run writes new ones; a run that stops early
+# (no SPU installed, a failed inference) puts them back
+prev="$out/peer.prev"
+rm -rf "$prev" && { [ ! -d "$out/peer" ] || mv "$out/peer" "$prev"; }
+trap '[ ! -d "$prev" ] || { rm -rf "$out/peer" && mv "$prev" "$out/peer"; }' EXIT
+mkdir -p "$out/peer"
 NETS="mnist-d residual-block-cifar minionn-cifar" REPS=3 HELINA_REPS=3 \
   HELINA_ARGS="--threads 2" OUT="$out/peer" HELINA="$bin" \
   peers/spu/side_by_side.sh | tee "$out/peer/table.md.tmp"
@@ -21,3 +20,5 @@ NETS="mnist-d residual-block-cifar minionn-cifar" REPS=3 HELINA_REPS=3 \
 sed -n '/^Per inference/,$p' "$out/peer/table.md.tmp" | grep -v '^(raw:' >"$out/peer/table.md"
 rm "$out/peer/table.md.tmp"
 find "$out/peer" -name "*.err" -empty -delete
+# a complete run: the earlier results go
+rm -rf "$prev"

@@ -161,7 +161,7 @@ fn silent_rate(params: SilentParams, batches: usize) -> (f64, f64) {
 fn silent_throughput() {
     for depth in [10, 11, 12, 10, 11, 12] {
         let params = SilentParams::with_depth(depth);
-        let batches = 1 + (4 << 12 >> depth);
+        let batches = 1 + (1 << (14 - depth));
         let (wall, cpu) = silent_rate(params, batches);
         println!(
             "silent OT t = {}, h = {}: {} batches of {} usable COTs: {:.1} ns per COT (both parties, wall), CPU {:.1} ns per COT (both parties together), {:.3} B per COT",
