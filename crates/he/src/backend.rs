@@ -354,6 +354,34 @@ pub trait Backend: Sync {
     /// one reduction at the end. The ciphertexts and plaintexts must be coefficient
     /// encoded.
     fn dot_coeffs(&self, cts: &[&Self::Ct], pts: &[&Self::PreparedPt]) -> Result<Self::Ct>;
+    /// Weights encoded on the fly: for each output `t`, Σ_i cts\[t\]\[i\] × pt_i, where
+    /// pt_i is coefficient plaintext `i` of `terms`, its n values of Z_p written by
+    /// `fill(i, values)` into zeros, prepared at `level` and dropped after use. By
+    /// default exactly `terms` [`Backend::prepare_coeffs_at`] and one
+    /// [`Backend::dot_coeffs`] per output, and counted as those; a backend may fuse them
+    /// with the same result (BFV: each plaintext transformed and multiplied into every
+    /// output while it is in cache, none held).
+    fn dot_coeffs_encoded(
+        &self,
+        level: usize,
+        terms: usize,
+        fill: &(dyn Fn(usize, &mut [u64]) + Sync),
+        cts: &[Vec<&Self::Ct>],
+    ) -> Result<Vec<Self::Ct>> {
+        let n = self.slots().n;
+        let pts = (0..terms)
+            .map(|i| {
+                let mut v = Vec::new();
+                if self.carries_data() {
+                    v.resize(n, 0);
+                    fill(i, &mut v);
+                }
+                self.prepare_coeffs_at(&v, level)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ps: Vec<&Self::PreparedPt> = pts.iter().collect();
+        cts.iter().map(|c| self.dot_coeffs(c, &ps)).collect()
+    }
     /// Decrypts to the n coefficients of the plaintext polynomial (client). For a
     /// selected ciphertext ([`Backend::select_coeffs`]) only the kept coefficients are
     /// meaningful.

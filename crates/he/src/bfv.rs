@@ -17,6 +17,10 @@
 //!   kernel multiplies through fused products, which never read them. A plaintext
 //!   constant on each row (the conv scalar path) is held as its NTT form's four
 //!   distinct values per modulus and read through each position's class.
+//! - **Its own transforms on AVX-512** ([`crate::ntt`]): the prepares' forward NTTs, the
+//!   slot encoding's inverse NTT mod p and the row-constant basis run on tfhe-ntt 0.7,
+//!   which has AVX-512 code on stable Rust (fhe-math's tfhe-ntt 0.6 needs nightly for
+//!   it), checked equal to fhe-math's transform when the backend is made.
 //! - **Fused sums of products** with lazy 128-bit accumulation and one reduction.
 //! - **The per-ciphertext path of queries and responses** without NTT round trips:
 //!   fhe.rs's symmetric encryption and decryption re-done with the secret key kept in
@@ -43,7 +47,6 @@ use fhe::bfv::{
     SecretKey,
 };
 use fhe::proto::bfv::{EvaluationKey as EkProto, PublicKey as PkProto};
-use fhe_math::ntt::NttOperator;
 use fhe_math::rq::{
     dot_product, traits::TryConvertFrom, Context, Poly, Representation, SubstitutionExponent,
 };
@@ -58,6 +61,7 @@ use zeroize::Zeroize;
 
 use crate::backend::{check_runs, check_step, Backend, GaloisSpec, Layout, SlotInfo};
 use crate::error::{HeError, Result};
+use crate::ntt::NttPlan;
 use crate::params::Params;
 use crate::rounding::{self, Rounding};
 
@@ -300,10 +304,10 @@ pub struct Bfv {
     fhe_ek: Option<EvaluationKey>,
     public: PublicKeys,
     /// Forward NTT operators of the level-0 moduli (for lifting digits in `hoist`).
-    ntt_ops: Vec<NttOperator>,
+    ntt_ops: Vec<NttPlan>,
     /// The NTT mod p, and where slot i sits among its evaluation points (SEAL's and
     /// fhe.rs's batching order), for encoding slots without fhe.rs's `Plaintext`.
-    slot_ntt: NttOperator,
+    slot_ntt: NttPlan,
     slot_index: Vec<usize>,
     /// The scalar path's basis ([`Backend::prepare_row_constants`]); `None` where the
     /// row indicator is not three-term (then the slot path is used).
@@ -364,9 +368,9 @@ impl RowBasis {
     /// Derives the basis (checking the three-term form), or `None`.
     fn new(
         n: usize,
-        slot_ntt: &NttOperator,
+        slot_ntt: &NttPlan,
         slot_index: &[usize],
-        ntt_ops: &[NttOperator],
+        ntt_ops: &[NttPlan],
     ) -> Option<Self> {
         if n < 8 {
             return None;
@@ -460,6 +464,28 @@ fn lift_centred(c: u64, p: u64, q: u64) -> u64 {
         q - (p - c)
     } else {
         c
+    }
+}
+
+/// acc\[k\] += x\[k\]·y\[k\] (128-bit, no reduction), eight positions per step.
+fn multiply_accumulate(acc: &mut [u128], x: &[u64], y: &[u64]) {
+    let len = acc.len().min(x.len()).min(y.len());
+    let (acc, x, y) = (&mut acc[..len], &x[..len], &y[..len]);
+    let mut a8 = acc.chunks_exact_mut(8);
+    let mut x8 = x.chunks_exact(8);
+    let mut y8 = y.chunks_exact(8);
+    for ((a, x), y) in (&mut a8).zip(&mut x8).zip(&mut y8) {
+        for k in 0..8 {
+            a[k] += x[k] as u128 * y[k] as u128;
+        }
+    }
+    for ((a, &x), &y) in a8
+        .into_remainder()
+        .iter_mut()
+        .zip(x8.remainder())
+        .zip(y8.remainder())
+    {
+        *a += x as u128 * y as u128;
     }
 }
 
@@ -793,16 +819,16 @@ impl Bfv {
                 format!("{} keys that were not declared", by_exp.len()),
             ));
         }
-        let ntt_ops: Vec<NttOperator> = ctx
+        let ntt_ops: Vec<NttPlan> = ctx
             .moduli_operators()
             .iter()
             .map(|q| {
-                NttOperator::new(q, n).ok_or_else(|| HeError::Engine("no NTT for a modulus".into()))
+                NttPlan::new(q, n).ok_or_else(|| HeError::Engine("no NTT for a modulus".into()))
             })
             .collect::<Result<_>>()?;
         let slot_ntt = Modulus::new(params.p())
             .ok()
-            .and_then(|p| NttOperator::new(&p, n))
+            .and_then(|p| NttPlan::new(&p, n))
             .ok_or_else(|| HeError::Engine("no NTT for the plaintext modulus".into()))?;
         let slot_index = slot_index(n);
         let row_basis = RowBasis::new(n, &slot_ntt, &slot_index, &ntt_ops);
@@ -1192,6 +1218,118 @@ impl Bfv {
             true,
             Representation::Ntt,
         )?)
+    }
+
+    /// [`Backend::dot_coeffs_encoded`], fused: per plaintext, its values are checked,
+    /// lifted centred and, per modulus, transformed once (one NTT of one row), and that
+    /// row's products with every output's ciphertexts are accumulated while it is in
+    /// cache (128-bit sums reduced every 2^(126 − 2·bits(q)) terms, as
+    /// [`Bfv::dot_rows`]). No plaintext is held, so the products read only the
+    /// ciphertexts from memory. The same sums as [`Bfv::prepare_centred`] per plaintext
+    /// and one `dot` per output.
+    fn dot_encoded_fused(
+        &self,
+        level: usize,
+        terms: usize,
+        fill: &(dyn Fn(usize, &mut [u64]) + Sync),
+        cts: &[Vec<&BfvCt>],
+    ) -> Result<Vec<BfvCt>> {
+        self.check_level(level)?;
+        let first = match cts.first().and_then(|c| c.first()) {
+            Some(c) if terms > 0 => *c,
+            _ => {
+                return Err(HeError::Empty {
+                    what: "dot_coeffs_encoded",
+                })
+            }
+        };
+        for c in cts {
+            if c.len() != terms {
+                return Err(HeError::WrongLength {
+                    expected: terms,
+                    actual: c.len(),
+                });
+            }
+            for ct in c {
+                Self::whole(ct, "a fused product")?;
+                if ct.ct.level != level {
+                    return Err(HeError::LevelMismatch {
+                        left: level,
+                        right: ct.ct.level,
+                    });
+                }
+            }
+        }
+        let ctx = first.ct.ctx().clone();
+        let ops = ctx.moduli_operators();
+        let (limbs, n, p) = (ops.len(), self.info.n, self.info.p);
+        let not_contiguous = || HeError::Engine("polynomial rows not contiguous".into());
+        // The sums: index ((output · 2 + polynomial) · limbs + modulus) · n + position.
+        let mut acc = vec![0u128; cts.len() * 2 * limbs * n];
+        let batch: Vec<usize> = ops
+            .iter()
+            .map(|q| {
+                1usize
+                    << 126u32
+                        .saturating_sub(2 * (64 - (**q).leading_zeros()))
+                        .min(16)
+            })
+            .collect();
+        let mut values = vec![0u64; n];
+        let mut row = vec![0u64; n];
+        for i in 0..terms {
+            values.fill(0);
+            fill(i, &mut values);
+            if let Some((index, &value)) = values.iter().enumerate().find(|(_, &v)| v >= p) {
+                return Err(HeError::NotReduced { index, value, p });
+            }
+            for (j, q) in ops.iter().enumerate() {
+                let modulus = **q;
+                for (r, &c) in row.iter_mut().zip(&values) {
+                    *r = lift_centred(c, p, modulus);
+                }
+                self.ntt_ops[j].forward(&mut row);
+                for (t, c) in cts.iter().enumerate() {
+                    for poly in 0..2 {
+                        let x = c[i].ct[poly].coefficients();
+                        let x = &x.as_slice().ok_or_else(not_contiguous)?[j * n..(j + 1) * n];
+                        let a = &mut acc[((t * 2 + poly) * limbs + j) * n..][..n];
+                        multiply_accumulate(a, x, &row);
+                    }
+                }
+                if (i + 1) % batch[j] == 0 {
+                    for t in 0..cts.len() {
+                        for poly in 0..2 {
+                            acc[((t * 2 + poly) * limbs + j) * n..][..n]
+                                .iter_mut()
+                                .for_each(|a| *a = q.reduce_u128(*a) as u128);
+                        }
+                    }
+                }
+            }
+        }
+        (0..cts.len())
+            .map(|t| {
+                let polys = (0..2)
+                    .map(|poly| {
+                        let mut arr = ndarray::Array2::<u64>::zeros((limbs, n));
+                        for (j, (mut out, q)) in arr.outer_iter_mut().zip(ops).enumerate() {
+                            let a = &acc[((t * 2 + poly) * limbs + j) * n..][..n];
+                            for (o, &a) in out.iter_mut().zip(a) {
+                                *o = q.reduce_u128(a);
+                            }
+                        }
+                        Ok(Poly::try_convert_from(
+                            arr,
+                            &ctx,
+                            true,
+                            Representation::Ntt,
+                        )?)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                self.wrap(polys)
+            })
+            .collect()
     }
 
     /// A prepared plaintext from n reduced plaintext coefficients, lifted centred into
@@ -1855,6 +1993,16 @@ impl Backend for Bfv {
         // A ciphertext × plaintext product multiplies polynomials in R_q whatever the
         // encoding: the slot path is the same operation.
         self.dot(cts, pts)
+    }
+
+    fn dot_coeffs_encoded(
+        &self,
+        level: usize,
+        terms: usize,
+        fill: &(dyn Fn(usize, &mut [u64]) + Sync),
+        cts: &[Vec<&BfvCt>],
+    ) -> Result<Vec<BfvCt>> {
+        self.dot_encoded_fused(level, terms, fill, cts)
     }
 
     fn decrypt_coeffs(&self, ct: &BfvCt) -> Result<Vec<u64>> {

@@ -182,6 +182,21 @@ impl<B: Backend> Backend for Counting<B> {
         self.bump_dot(cts.len() as u64);
         Ok(r)
     }
+    fn dot_coeffs_encoded(
+        &self,
+        level: usize,
+        terms: usize,
+        fill: &(dyn Fn(usize, &mut [u64]) + Sync),
+        cts: &[Vec<&Self::Ct>],
+    ) -> Result<Vec<Self::Ct>> {
+        let r = self.inner.dot_coeffs_encoded(level, terms, fill, cts)?;
+        // As the default: `terms` prepares, then one fused sum per output.
+        self.bump(|c| c.ntt += terms as u64);
+        for c in cts {
+            self.bump_dot(c.len() as u64);
+        }
+        Ok(r)
+    }
     fn decrypt_coeffs(&self, ct: &Self::Ct) -> Result<Vec<u64>> {
         let r = self.inner.decrypt_coeffs(ct)?;
         self.bump(|c| {

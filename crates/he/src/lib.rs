@@ -2,6 +2,7 @@
 //! against, and its three implementations:
 //!
 //! - [`Bfv`]: fhe.rs 0.1.1 (`tfhe-ntt`) with hoisted rotations, NTT-form prepared plaintexts
+//!   (transformed with tfhe-ntt 0.7's AVX-512 code where the CPU has it)
 //!   and fused sums of products; the only code in helina that talks to fhe.rs.
 //! - [`Sim`]: a cleartext simulator with identical semantics (slots, and polynomials in
 //!   Z_p\[X\]/(X^n + 1) for coefficient encoding).
@@ -24,6 +25,7 @@ mod backend;
 mod bfv;
 mod count;
 mod error;
+mod ntt;
 mod params;
 mod plain_ntt;
 mod rounding;

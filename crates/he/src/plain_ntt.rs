@@ -1,14 +1,15 @@
 //! A number-theoretic transform mod a plaintext prime, for cleartext transforms such as
-//! ENSEI's frequency-domain convolution (fhe-math's operator, so the kernels crate need
-//! not name fhe.rs).
+//! ENSEI's frequency-domain convolution (the he crate's [`NttPlan`], so the kernels crate
+//! need not name fhe.rs).
 
-use fhe_math::ntt::NttOperator;
 use fhe_math::zq::Modulus;
+
+use crate::ntt::NttPlan;
 
 /// Negacyclic NTT of length `len` modulo a prime p ≡ 1 (mod 2·len).
 #[derive(Clone, Debug)]
 pub struct PlainNtt {
-    op: NttOperator,
+    op: NttPlan,
     len: usize,
 }
 
@@ -20,7 +21,7 @@ impl PlainNtt {
         }
         let m = Modulus::new(p).ok()?;
         Some(Self {
-            op: NttOperator::new(&m, len)?,
+            op: NttPlan::new(&m, len)?,
             len,
         })
     }

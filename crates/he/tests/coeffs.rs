@@ -331,3 +331,84 @@ fn selected_ciphertexts_carry_only_the_kept_coefficients() {
     }
     assert!(sel_err(s.add(&sback, &sback).map(|_| ())));
 }
+
+/// `dot_coeffs_encoded` (weights encoded on the fly; BFV fuses the encoding into the
+/// products) against the schoolbook reference, at the top level and one below, for
+/// several outputs sharing the plaintexts; the same counts as preparing every plaintext
+/// and one fused sum per output, on every backend; bad values and shapes refused.
+#[test]
+fn plaintexts_encoded_inside_the_products_give_the_same_sums() {
+    let b = client();
+    let (n, p) = (params().n(), params().p());
+    let weights: Vec<Vec<u64>> = (0..3)
+        .map(|i| sparse(n, 20 + i, p, 40 + i as u64))
+        .collect();
+    let fill = |i: usize, v: &mut [u64]| v.copy_from_slice(&weights[i]);
+    let inputs: Vec<Vec<Vec<u64>>> = (0..2)
+        .map(|t| {
+            (0..3)
+                .map(|i| random_slots(n, p, &mut rng(50 + 3 * t + i)))
+                .collect()
+        })
+        .collect();
+    for level in [0, 1] {
+        let cts: Vec<Vec<he::BfvCt>> = inputs
+            .iter()
+            .map(|xs| {
+                xs.iter()
+                    .map(|x| {
+                        b.encrypt_sym(&b.encode_coeffs_at(x, level).unwrap())
+                            .unwrap()
+                    })
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<Vec<&he::BfvCt>> = cts.iter().map(|c| c.iter().collect()).collect();
+        let out = b.dot_coeffs_encoded(level, 3, &fill, &refs).unwrap();
+        assert_eq!(out.len(), 2);
+        for (o, xs) in out.iter().zip(&inputs) {
+            let want = (0..3).fold(vec![0; n], |acc, i| {
+                add(&acc, &negacyclic(&xs[i], &weights[i], p), p)
+            });
+            assert_eq!(b.decrypt_coeffs(o).unwrap(), want, "level {level}");
+        }
+        // Refused: a value not reduced mod p, a ciphertext count other than `terms`, a
+        // plaintext level other than the ciphertexts'.
+        let bad = |_: usize, v: &mut [u64]| v[7] = p;
+        assert!(matches!(
+            b.dot_coeffs_encoded(level, 3, &bad, &refs),
+            Err(HeError::NotReduced { index: 7, .. })
+        ));
+        assert!(matches!(
+            b.dot_coeffs_encoded(level, 2, &fill, &refs),
+            Err(HeError::WrongLength {
+                expected: 2,
+                actual: 3
+            })
+        ));
+        assert!(matches!(
+            b.dot_coeffs_encoded(1 - level, 3, &fill, &refs),
+            Err(HeError::LevelMismatch { .. })
+        ));
+    }
+
+    fn workload<B: Backend>(b: &B, w: &[Vec<u64>]) {
+        let n = b.slots().n;
+        let x = vec![1u64; n];
+        let c = b.encrypt_sym(&b.encode_coeffs_at(&x, 1).unwrap()).unwrap();
+        let fill = |i: usize, v: &mut [u64]| v.copy_from_slice(&w[i]);
+        b.dot_coeffs_encoded(1, 3, &fill, &[vec![&c; 3], vec![&c; 3]])
+            .unwrap();
+    }
+    let bfv = Counting::new(Bfv::keygen(params(), GaloisSpec::none()).unwrap());
+    let s = Counting::new(Sim::new(params(), GaloisSpec::none()));
+    let c = Count::real(params(), GaloisSpec::none());
+    workload(&bfv, &weights);
+    workload(&s, &weights);
+    workload(&c, &weights);
+    let k = c.counts();
+    assert_eq!(bfv.counts(), k);
+    assert_eq!(s.counts(), k);
+    // 1 encode, 3 prepares; 2 sums of 3 products.
+    assert_eq!((k.ntt, k.sc_mult, k.fused_add), (4, 6, 4));
+}

@@ -274,6 +274,21 @@ pub(crate) fn filter_values(
     ig: usize,
 ) -> Vec<u64> {
     let mut v = vec![0u64; e.n];
+    fill_filter(sh, e, f, p, og, ig, &mut v);
+    v
+}
+
+/// Writes the filter polynomial of output group `og` and input group `ig` into `v` (n
+/// zeros): its M_w·C_w·k_h·k_w non-zero coefficients.
+fn fill_filter(
+    sh: &ConvShape,
+    e: &CheetahGeometry,
+    f: &[i64],
+    p: u64,
+    og: usize,
+    ig: usize,
+    v: &mut [u64],
+) {
     let taps = sh.k_h * sh.k_w;
     for ml in 0..e.m_w {
         let m = og * e.m_w + ml;
@@ -294,7 +309,6 @@ pub(crate) fn filter_values(
             }
         }
     }
-    v
 }
 
 /// Server: per tile and output group, one fused sum of polynomial products over the
@@ -317,12 +331,14 @@ pub(crate) fn compute<B: Backend>(
     })
 }
 
-/// Server, weights encoded on the fly: per output group, its in_groups filter
-/// polynomials are encoded and used for every tile at once, so a group's plaintexts
-/// are still in cache when they are multiplied and at most one group per thread is
-/// held (instead of every plaintext of the layer). The same prepares and fused
-/// products as [`ConvLayout::encode`](super::ConvLayout::encode) + [`compute`], in the same
-/// response order.
+/// Server, weights encoded on the fly. With at least one output group per thread, in
+/// parallel over the groups: a group's in_groups filter polynomials are encoded inside
+/// its products with every tile ([`Backend::dot_coeffs_encoded`]: on BFV each plaintext
+/// is transformed and used while in cache, and none is held). With fewer groups, per
+/// group its plaintexts are prepared and held while the tiles' sums run in parallel.
+/// Either way the same prepares and fused products as
+/// [`ConvLayout::encode`](super::ConvLayout::encode) + [`compute`], in the same response
+/// order.
 pub(crate) fn compute_on_the_fly<B: Backend>(
     b: &B,
     sh: &ConvShape,
@@ -332,25 +348,33 @@ pub(crate) fn compute_on_the_fly<B: Backend>(
     level: usize,
     q: &[B::Ct],
 ) -> Result<Vec<B::Ct>> {
-    let per_group = crate::par::map(0..e.out_groups, |og| {
-        let pts = (0..e.in_groups)
-            .map(|ig| {
-                let v = if b.carries_data() {
-                    filter_values(sh, e, f, p, og, ig)
-                } else {
-                    Vec::new()
-                };
-                Ok(b.prepare_coeffs_at(&v, level)?)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let ps: Vec<&B::PreparedPt> = pts.iter().collect();
-        crate::par::map(0..e.tiles(), |tile| {
-            let cts: Vec<&B::Ct> = q[tile * e.in_groups..(tile + 1) * e.in_groups]
-                .iter()
-                .collect();
-            Ok(b.dot_coeffs(&cts, &ps)?)
-        })
-    })?;
+    let tile_cts = |tile: usize| -> Vec<&B::Ct> {
+        q[tile * e.in_groups..(tile + 1) * e.in_groups]
+            .iter()
+            .collect()
+    };
+    let per_group = if e.out_groups >= rayon::current_num_threads() {
+        let tiles: Vec<Vec<&B::Ct>> = (0..e.tiles()).map(tile_cts).collect();
+        crate::par::map(0..e.out_groups, |og| {
+            let fill = |ig: usize, v: &mut [u64]| fill_filter(sh, e, f, p, og, ig, v);
+            Ok(b.dot_coeffs_encoded(level, e.in_groups, &fill, &tiles)?)
+        })?
+    } else {
+        crate::par::map(0..e.out_groups, |og| {
+            let pts = (0..e.in_groups)
+                .map(|ig| {
+                    let v = if b.carries_data() {
+                        filter_values(sh, e, f, p, og, ig)
+                    } else {
+                        Vec::new()
+                    };
+                    Ok(b.prepare_coeffs_at(&v, level)?)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let ps: Vec<&B::PreparedPt> = pts.iter().collect();
+            crate::par::map(0..e.tiles(), |tile| Ok(b.dot_coeffs(&tile_cts(tile), &ps)?))
+        })?
+    };
     // Response tile·out_groups + group, as `compute` orders them.
     super::interleave(per_group, e.tiles())
 }
