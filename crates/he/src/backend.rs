@@ -136,6 +136,17 @@ pub(crate) fn check_level(level: usize, levels: usize) -> Result<usize> {
     Ok(level)
 }
 
+/// Slot plaintexts are prepared at the top level only ([`Backend::prepare`]).
+pub(crate) fn check_encoded_level(encoding: Encoding, level: usize) -> Result<()> {
+    if encoding == Encoding::Slots && level != 0 {
+        return Err(HeError::WrongLevel {
+            expected: 0,
+            actual: level,
+        });
+    }
+    Ok(())
+}
+
 /// Checks a rotation step against the layout and the declared keys; returns the
 /// normalised step (in (0, span)), or `None` for the identity.
 pub(crate) fn check_step(
@@ -355,19 +366,23 @@ pub trait Backend: Sync {
     /// encoded.
     fn dot_coeffs(&self, cts: &[&Self::Ct], pts: &[&Self::PreparedPt]) -> Result<Self::Ct>;
     /// Weights encoded on the fly: for each output `t`, Σ_i cts\[t\]\[i\] × pt_i, where
-    /// pt_i is coefficient plaintext `i` of `terms`, its n values of Z_p written by
-    /// `fill(i, values)` into zeros, prepared at `level` and dropped after use. By
-    /// default exactly `terms` [`Backend::prepare_coeffs_at`] and one
-    /// [`Backend::dot_coeffs`] per output, and counted as those; a backend may fuse them
-    /// with the same result (BFV: each plaintext transformed and multiplied into every
-    /// output while it is in cache, none held).
-    fn dot_coeffs_encoded(
+    /// pt_i is plaintext `i` of `terms`, its n values of Z_p written by `fill(i, values)`
+    /// into zeros, prepared in `encoding` (coefficient plaintexts at `level`; slot
+    /// plaintexts at the top level, which `level` must then be) and dropped after use.
+    /// By default exactly `terms` [`Backend::prepare_coeffs_at`] (or
+    /// [`Backend::prepare`]) and one [`Backend::dot_coeffs`] (or [`Backend::dot`]) per
+    /// output, and counted as those; a backend may fuse them with the same result (BFV:
+    /// each plaintext transformed and multiplied into every output while it is in
+    /// cache, none held).
+    fn dot_encoded(
         &self,
+        encoding: Encoding,
         level: usize,
         terms: usize,
         fill: &(dyn Fn(usize, &mut [u64]) + Sync),
         cts: &[Vec<&Self::Ct>],
     ) -> Result<Vec<Self::Ct>> {
+        check_encoded_level(encoding, level)?;
         let n = self.slots().n;
         let pts = (0..terms)
             .map(|i| {
@@ -376,11 +391,19 @@ pub trait Backend: Sync {
                     v.resize(n, 0);
                     fill(i, &mut v);
                 }
-                self.prepare_coeffs_at(&v, level)
+                match encoding {
+                    Encoding::Coeffs => self.prepare_coeffs_at(&v, level),
+                    Encoding::Slots => self.prepare(&v),
+                }
             })
             .collect::<Result<Vec<_>>>()?;
         let ps: Vec<&Self::PreparedPt> = pts.iter().collect();
-        cts.iter().map(|c| self.dot_coeffs(c, &ps)).collect()
+        cts.iter()
+            .map(|c| match encoding {
+                Encoding::Coeffs => self.dot_coeffs(c, &ps),
+                Encoding::Slots => self.dot(c, &ps),
+            })
+            .collect()
     }
     /// Decrypts to the n coefficients of the plaintext polynomial (client). For a
     /// selected ciphertext ([`Backend::select_coeffs`]) only the kept coefficients are

@@ -1220,8 +1220,9 @@ impl Bfv {
         )?)
     }
 
-    /// [`Backend::dot_coeffs_encoded`], fused: per plaintext, its values are checked,
-    /// lifted centred and, per modulus, transformed once (one NTT of one row), and that
+    /// [`Backend::dot_encoded`], fused: per plaintext, its values are checked (slot
+    /// values placed and transformed mod p, as [`Bfv::slot_coeffs`]), lifted centred
+    /// and, per modulus, transformed once (one NTT of one row), and that
     /// row's products with every output's ciphertexts are accumulated while it is in
     /// cache (128-bit sums reduced every 2^(126 − 2·bits(q)) terms, as
     /// [`Bfv::dot_rows`]). No plaintext is held, so the products read only the
@@ -1229,17 +1230,19 @@ impl Bfv {
     /// and one `dot` per output.
     fn dot_encoded_fused(
         &self,
+        encoding: crate::backend::Encoding,
         level: usize,
         terms: usize,
         fill: &(dyn Fn(usize, &mut [u64]) + Sync),
         cts: &[Vec<&BfvCt>],
     ) -> Result<Vec<BfvCt>> {
+        crate::backend::check_encoded_level(encoding, level)?;
         self.check_level(level)?;
         let first = match cts.first().and_then(|c| c.first()) {
             Some(c) if terms > 0 => *c,
             _ => {
                 return Err(HeError::Empty {
-                    what: "dot_coeffs_encoded",
+                    what: "dot_encoded",
                 })
             }
         };
@@ -1276,6 +1279,7 @@ impl Bfv {
             })
             .collect();
         let mut values = vec![0u64; n];
+        let mut placed = vec![0u64; n];
         let mut row = vec![0u64; n];
         for i in 0..terms {
             values.fill(0);
@@ -1283,9 +1287,19 @@ impl Bfv {
             if let Some((index, &value)) = values.iter().enumerate().find(|(_, &v)| v >= p) {
                 return Err(HeError::NotReduced { index, value, p });
             }
+            let coeffs: &[u64] = match encoding {
+                crate::backend::Encoding::Coeffs => &values,
+                crate::backend::Encoding::Slots => {
+                    for (&v, &at) in values.iter().zip(&self.slot_index) {
+                        placed[at] = v;
+                    }
+                    self.slot_ntt.backward(&mut placed);
+                    &placed
+                }
+            };
             for (j, q) in ops.iter().enumerate() {
                 let modulus = **q;
-                for (r, &c) in row.iter_mut().zip(&values) {
+                for (r, &c) in row.iter_mut().zip(coeffs) {
                     *r = lift_centred(c, p, modulus);
                 }
                 self.ntt_ops[j].forward(&mut row);
@@ -1995,14 +2009,15 @@ impl Backend for Bfv {
         self.dot(cts, pts)
     }
 
-    fn dot_coeffs_encoded(
+    fn dot_encoded(
         &self,
+        encoding: crate::backend::Encoding,
         level: usize,
         terms: usize,
         fill: &(dyn Fn(usize, &mut [u64]) + Sync),
         cts: &[Vec<&BfvCt>],
     ) -> Result<Vec<BfvCt>> {
-        self.dot_encoded_fused(level, terms, fill, cts)
+        self.dot_encoded_fused(encoding, level, terms, fill, cts)
     }
 
     fn decrypt_coeffs(&self, ct: &BfvCt) -> Result<Vec<u64>> {

@@ -182,14 +182,15 @@ impl<B: Backend> Backend for Counting<B> {
         self.bump_dot(cts.len() as u64);
         Ok(r)
     }
-    fn dot_coeffs_encoded(
+    fn dot_encoded(
         &self,
+        encoding: crate::Encoding,
         level: usize,
         terms: usize,
         fill: &(dyn Fn(usize, &mut [u64]) + Sync),
         cts: &[Vec<&Self::Ct>],
     ) -> Result<Vec<Self::Ct>> {
-        let r = self.inner.dot_coeffs_encoded(level, terms, fill, cts)?;
+        let r = self.inner.dot_encoded(encoding, level, terms, fill, cts)?;
         // As the default: `terms` prepares, then one fused sum per output.
         self.bump(|c| c.ntt += terms as u64);
         for c in cts {

@@ -332,9 +332,10 @@ fn selected_ciphertexts_carry_only_the_kept_coefficients() {
     assert!(sel_err(s.add(&sback, &sback).map(|_| ())));
 }
 
-/// `dot_coeffs_encoded` (weights encoded on the fly; BFV fuses the encoding into the
+/// `dot_encoded` (weights encoded on the fly; BFV fuses the encoding into the
 /// products) against the schoolbook reference, at the top level and one below, for
-/// several outputs sharing the plaintexts; the same counts as preparing every plaintext
+/// several outputs sharing the plaintexts, and against slot-wise products in slot
+/// encoding; the same counts as preparing every plaintext
 /// and one fused sum per output, on every backend; bad values and shapes refused.
 #[test]
 fn plaintexts_encoded_inside_the_products_give_the_same_sums() {
@@ -364,7 +365,9 @@ fn plaintexts_encoded_inside_the_products_give_the_same_sums() {
             })
             .collect();
         let refs: Vec<Vec<&he::BfvCt>> = cts.iter().map(|c| c.iter().collect()).collect();
-        let out = b.dot_coeffs_encoded(level, 3, &fill, &refs).unwrap();
+        let out = b
+            .dot_encoded(Encoding::Coeffs, level, 3, &fill, &refs)
+            .unwrap();
         assert_eq!(out.len(), 2);
         for (o, xs) in out.iter().zip(&inputs) {
             let want = (0..3).fold(vec![0; n], |acc, i| {
@@ -376,28 +379,53 @@ fn plaintexts_encoded_inside_the_products_give_the_same_sums() {
         // plaintext level other than the ciphertexts'.
         let bad = |_: usize, v: &mut [u64]| v[7] = p;
         assert!(matches!(
-            b.dot_coeffs_encoded(level, 3, &bad, &refs),
+            b.dot_encoded(Encoding::Coeffs, level, 3, &bad, &refs),
             Err(HeError::NotReduced { index: 7, .. })
         ));
         assert!(matches!(
-            b.dot_coeffs_encoded(level, 2, &fill, &refs),
+            b.dot_encoded(Encoding::Coeffs, level, 2, &fill, &refs),
             Err(HeError::WrongLength {
                 expected: 2,
                 actual: 3
             })
         ));
         assert!(matches!(
-            b.dot_coeffs_encoded(1 - level, 3, &fill, &refs),
+            b.dot_encoded(Encoding::Coeffs, 1 - level, 3, &fill, &refs),
             Err(HeError::LevelMismatch { .. })
         ));
     }
+    // Slot encoding: slot-wise products; slot plaintexts only at the top level.
+    let cts: Vec<he::BfvCt> = inputs[0]
+        .iter()
+        .map(|x| b.encrypt_sym(&b.encode(x).unwrap()).unwrap())
+        .collect();
+    let refs = vec![cts.iter().collect::<Vec<_>>()];
+    let out = b.dot_encoded(Encoding::Slots, 0, 3, &fill, &refs).unwrap();
+    let want: Vec<u64> = (0..n)
+        .map(|k| {
+            (0..3).fold(0u64, |acc, i| {
+                ((acc as u128 + inputs[0][i][k] as u128 * weights[i][k] as u128) % p as u128) as u64
+            })
+        })
+        .collect();
+    assert_eq!(b.decrypt(&out[0]).unwrap(), want);
+    assert!(matches!(
+        b.dot_encoded(Encoding::Slots, 1, 3, &fill, &refs),
+        Err(HeError::WrongLevel {
+            expected: 0,
+            actual: 1
+        })
+    ));
 
     fn workload<B: Backend>(b: &B, w: &[Vec<u64>]) {
         let n = b.slots().n;
         let x = vec![1u64; n];
         let c = b.encrypt_sym(&b.encode_coeffs_at(&x, 1).unwrap()).unwrap();
         let fill = |i: usize, v: &mut [u64]| v.copy_from_slice(&w[i]);
-        b.dot_coeffs_encoded(1, 3, &fill, &[vec![&c; 3], vec![&c; 3]])
+        b.dot_encoded(Encoding::Coeffs, 1, 3, &fill, &[vec![&c; 3], vec![&c; 3]])
+            .unwrap();
+        let s = b.encrypt_sym(&b.encode(&x).unwrap()).unwrap();
+        b.dot_encoded(Encoding::Slots, 0, 2, &fill, &[vec![&s; 2]])
             .unwrap();
     }
     let bfv = Counting::new(Bfv::keygen(params(), GaloisSpec::none()).unwrap());
@@ -409,6 +437,6 @@ fn plaintexts_encoded_inside_the_products_give_the_same_sums() {
     let k = c.counts();
     assert_eq!(bfv.counts(), k);
     assert_eq!(s.counts(), k);
-    // 1 encode, 3 prepares; 2 sums of 3 products.
-    assert_eq!((k.ntt, k.sc_mult, k.fused_add), (4, 6, 4));
+    // 2 encodes, 3 + 2 prepares; 2 sums of 3 products and one of 2.
+    assert_eq!((k.ntt, k.sc_mult, k.fused_add), (7, 8, 5));
 }

@@ -929,4 +929,29 @@ fn conv_on_the_fly_equals_encoded_weights() {
         .unwrap();
     let c = layout.decrypt(client, &resp).unwrap();
     assert_eq!(reconstruct(&c, &s, p.p()), conv_ref(&sh, &x, &f, p.p()));
+    // Real BFV, the slot methods at n8192 (their plaintexts encoded inside the products,
+    // several channels per row): the reference's shares.
+    let p = Params::preset("n8192").unwrap();
+    let sh = shape(40, 16, 16, 24, 3, 1, Padding::Same);
+    let (x, f) = conv_problem(&sh, 98);
+    let want = conv_ref(&sh, &x, &f, p.p());
+    for method in [ConvMethod::Bsgs, ConvMethod::Heliks] {
+        let layout = ConvLayout::new(method, sh, real(&p)).unwrap();
+        assert!(!layout.geometry().scalar_path());
+        let client = Bfv::keygen(&p, layout.galois()).unwrap();
+        let server = Bfv::server(&p, client.public_keys()).unwrap();
+        let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();
+        let q = layout.query(&client, &xr).unwrap();
+        let mut pool = FloodPool::at_level(layout.flood_bits(&p).unwrap(), server.level(&q[0]));
+        pool.fill(&server, layout.output_cts()).unwrap();
+        let (resp, s) = layout
+            .respond_on_the_fly(&server, &f, &q, &mut pool)
+            .unwrap();
+        let c = layout.decrypt(&client, &resp).unwrap();
+        assert_eq!(
+            reconstruct(&c, &s, p.p()),
+            want,
+            "{method} on the fly on Bfv"
+        );
+    }
 }

@@ -88,6 +88,19 @@ pub(crate) enum Plaintexts<'a, B: Backend> {
     Encoded(&'a [B::PreparedPt]),
     /// Encoded when a fused product needs them: (k, i, v, d) → plaintext.
     OnTheFly(&'a (dyn Fn(usize, usize, usize, usize) -> Result<B::PreparedPt> + Sync)),
+    /// Slot values written into n zeros, (k, i, v, d) → values, encoded inside the
+    /// fused products ([`Backend::dot_encoded`]: on BFV each plaintext is transformed
+    /// and multiplied into every strip while in cache, none held).
+    Values(&'a (dyn Fn([usize; 4], &mut [u64]) + Sync)),
+}
+
+/// A strip's rotated inputs for the products of `index` ((baby step, input version,
+/// plaintext) per product).
+fn strip_cts<'c, B: Backend>(
+    index: &[(usize, usize, [usize; 4])],
+    c: &ConvCtx<'c, B>,
+) -> Vec<&'c B::Ct> {
+    index.iter().map(|&(b, iv, _)| &c.rotated[iv][b]).collect()
 }
 
 /// Output ciphertext o of every strip in `cs` (same geometry and plaintexts, one
@@ -118,8 +131,17 @@ pub(crate) fn output<B: Backend>(
                     }
                 }
             }
+            let mut fused = match pts {
+                Plaintexts::Values(fill) => {
+                    let terms: Vec<Vec<&B::Ct>> = cs.iter().map(|c| strip_cts(&index, c)).collect();
+                    let values = |t: usize, v: &mut [u64]| fill(index[t].2, v);
+                    c0.b.dot_encoded(he::Encoding::Slots, 0, index.len(), &values, &terms)?
+                }
+                _ => Vec::new(),
+            }
+            .into_iter();
             let encoded: Vec<B::PreparedPt> = match pts {
-                Plaintexts::Encoded(_) => Vec::new(),
+                Plaintexts::Encoded(_) | Plaintexts::Values(_) => Vec::new(),
                 Plaintexts::OnTheFly(encode) => index
                     .iter()
                     .map(|&(_, _, [k, i, v, d])| encode(k, i, v, d))
@@ -130,11 +152,13 @@ pub(crate) fn output<B: Backend>(
                     .iter()
                     .map(|&(_, _, [k, i, v, d])| &all[g.pt_index(o, k, i, v, d)])
                     .collect(),
-                Plaintexts::OnTheFly(_) => encoded.iter().collect(),
+                Plaintexts::OnTheFly(_) | Plaintexts::Values(_) => encoded.iter().collect(),
             };
             for (c, a) in cs.iter().zip(acc.iter_mut()) {
-                let cts: Vec<&B::Ct> = index.iter().map(|&(b, iv, _)| &c.rotated[iv][b]).collect();
-                let term = c.b.dot(&cts, &ps)?;
+                let term = match fused.next() {
+                    Some(term) => term,
+                    None => c.b.dot(&strip_cts(&index, c), &ps)?,
+                };
                 *a = Some(match a.take() {
                     None => term,
                     Some(prev) => {

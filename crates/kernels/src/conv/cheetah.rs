@@ -333,7 +333,7 @@ pub(crate) fn compute<B: Backend>(
 
 /// Server, weights encoded on the fly. With at least one output group per thread, in
 /// parallel over the groups: a group's in_groups filter polynomials are encoded inside
-/// its products with every tile ([`Backend::dot_coeffs_encoded`]: on BFV each plaintext
+/// its products with every tile ([`Backend::dot_encoded`]: on BFV each plaintext
 /// is transformed and used while in cache, and none is held). With fewer groups, per
 /// group its plaintexts are prepared and held while the tiles' sums run in parallel.
 /// Either way the same prepares and fused products as
@@ -357,7 +357,7 @@ pub(crate) fn compute_on_the_fly<B: Backend>(
         let tiles: Vec<Vec<&B::Ct>> = (0..e.tiles()).map(tile_cts).collect();
         crate::par::map(0..e.out_groups, |og| {
             let fill = |ig: usize, v: &mut [u64]| fill_filter(sh, e, f, p, og, ig, v);
-            Ok(b.dot_coeffs_encoded(level, e.in_groups, &fill, &tiles)?)
+            Ok(b.dot_encoded(he::Encoding::Coeffs, level, e.in_groups, &fill, &tiles)?)
         })?
     } else {
         crate::par::map(0..e.out_groups, |og| {

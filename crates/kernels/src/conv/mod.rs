@@ -719,6 +719,18 @@ impl ConvLayout {
             return Ok(b.prepare(&[])?);
         }
         let mut vals = vec![0u64; g.n];
+        self.slot_filter_values(f, [o, k, i, v, d], &mut vals);
+        Ok(b.prepare(&vals)?)
+    }
+
+    /// Writes the slot values of plaintext `pt_index(o, k, i, v, d)` into `vals` (n
+    /// zeros; not the scalar path): filters `f` already checked.
+    fn slot_filter_values(&self, f: &[i64], [o, k, i, v, d]: [usize; 5], vals: &mut [u64]) {
+        let g = &self.geom;
+        let sh = g.shape;
+        let taps = g.taps();
+        let p = self.slots.p;
+        let per = g.per_ct();
         // HELiKs multiplies first: its taps are pre-rotated by −Δ_d.
         let multiply_first = matches!(self.method, ConvMethod::Heliks | ConvMethod::Bsgs);
         let shift = if multiply_first {
@@ -752,7 +764,6 @@ impl ConvLayout {
                 }
             }
         }
-        Ok(b.prepare(&vals)?)
     }
 
     /// Offline: encodes filters given as c_o x c_i x k_h x k_w signed integers.
@@ -948,8 +959,15 @@ impl crate::layer::LinearLayer for ConvLayout {
             })
             .collect();
         let per_output = crate::par::map(0..g.out_cts, |o| {
-            let encode = |k, i, v, d| self.slot_filter(b, w, [o, k, i, v, d]);
-            bsgs::output(&ctxs, bsgs::Plaintexts::OnTheFly(&encode), o, b1)
+            if g.scalar_path() {
+                let encode = |k, i, v, d| self.slot_filter(b, w, [o, k, i, v, d]);
+                bsgs::output(&ctxs, bsgs::Plaintexts::OnTheFly(&encode), o, b1)
+            } else {
+                let fill = |[k, i, v, d]: [usize; 4], vals: &mut [u64]| {
+                    self.slot_filter_values(w, [o, k, i, v, d], vals)
+                };
+                bsgs::output(&ctxs, bsgs::Plaintexts::Values(&fill), o, b1)
+            }
         })?;
         // Strip-major, as `compute` orders them.
         interleave(per_output, ctxs.len())
