@@ -478,17 +478,16 @@ fn responses_are_flooded_rerandomised_and_at_the_last_level() {
     assert_ne!(c1(&r1[0]), c1(&raw));
     // The privacy step alone (before the coefficient selection): every response at the
     // last level, rounded for the wire: the rounding spends most of the budget the
-    // unflooded result has there, and the response still decrypts.
+    // unflooded result has there, and the response still decrypts (the rounding may take
+    // the noise to 3/4 of the decryption bound, `he::Params::response_rounding`, so the
+    // budget left, floored to whole bits, may be 0).
     let out = layout.compute(&server, &m, &q).unwrap();
     let shared =
         kernels::share_output_encoded(&server, out, &mut pool, he::Encoding::Coeffs).unwrap();
     for ct in &shared.response {
         assert_eq!(server.level(ct), p.last_level());
         let (left, unrounded) = (budget(ct), budget(&raw));
-        assert!(
-            left >= 1.0 && left + 10.0 <= unrounded,
-            "{left} of {unrounded}"
-        );
+        assert!(left + 10.0 <= unrounded, "{left} of {unrounded}");
     }
     for ct in &r1 {
         assert_eq!(server.level(ct), p.last_level());

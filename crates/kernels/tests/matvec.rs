@@ -354,7 +354,10 @@ fn encoded_matrices_save_and_load() {
 /// its budget is log2 q − log2 p − flood_bits − 1 within a few bits, where a plain
 /// public-key encryption has ~100 bits more. After the switch to the last level the
 /// response is rounded for the wire, which spends most of the budget the unflooded
-/// result has there, and still decrypts to the right shares.
+/// result has there, and still decrypts to the right shares. (The rounding may take the
+/// noise to 3/4 of the decryption bound, `he::Params::response_rounding`, so the budget
+/// left, floored to whole bits, may be 0: about one run in 50 asked for 1 bit and
+/// failed.)
 #[test]
 fn flooding_is_real_and_responses_decrypt() {
     let params = n8192();
@@ -392,10 +395,7 @@ fn flooding_is_real_and_responses_decrypt() {
             .unwrap();
         for r in &resp {
             let (left, unrounded) = (budget(r), budget(&raw));
-            assert!(
-                left >= 1.0 && left + 10.0 <= unrounded,
-                "{method}: {left} of {unrounded}"
-            );
+            assert!(left + 10.0 <= unrounded, "{method}: {left} of {unrounded}");
         }
         let resp: Vec<_> = resp
             .iter()

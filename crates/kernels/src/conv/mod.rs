@@ -939,10 +939,10 @@ impl crate::layer::LinearLayer for ConvLayout {
             return cheetah::compute_on_the_fly(b, &sh, e, w, self.slots.p, level, q);
         }
         // bsgs and heliks (b₁ = 1): every strip's rotated inputs, then per output
-        // ciphertext and per fused product its plaintexts encoded, used for every strip
-        // and dropped (the same prepares, rotations and products as `encode` +
-        // `compute`; one product's plaintexts held per thread, still in cache when
-        // multiplied).
+        // ciphertext and per fused product its plaintexts encoded inside the product of
+        // every strip (`Backend::dot_encoded`; the scalar path's row constants are
+        // prepared, used for every strip and dropped): the same prepares, rotations and
+        // products as `encode` + `compute`, no plaintext held.
         let per_strip = q.len() / g.strips;
         let rotated = q
             .chunks(per_strip.max(1))
