@@ -1012,11 +1012,19 @@ impl Bfv {
     fn slot_coeffs(&self, values: &[u64]) -> Result<Vec<u64>> {
         self.check_values(values)?;
         let mut coeffs = vec![0u64; self.info.n];
+        self.place_slots(values, &mut coeffs);
+        Ok(coeffs)
+    }
+
+    /// Writes the plaintext polynomial of checked slot values into `coeffs` (n zeros or
+    /// a previous polynomial: every position is written): each value at its evaluation
+    /// point, one inverse NTT mod p.
+    fn place_slots(&self, values: &[u64], coeffs: &mut [u64]) {
+        coeffs.fill(0);
         for (&v, &at) in values.iter().zip(&self.slot_index) {
             coeffs[at] = v;
         }
-        self.slot_ntt.backward(&mut coeffs);
-        Ok(coeffs)
+        self.slot_ntt.backward(coeffs);
     }
 
     /// The slot values of a plaintext polynomial (the inverse of [`Bfv::slot_coeffs`]).
@@ -1284,16 +1292,11 @@ impl Bfv {
         for i in 0..terms {
             values.fill(0);
             fill(i, &mut values);
-            if let Some((index, &value)) = values.iter().enumerate().find(|(_, &v)| v >= p) {
-                return Err(HeError::NotReduced { index, value, p });
-            }
+            self.check_values(&values)?;
             let coeffs: &[u64] = match encoding {
                 crate::backend::Encoding::Coeffs => &values,
                 crate::backend::Encoding::Slots => {
-                    for (&v, &at) in values.iter().zip(&self.slot_index) {
-                        placed[at] = v;
-                    }
-                    self.slot_ntt.backward(&mut placed);
+                    self.place_slots(&values, &mut placed);
                     &placed
                 }
             };
