@@ -332,6 +332,69 @@ fn selected_ciphertexts_carry_only_the_kept_coefficients() {
     assert!(sel_err(s.add(&sback, &sback).map(|_| ())));
 }
 
+/// A fused sum over more terms than one block of BFV's fused sum (8) and than its sums
+/// take between reductions (16): 37 terms, three outputs, against the schoolbook
+/// negacyclic products in coefficient encoding and slot-wise products mod p in slot
+/// encoding (the last block is partial, and reductions fall between blocks).
+#[test]
+fn fused_sums_over_many_terms_equal_the_plaintext_sums() {
+    let b = client();
+    let (n, p) = (params().n(), params().p());
+    let terms = 37;
+    let weights: Vec<Vec<u64>> = (0..terms)
+        .map(|i| sparse(n, 3, p, 700 + i as u64))
+        .collect();
+    let fill = |i: usize, v: &mut [u64]| v.copy_from_slice(&weights[i]);
+    let inputs: Vec<Vec<Vec<u64>>> = (0..3)
+        .map(|t| {
+            (0..terms)
+                .map(|i| random_slots(n, p, &mut rng(900 + (terms * t + i) as u64)))
+                .collect()
+        })
+        .collect();
+    for encoding in [Encoding::Coeffs, Encoding::Slots] {
+        let cts: Vec<Vec<he::BfvCt>> = inputs
+            .iter()
+            .map(|xs| {
+                xs.iter()
+                    .map(|x| {
+                        let pt = match encoding {
+                            Encoding::Coeffs => b.encode_coeffs_at(x, 0).unwrap(),
+                            Encoding::Slots => b.encode(x).unwrap(),
+                        };
+                        b.encrypt_sym(&pt).unwrap()
+                    })
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<Vec<&he::BfvCt>> = cts.iter().map(|c| c.iter().collect()).collect();
+        let out = b.dot_encoded(encoding, 0, terms, &fill, &refs).unwrap();
+        assert_eq!(out.len(), 3);
+        for (t, (o, xs)) in out.iter().zip(&inputs).enumerate() {
+            let (got, want) = match encoding {
+                Encoding::Coeffs => (
+                    b.decrypt_coeffs(o).unwrap(),
+                    (0..terms).fold(vec![0; n], |acc, i| {
+                        add(&acc, &negacyclic(&weights[i], &xs[i], p), p)
+                    }),
+                ),
+                Encoding::Slots => (
+                    b.decrypt(o).unwrap(),
+                    (0..n)
+                        .map(|k| {
+                            (0..terms).fold(0u64, |acc, i| {
+                                ((acc as u128 + xs[i][k] as u128 * weights[i][k] as u128)
+                                    % p as u128) as u64
+                            })
+                        })
+                        .collect(),
+                ),
+            };
+            assert_eq!(got, want, "{encoding:?}, output {t}");
+        }
+    }
+}
+
 /// `dot_encoded` (weights encoded on the fly; BFV fuses the encoding into the
 /// products) against the schoolbook reference, at the top level and one below, for
 /// several outputs sharing the plaintexts, and against slot-wise products in slot
