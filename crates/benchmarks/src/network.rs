@@ -95,9 +95,9 @@ pub struct NetworkOptions {
     /// The planner's settings (link, costs, objective, threads); its `mem_limit` is
     /// replaced by [`NetworkOptions::mem_limit`].
     pub planning: helina::Planning,
-    /// Memory for encoded weights: layers beyond it are encoded on the fly, and one
-    /// layer beyond it is measured in groups. `None`: every layer counts as held, each
-    /// measured alone within 4 GiB.
+    /// Memory for encoded weights: layers beyond it are encoded on the fly (bfv: a layer
+    /// whose own encoding exceeds it runs whole on the fly). `None`: every layer counts
+    /// as held, each measured alone, and one beyond 4 GiB runs on the fly.
     pub mem_limit: Option<u64>,
 }
 
@@ -112,9 +112,6 @@ pub struct LayerRow {
     /// Measured (bfv) rather than predicted or projected.
     pub measured: bool,
     pub on_the_fly: bool,
-    /// bfv: the layer ran in this many output-channel (row) chunks, each encoded, used and
-    /// dropped in turn, because its encoded weights exceed the memory budget.
-    pub chunks: usize,
     /// Online time: client + server (+ encoding on the fly) + transfer over the link.
     pub ms: f64,
     /// Server online time (measured for bfv, predicted for count).
@@ -341,8 +338,8 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
     let mut rows: Vec<LayerRow> = Vec::new();
     let mut rng = rand::rng();
     let mut steps: Vec<i64> = Vec::new();
-    // The most encoded weights one layer may hold at once (bfv): --mem-limit, else a
-    // third of the memory available now.
+    // The most encoded weights one layer may hold at once (bfv): --mem-limit, else
+    // 4 GiB.
     let layer_budget = match a.mem_limit {
         Some(b) => b.max(1),
         None => 4 << 30,
@@ -403,16 +400,13 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                     let x: Vec<i64> = (0..layout.input_len())
                         .map(|_| rand::Rng::random_range(&mut rng, -128..128))
                         .collect();
-                    let chunks = est.encoded_bytes.div_ceil(layer_budget.max(1)).max(1) as usize;
-                    let on_the_fly = l.on_the_fly || chunks > 1;
-                    let run = Measuring {
-                        reps: a.reps,
-                        chunks,
-                        on_the_fly,
-                    };
-                    let m = measure_chunked(&l.shape, method, &params, weights, &x, run)?;
+                    // Weights beyond what one layer may hold are encoded on the fly, the
+                    // whole layer at once, as a server runs it (its kernels hold no
+                    // plaintext beyond the products in progress).
+                    let on_the_fly = l.on_the_fly || est.encoded_bytes > layer_budget;
+                    let m =
+                        measure_layer(&l.shape, method, &params, weights, &x, a.reps, on_the_fly)?;
                     row.on_the_fly = on_the_fly;
-                    row.chunks = chunks;
                     row.measured = true;
                     row.correct = Some(m.correct);
                     // In-run: the kernel's op counts at the measured per-op costs, and
@@ -427,7 +421,7 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                         parallel,
                         on_the_fly,
                     ));
-                    if chunks > 1 && !l.on_the_fly {
+                    if on_the_fly && !l.on_the_fly {
                         row.predicted_server_ms =
                             planner.server_ms(est.server_ms, est.encode_ms, parallel, true);
                     }
@@ -745,109 +739,38 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
     Ok(report)
 }
 
-/// How one layer is measured: queries timed, groups it is split into, and whether its
-/// weights are encoded on the fly.
-#[derive(Clone, Copy, Debug)]
-struct Measuring {
-    reps: usize,
-    chunks: usize,
-    on_the_fly: bool,
-}
-
-/// Measures a linear layer with real BFV, split into `chunks` groups of output channels
-/// (conv) or rows (matvec) when its encoded weights exceed the budget: each group is
-/// planned with the same method, encoded, queried, answered and dropped in turn; the
-/// result is checked against the plaintext reference of the whole layer and the figures
-/// are summed (each group's query counted: an upper bound on the bytes up).
-fn measure_chunked(
+/// Measures a linear layer with real BFV (`reps` queries; its weights held, or encoded
+/// per query when `on_the_fly`), checked against the plaintext reference.
+fn measure_layer(
     shape: &LayerShape,
     method: LayerMethod,
     params: &Params,
     weights: &[i64],
     x: &[i64],
-    run: Measuring,
+    reps: usize,
+    on_the_fly: bool,
 ) -> Res<crate::linear::Row> {
-    let Measuring {
-        reps,
-        chunks,
-        on_the_fly,
-    } = run;
     let p = params.p();
     let xr = reference::reduce(&x.iter().map(|&v| v as i128).collect::<Vec<_>>(), p);
-    let (outputs, per_output, want) = match shape {
-        LayerShape::Matvec { rows, cols } => (
-            *rows,
-            1,
-            reference::reduce(&reference::matvec(weights, x, *rows, *cols), p),
-        ),
-        LayerShape::Conv(sh) => {
-            let (oh, ow, _, _) = reference::conv_output(sh);
-            (
-                sh.c_o,
-                oh * ow,
-                reference::reduce(&reference::conv(sh, x, weights), p),
-            )
+    let want = match shape {
+        LayerShape::Matvec { rows, cols } => {
+            reference::reduce(&reference::matvec(weights, x, *rows, *cols), p)
         }
-        LayerShape::Grouped(sh) => {
-            let (c_o, oh, ow) = sh.output_shape()?;
-            (
-                c_o,
-                oh * ow,
-                reference::reduce(&reference::grouped_conv(sh, x, weights)?, p),
-            )
+        LayerShape::Conv(sh) => reference::reduce(&reference::conv(sh, x, weights), p),
+        LayerShape::Grouped(sh) => reference::reduce(&reference::grouped_conv(sh, x, weights)?, p),
+    };
+    Ok(match LayerLayout::new(&shape.with(method)?, params)? {
+        LayerLayout::Matvec(pl) => measure(&pl, params, weights, &xr, &want, reps, on_the_fly)?,
+        LayerLayout::Conv(pl) => {
+            measure(pl.as_ref(), params, weights, &xr, &want, reps, on_the_fly)?
         }
-    };
-    // a grouped layer's encoding is small (one filter set per group): never split
-    let chunks = if matches!(shape, LayerShape::Grouped(_)) {
-        1
-    } else {
-        chunks
-    };
-    let per_weight = weights.len() / outputs.max(1);
-    let size = outputs.div_ceil(chunks.max(1));
-    let mut total = crate::linear::Row {
-        correct: true,
-        ..Default::default()
-    };
-    let mut start = 0;
-    while start < outputs {
-        let n = size.min(outputs - start);
-        let part = match shape {
-            LayerShape::Matvec { cols, .. } => LayerShape::Matvec {
-                rows: n,
-                cols: *cols,
-            },
-            LayerShape::Conv(sh) => LayerShape::Conv(kernels::ConvShape { c_o: n, ..*sh }),
-            LayerShape::Grouped(sh) => LayerShape::Grouped(*sh),
-        };
-        let w = &weights[start * per_weight..(start + n) * per_weight];
-        let want = &want[start * per_output..(start + n) * per_output];
-        let m = match LayerLayout::new(&part.with(method)?, params)? {
-            LayerLayout::Matvec(pl) => measure(&pl, params, w, &xr, want, reps, on_the_fly)?,
-            LayerLayout::Conv(pl) => measure(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?,
-            LayerLayout::Depthwise(pl) => {
-                measure(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?
-            }
-            LayerLayout::Grouped(pl) => {
-                measure(pl.as_ref(), params, w, &xr, want, reps, on_the_fly)?
-            }
-        };
-        total.correct &= m.correct;
-        total.server_ms += m.server_ms;
-        total.client_ms += m.client_ms;
-        total.online_ms += m.online_ms;
-        total.offline_ms += m.offline_ms;
-        total.predicted_server_ms += m.predicted_server_ms;
-        total.bytes_up += m.bytes_up;
-        total.bytes_down += m.bytes_down;
-        total.perm += m.perm;
-        total.dec_perm += m.dec_perm;
-        total.hst_perm += m.hst_perm;
-        total.sc_mult += m.sc_mult;
-        total.add += m.add;
-        start += n;
-    }
-    Ok(total)
+        LayerLayout::Depthwise(pl) => {
+            measure(pl.as_ref(), params, weights, &xr, &want, reps, on_the_fly)?
+        }
+        LayerLayout::Grouped(pl) => {
+            measure(pl.as_ref(), params, weights, &xr, &want, reps, on_the_fly)?
+        }
+    })
 }
 
 /// A nonlinear layer run on a sample of its elements.

@@ -180,9 +180,7 @@ fn print(r: &Report) {
             row.add,
             row.galois_keys,
             row.elements,
-            if row.chunks > 1 {
-                format!("  on the fly, {} chunks", row.chunks)
-            } else if row.on_the_fly {
+            if row.on_the_fly {
                 "  on the fly".to_string()
             } else {
                 String::new()

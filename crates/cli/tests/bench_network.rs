@@ -152,8 +152,9 @@ fn bfv_backend_measures_checks_and_plots() {
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("<svg") && text.contains("ensei"));
 
-    // A memory budget below the layer's encoded weights: the layer runs in output-channel
-    // chunks encoded on the fly, still equal to the reference.
+    // A memory budget below the layer's encoded weights: the whole layer runs with its
+    // weights encoded on the fly (as a server beyond its budget runs it), still equal to
+    // the reference, with the same operations as held.
     let one = u(&row["sc_mult"]);
     let r = run(
         &[
@@ -175,9 +176,7 @@ fn bfv_backend_measures_checks_and_plots() {
     let row = &r["rows"][0];
     assert_eq!(row["correct"], true);
     assert_eq!(row["on_the_fly"], true);
-    let chunks = u(&row["chunks"]);
-    assert!(chunks > 1);
-    assert!(u(&row["sc_mult"]) >= one);
+    assert_eq!(u(&row["sc_mult"]), one);
     // encoded per query: nothing encoded at the server's start; its flooding
     // encryptions are still offline work per inference
     assert_eq!(row["weight_encoding_ms"].as_f64().unwrap(), 0.0);
