@@ -1,6 +1,7 @@
 //! Convolutions and matrix products of the two interpreters as matrix products on a
 //! GEMM (ndarray's, on `matrixmultiply`): a convolution is its filters times the image's
-//! im2col matrix, per group.
+//! im2col matrix, per group. The server's clear product of a linear step on its own
+//! share ([`conv_mod_p`], [`linear_mod_p`]) runs the same way, mod p.
 //!
 //! **Exact integers in f64.** The fixed-point reference must be exact. A product of
 //! integer matrices computed in f64 is: when every |x| ≤ X and every filter's
@@ -113,6 +114,121 @@ fn exact_inputs(x: &[i128], w: &[i64], len: usize) -> Option<Vec<f64>> {
 /// Exact integer results (below 2^53 in magnitude) back to i128, through i64.
 fn from_exact(v: Vec<f64>) -> Vec<i128> {
     v.into_iter().map(|v| v as i64 as i128).collect()
+}
+
+/// The server's clear product of a convolution step on its share: W·x + b mod p for a
+/// share `x` ∈ Z_p read centred, with `w` in the ONNX layout (c_o × c_i/groups × k_h ×
+/// k_w) and one bias per output channel (or none), as c_o × h_out × w_out values,
+/// exactly through the f64 GEMM where the values allow it (see the module doc), the
+/// output channels of each group split over the threads. `None` where they do not, or
+/// where the lengths do not fit the shape: the caller then takes
+/// `kernels::clear::conv_mod_p`, which checks them and gives the same values.
+pub fn conv_mod_p(
+    sh: &ConvShape,
+    groups: usize,
+    x: &[u64],
+    w: &[i64],
+    bias: &[i64],
+    p: u64,
+) -> Option<Vec<u64>> {
+    use rayon::prelude::*;
+    let groups = groups.max(1);
+    let (ho, wo, _, _) = conv_output(sh);
+    let (cig, cog) = (sh.c_i / groups, sh.c_o / groups);
+    let k = cig * sh.k_h * sh.k_w;
+    if !sh.c_i.is_multiple_of(groups)
+        || !sh.c_o.is_multiple_of(groups)
+        || x.len() != sh.c_i * sh.h * sh.w
+        || w.len() != sh.c_o * k
+        || !(bias.is_empty() || bias.len() == sh.c_o)
+    {
+        return None;
+    }
+    let xf = exact_inputs(&centred(x, p), w, k)?;
+    let wf: Vec<f64> = w.iter().map(|&v| v as f64).collect();
+    // A 1×1 filter at stride 1 reads the image itself: its im2col matrix is the image.
+    let pointwise = sh.k_h == 1 && sh.k_w == 1 && sh.stride == 1 && (ho, wo) == (sh.h, sh.w);
+    let cols: Vec<Array2<f64>> = if pointwise {
+        Vec::new()
+    } else {
+        (0..groups)
+            .into_par_iter()
+            .map(|g| im2col(sh, &xf, g * cig, cig))
+            .collect()
+    };
+    let plane = ho * wo;
+    // blocks of output channels, in order: a few per thread within each group
+    let per = cog.div_ceil(rayon::current_num_threads().max(1)).max(1);
+    let blocks: Vec<(usize, usize, usize)> = (0..groups)
+        .flat_map(|g| (0..cog).step_by(per).map(move |o| (g, o, per.min(cog - o))))
+        .collect();
+    let parts: Vec<Vec<u64>> = blocks
+        .into_par_iter()
+        .map(|(g, o, n)| {
+            let rows = &wf[(g * cog + o) * k..(g * cog + o + n) * k];
+            let image = &xf[g * cig * plane..(g + 1) * cig * plane];
+            let product = match (ArrayView2::from_shape((n, k), rows), cols.get(g)) {
+                (Ok(f), Some(col)) => f.dot(col),
+                (Ok(f), None) => match ArrayView2::from_shape((k, plane), image) {
+                    Ok(col) => f.dot(&col),
+                    Err(_) => return Vec::new(),
+                },
+                (Err(_), _) => return Vec::new(),
+            };
+            // W·x is exact (below 2^53); the bias is added and reduced as integers
+            product
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let c = g * cog + o + i / plane.max(1);
+                    let b = bias.get(c).copied().unwrap_or(0) as i128;
+                    (v as i64 as i128 + b).rem_euclid(p as i128) as u64
+                })
+                .collect()
+        })
+        .collect();
+    let out: Vec<u64> = parts.concat();
+    (out.len() == sh.c_o * plane).then_some(out)
+}
+
+/// As [`conv_mod_p`] for a `rows` × `cols` matrix (one bias per row, or none).
+pub fn linear_mod_p(
+    w: &[i64],
+    x: &[u64],
+    bias: &[i64],
+    rows: usize,
+    cols: usize,
+    p: u64,
+) -> Option<Vec<u64>> {
+    if x.len() != cols || w.len() != rows * cols || !(bias.is_empty() || bias.len() == rows) {
+        return None;
+    }
+    let xf = exact_inputs(&centred(x, p), w, cols)?;
+    let wf: Vec<f64> = w.iter().map(|&v| v as f64).collect();
+    let y = linear_f64(&wf, &xf, rows, cols);
+    (y.len() == rows).then(|| {
+        y.iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let b = bias.get(i).copied().unwrap_or(0) as i128;
+                (v as i64 as i128 + b).rem_euclid(p as i128) as u64
+            })
+            .collect()
+    })
+}
+
+/// A share in Z_p read centred, as `kernels::clear` reads it.
+fn centred(x: &[u64], p: u64) -> Vec<i128> {
+    x.iter()
+        .map(|&v| {
+            let v = v % p;
+            if v > p / 2 {
+                v as i128 - p as i128
+            } else {
+                v as i128
+            }
+        })
+        .collect()
 }
 
 /// W·x for a `rows` × `cols` matrix in f64.

@@ -14,7 +14,7 @@
 
 pub mod error;
 pub mod export;
-mod gemm;
+pub mod gemm;
 pub mod head;
 pub mod ir;
 pub mod onnx;

@@ -786,6 +786,8 @@ fn clear_linear(step: &Step, x: &[u64], p: u64) -> Result<Vec<u64>> {
             ..
         } => Ok(if zero {
             bias_only(bias, *rows, 1)
+        } else if let Some(y) = nn::gemm::linear_mod_p(weight, x, bias, *rows, *cols, p) {
+            y
         } else {
             kernels::clear::matvec_mod_p(weight, x, bias, *rows, *cols, p)?
         }),
@@ -799,6 +801,9 @@ fn clear_linear(step: &Step, x: &[u64], p: u64) -> Result<Vec<u64>> {
             let (oh, ow, _, _) = kernels::reference::conv_output(shape);
             Ok(if zero {
                 bias_only(bias, shape.c_o, oh * ow)
+            } else if let Some(y) = nn::gemm::conv_mod_p(shape, *groups, x, weight, bias, p) {
+                // exactly the integer loops' values, through the f64 GEMM on all threads
+                y
             } else {
                 let g = nn::quant::grouped_shape(shape, *groups);
                 kernels::clear::conv_mod_p(&g, x, weight, bias, p)?
