@@ -45,7 +45,8 @@ pub struct Layer {
     pub server_ms: f64,
     /// Client's online time, ms.
     pub client_ms: f64,
-    /// Offline time (the longer party's), ms.
+    /// Offline time of the step's own work (the longer party's; waits for the peer to
+    /// finish its earlier steps are not counted), ms.
     pub offline_ms: f64,
     /// Bytes client → server.
     pub bytes_up: u64,

@@ -459,6 +459,10 @@ pub struct LayerStats {
     pub refill_ms: f64,
     /// Amortised silent-OT bytes per COT of this session.
     pub bytes_per_cot: f64,
+    /// Time this side waited for the peer's hello, ms: the peer still busy with its
+    /// earlier steps (for the client, typically the server's flooding encryptions of the
+    /// linear step before), not work of this layer.
+    pub hello_wait_ms: f64,
 }
 
 struct LayerPre {
@@ -505,20 +509,30 @@ impl OtSession {
         let role = self.role();
         let layer = self.layers();
         let ours = spec.hello(role, self, layer);
-        match role {
+        let waiting = std::time::Instant::now();
+        let hello_wait_ms = match role {
             Role::Server => {
                 ch.send(&ours)?;
+                let waiting = std::time::Instant::now();
                 let theirs = ch.recv_at_most(HELLO_BYTES)?;
+                let waited = waiting.elapsed();
                 check_hello(&ours, &theirs)?;
+                waited
             }
             Role::Client => {
                 let theirs = ch.recv_at_most(HELLO_BYTES)?;
+                let waited = waiting.elapsed();
                 ch.send(&ours)?;
                 check_hello(&ours, &theirs)?;
+                waited
             }
         }
+        .as_secs_f64()
+            * 1e3;
         let (sc, cs) = spec.cots();
-        self.steps_offline(ch, spec, spec.shapes(), (sc, cs))
+        let mut pre = self.steps_offline(ch, spec, spec.shapes(), (sc, cs))?;
+        pre.stats.hello_wait_ms = hello_wait_ms;
+        Ok(pre)
     }
 
     /// Precomputes the given steps (after the hello).
@@ -554,6 +568,7 @@ impl OtSession {
                 refill_bytes,
                 refill_ms,
                 bytes_per_cot: self.bytes_per_cot(),
+                hello_wait_ms: 0.0,
             },
         })
     }

@@ -251,3 +251,31 @@ fn bad_local_inputs_are_typed_errors() {
     });
     assert!(matches!(bad.validate(), Err(OtError::InvalidSpec(_))));
 }
+
+/// A layer's offline statistics say how long each side waited for the other's hello:
+/// the client, whose server is still busy with earlier work, waits about that long;
+/// the server, whose client is already waiting, hardly at all (the engine leaves the
+/// wait out of the step's offline time).
+#[test]
+fn the_wait_for_a_busy_peer_is_reported_apart() {
+    let params = SilentParams::with_depth(5);
+    let (mut sch, mut cch) =
+        MemChannel::pair(net::DEFAULT_MAX_FRAME, Duration::from_secs(60), Link::NONE);
+    let spec = OtSpec::faithful(NonlinSpec {
+        p: P,
+        op: Nonlinear::Relu,
+        trunc_bits: 0,
+        count: 10,
+    });
+    let busy = Duration::from_millis(300);
+    let h = std::thread::spawn(move || {
+        let mut s = OtSession::new(&mut sch, Role::Server, params).unwrap();
+        std::thread::sleep(busy);
+        s.server_offline(&mut sch, &spec).unwrap().stats()
+    });
+    let mut c = OtSession::new(&mut cch, Role::Client, params).unwrap();
+    let client = c.client_offline(&mut cch, &spec).unwrap().stats();
+    let server = h.join().unwrap();
+    assert!(client.hello_wait_ms >= 250.0, "{}", client.hello_wait_ms);
+    assert!(server.hello_wait_ms < 100.0, "{}", server.hello_wait_ms);
+}

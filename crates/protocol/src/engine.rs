@@ -69,8 +69,13 @@ pub struct StepReport {
     pub method: String,
     /// This party's wall-clock time in the step, ms (online part).
     pub ms: f64,
-    /// This party's offline time for the step (flooding zeros, garbling, OTs), ms.
+    /// This party's offline time for the step (flooding zeros, garbling, OTs), ms,
+    /// without `offline_wait_ms`.
     pub offline_ms: f64,
+    /// Time this party's offline phase of the step waited for the peer to finish its
+    /// earlier steps (the OT hello), ms: counted in the phase's time
+    /// ([`InferenceReport::offline_ms`]), not in the step's.
+    pub offline_wait_ms: f64,
     /// Bytes this party sent in the step (offline + online).
     pub bytes_sent: u64,
     /// Bytes this party received in the step (offline + online).
@@ -324,7 +329,7 @@ pub(crate) fn run_inference<S: Side, C: Channel>(
             side.offline(ch, i, &mut r)?;
             side.take_counts();
             let d = ch.counters() - c;
-            r.offline_ms = t.elapsed().as_secs_f64() * 1e3;
+            r.offline_ms = (t.elapsed().as_secs_f64() * 1e3 - r.offline_wait_ms).max(0.0);
             r.bytes_sent = d.bytes_sent;
             r.bytes_received = d.bytes_received;
             rep.steps[i] = r;
@@ -947,13 +952,17 @@ impl Side for ServerSide<'_> {
             }
             _ => {
                 if let Some(spec) = nonlinear_spec(self.prog, step)? {
-                    self.pres[i] = Some(self.nonlinear.offline(
+                    let pre = self.nonlinear.offline(
                         ch,
                         spec,
                         r,
                         gc::server_offline,
                         ot::OtSession::server_offline,
-                    )?);
+                    )?;
+                    if let Pre::Ot(o) = &pre {
+                        r.offline_wait_ms = o.stats().hello_wait_ms;
+                    }
+                    self.pres[i] = Some(pre);
                 }
             }
         }
@@ -1134,13 +1143,17 @@ impl Side for ClientSide<'_> {
         } else if matches!(step, Step::Square { .. }) {
             r.method = "square".into();
         } else if let Some(spec) = nonlinear_spec(self.prog, step)? {
-            self.pres[i] = Some(self.nonlinear.offline(
+            let pre = self.nonlinear.offline(
                 ch,
                 spec,
                 r,
                 gc::client_offline,
                 ot::OtSession::client_offline,
-            )?);
+            )?;
+            if let Pre::Ot(o) = &pre {
+                r.offline_wait_ms = o.stats().hello_wait_ms;
+            }
+            self.pres[i] = Some(pre);
         }
         Ok(())
     }
