@@ -38,7 +38,8 @@ fn fits_i64(terms: usize, p: u64, w_max: u64, b_max: u64) -> bool {
     bound < i64::MAX as u128
 }
 
-fn centred(x: &[u64], p: u64) -> Vec<i64> {
+/// A share in Z_p (reduced first) read centred: values above p/2 as value − p.
+pub fn centred(x: &[u64], p: u64) -> Vec<i64> {
     x.iter()
         .map(|&v| {
             let v = v % p;

@@ -7,8 +7,8 @@
 //! integer matrices computed in f64 is: when every |x| ≤ X and every filter's
 //! Σ|w| ≤ L with X·L < 2^53, every product and every partial sum, in whatever order
 //! the GEMM adds them, is an integer of magnitude below 2^53, hence exactly
-//! representable, so the result is the integer result bit for bit. [`conv_exact`] and
-//! [`linear_exact`] check that bound on the actual values and return `None` otherwise
+//! representable, so the result is the integer result bit for bit. `conv_exact` and
+//! `linear_exact` check that bound on the actual values and return `None` otherwise
 //! (the caller then takes the exact 128-bit loops); at the fixed points the planner
 //! chooses, activations and weights are far below it.
 
@@ -219,15 +219,9 @@ pub fn linear_mod_p(
 
 /// A share in Z_p read centred, as `kernels::clear` reads it.
 fn centred(x: &[u64], p: u64) -> Vec<i128> {
-    x.iter()
-        .map(|&v| {
-            let v = v % p;
-            if v > p / 2 {
-                v as i128 - p as i128
-            } else {
-                v as i128
-            }
-        })
+    kernels::clear::centred(x, p)
+        .into_iter()
+        .map(i128::from)
         .collect()
 }
 
