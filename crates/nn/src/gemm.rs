@@ -166,12 +166,15 @@ pub fn conv_mod_p(
         .into_par_iter()
         .map(|(g, o, n)| {
             let rows = &wf[(g * cog + o) * k..(g * cog + o + n) * k];
-            let image = &xf[g * cig * plane..(g + 1) * cig * plane];
             let product = match (ArrayView2::from_shape((n, k), rows), cols.get(g)) {
                 (Ok(f), Some(col)) => f.dot(col),
-                (Ok(f), None) => match ArrayView2::from_shape((k, plane), image) {
-                    Ok(col) => f.dot(&col),
-                    Err(_) => return Vec::new(),
+                // pointwise: the group's channels of the image are its im2col matrix
+                (Ok(f), None) => match xf
+                    .get(g * k * plane..(g + 1) * k * plane)
+                    .map(|image| ArrayView2::from_shape((k, plane), image))
+                {
+                    Some(Ok(col)) => f.dot(&col),
+                    _ => return Vec::new(),
                 },
                 (Err(_), _) => return Vec::new(),
             };

@@ -30,6 +30,7 @@ fn share_convolutions_through_the_gemm_equal_the_integer_loops() {
         (8, 16, 16, 12, 3, 2, Padding::Valid, 1),
         (3, 23, 23, 16, 7, 2, Padding::Same, 1),
         (12, 9, 9, 18, 3, 1, Padding::Same, 2),
+        (12, 9, 9, 18, 1, 1, Padding::Same, 3),
         (10, 11, 11, 10, 3, 2, Padding::Same, 10),
     ];
     for (c_i, h, w, c_o, k, stride, padding, groups) in cases {
