@@ -332,10 +332,9 @@ fn selected_ciphertexts_carry_only_the_kept_coefficients() {
     assert!(sel_err(s.add(&sback, &sback).map(|_| ())));
 }
 
-/// A fused sum over more terms than one block of BFV's fused sum (8) and than its sums
-/// take between reductions (16): 37 terms, three outputs, against the schoolbook
-/// negacyclic products in coefficient encoding and slot-wise products mod p in slot
-/// encoding (the last block is partial, and reductions fall between blocks).
+/// A fused sum over more terms than BFV's 128-bit sums take between two reductions
+/// (16): 37 terms, three outputs, against the schoolbook negacyclic products in
+/// coefficient encoding and slot-wise products mod p in slot encoding.
 #[test]
 fn fused_sums_over_many_terms_equal_the_plaintext_sums() {
     let b = client();

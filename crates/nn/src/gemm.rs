@@ -178,15 +178,10 @@ pub fn conv_mod_p(
                 },
                 (Err(_), _) => return Vec::new(),
             };
-            // W·x is exact (below 2^53); the bias is added and reduced as integers
             product
                 .iter()
                 .enumerate()
-                .map(|(i, &v)| {
-                    let c = g * cog + o + i / plane.max(1);
-                    let b = bias.get(c).copied().unwrap_or(0) as i128;
-                    (v as i64 as i128 + b).rem_euclid(p as i128) as u64
-                })
+                .map(|(i, &v)| plus_bias_mod_p(v, bias, g * cog + o + i / plane.max(1), p))
                 .collect()
         })
         .collect();
@@ -212,12 +207,16 @@ pub fn linear_mod_p(
     (y.len() == rows).then(|| {
         y.iter()
             .enumerate()
-            .map(|(i, &v)| {
-                let b = bias.get(i).copied().unwrap_or(0) as i128;
-                (v as i64 as i128 + b).rem_euclid(p as i128) as u64
-            })
+            .map(|(i, &v)| plus_bias_mod_p(v, bias, i, p))
             .collect()
     })
+}
+
+/// An exact product entry (an integer below 2^53) plus output `c`'s bias (none: 0),
+/// reduced mod p.
+fn plus_bias_mod_p(v: f64, bias: &[i64], c: usize, p: u64) -> u64 {
+    let b = bias.get(c).copied().unwrap_or(0) as i128;
+    (v as i64 as i128 + b).rem_euclid(p as i128) as u64
 }
 
 /// A share in Z_p read centred, as `kernels::clear` reads it.

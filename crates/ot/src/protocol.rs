@@ -509,26 +509,24 @@ impl OtSession {
         let role = self.role();
         let layer = self.layers();
         let ours = spec.hello(role, self, layer);
-        let waiting = std::time::Instant::now();
-        let hello_wait_ms = match role {
+        // the peer's hello, and how long this side waited for it
+        let hear = |ch: &mut C| -> Result<(Vec<u8>, f64)> {
+            let t = std::time::Instant::now();
+            let theirs = ch.recv_at_most(HELLO_BYTES)?;
+            Ok((theirs, t.elapsed().as_secs_f64() * 1e3))
+        };
+        let (theirs, hello_wait_ms) = match role {
             Role::Server => {
                 ch.send(&ours)?;
-                let waiting = std::time::Instant::now();
-                let theirs = ch.recv_at_most(HELLO_BYTES)?;
-                let waited = waiting.elapsed();
-                check_hello(&ours, &theirs)?;
-                waited
+                hear(ch)?
             }
             Role::Client => {
-                let theirs = ch.recv_at_most(HELLO_BYTES)?;
-                let waited = waiting.elapsed();
+                let heard = hear(ch)?;
                 ch.send(&ours)?;
-                check_hello(&ours, &theirs)?;
-                waited
+                heard
             }
-        }
-        .as_secs_f64()
-            * 1e3;
+        };
+        check_hello(&ours, &theirs)?;
         let (sc, cs) = spec.cots();
         let mut pre = self.steps_offline(ch, spec, spec.shapes(), (sc, cs))?;
         pre.stats.hello_wait_ms = hello_wait_ms;

@@ -167,8 +167,9 @@ impl NonlinearSession {
 
 impl NonlinearSession {
     /// The offline material of one nonlinear step for this party (`gc_offline` /
-    /// `ot_offline`: the party's offline call of either protocol); the protocol and its
-    /// AND gates or COTs go into the step's report.
+    /// `ot_offline`: the party's offline call of either protocol, `ot_stats` its
+    /// statistics); the protocol, its AND gates or COTs and the OT's wait for the peer go
+    /// into the step's report.
     fn offline<C: Channel, G, O>(
         &mut self,
         ch: &mut C,
@@ -176,6 +177,7 @@ impl NonlinearSession {
         r: &mut StepReport,
         gc_offline: impl FnOnce(&mut C, &gc::NonlinSpec, Garbler) -> gc::Result<G>,
         ot_offline: impl FnOnce(&mut ot::OtSession, &mut C, &ot::OtSpec) -> ot::Result<O>,
+        ot_stats: impl FnOnce(&O) -> ot::LayerStats,
     ) -> Result<Pre<G, O>> {
         Ok(match self {
             NonlinearSession::Gc(g) => {
@@ -190,7 +192,9 @@ impl NonlinearSession {
             NonlinearSession::Ot(session) => {
                 r.method = "ot".into();
                 r.cots = cots(&spec);
-                Pre::Ot(ot_offline(session, ch, &spec).map_err(ot_err)?)
+                let pre = ot_offline(session, ch, &spec).map_err(ot_err)?;
+                r.offline_wait_ms = ot_stats(&pre).hello_wait_ms;
+                Pre::Ot(pre)
             }
             NonlinearSession::None => return Err(PlanError::NoNonlinearProtocol.into()),
         })
@@ -952,17 +956,14 @@ impl Side for ServerSide<'_> {
             }
             _ => {
                 if let Some(spec) = nonlinear_spec(self.prog, step)? {
-                    let pre = self.nonlinear.offline(
+                    self.pres[i] = Some(self.nonlinear.offline(
                         ch,
                         spec,
                         r,
                         gc::server_offline,
                         ot::OtSession::server_offline,
-                    )?;
-                    if let Pre::Ot(o) = &pre {
-                        r.offline_wait_ms = o.stats().hello_wait_ms;
-                    }
-                    self.pres[i] = Some(pre);
+                        ot::ServerPre::stats,
+                    )?);
                 }
             }
         }
@@ -1143,17 +1144,14 @@ impl Side for ClientSide<'_> {
         } else if matches!(step, Step::Square { .. }) {
             r.method = "square".into();
         } else if let Some(spec) = nonlinear_spec(self.prog, step)? {
-            let pre = self.nonlinear.offline(
+            self.pres[i] = Some(self.nonlinear.offline(
                 ch,
                 spec,
                 r,
                 gc::client_offline,
                 ot::OtSession::client_offline,
-            )?;
-            if let Pre::Ot(o) = &pre {
-                r.offline_wait_ms = o.stats().hello_wait_ms;
-            }
-            self.pres[i] = Some(pre);
+                ot::ClientPre::stats,
+            )?);
         }
         Ok(())
     }
