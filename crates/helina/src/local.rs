@@ -60,7 +60,8 @@ pub struct Layer {
     pub counts: he::OpCounts,
     /// AND gates.
     pub and_gates: u64,
-    /// Smallest noise budget left in a response.
+    /// Smallest noise budget left in a step's first response (each step measures its
+    /// first; a step's responses are flooded alike).
     pub noise_budget_left: Option<u32>,
     /// Weights encoded during the step.
     pub on_the_fly: bool,

@@ -142,7 +142,8 @@ pub struct ClientOutcome {
     pub traffic: PhaseCounters,
     /// Time per phase (likewise).
     pub times: PhaseTimes,
-    /// The smallest noise budget (bits) left in any response.
+    /// The smallest noise budget (bits) left in a step's first response (the
+    /// responses of a step are flooded alike; each step measures its first).
     pub noise_budget: Option<u32>,
 }
 
@@ -484,7 +485,8 @@ pub struct LayerOutcome {
     pub traffic: PhaseCounters,
     /// Time per phase.
     pub times: PhaseTimes,
-    /// The smallest noise budget (bits) left in any response.
+    /// The smallest noise budget (bits) left in a step's first response (the
+    /// responses of a step are flooded alike; each step measures its first).
     pub noise_budget: Option<u32>,
 }
 
