@@ -31,7 +31,7 @@ use crate::error::{expect_len, OtError, Result};
 use crate::hash::Tccr;
 use crate::kot;
 use crate::mill::{self, LeafPre, LeafWires, MillShape};
-use crate::session::{CotRun, Dir, OtSession, Role};
+use crate::session::{Cots, Dir, OtSession, Role};
 
 /// Bytes per frame when a flight is larger.
 const CHUNK: usize = 4 << 20;
@@ -123,11 +123,18 @@ impl Shape {
         b
     }
 
-    /// The largest transient of [`precompute`]: the triples' per-element pads and the
-    /// hash scratch (the COTs are lent out of the pool's buffer in runs and hashed
-    /// there, [`OtSession::take_runs`], never copied).
+    /// The largest transient of [`precompute`]: the COTs of its largest single take
+    /// (the taken copy and, when a refill runs for it, the pool's carry of up to as
+    /// many), the triples' per-element pads, and the hash scratch.
     pub(crate) fn precompute_transient_bytes(&self) -> usize {
-        8 * self.circuit.cots() + (1 << 20)
+        let mut take = self.circuit.group_lens().into_iter().max().unwrap_or(0);
+        for m in &self.mills {
+            take = take.max(m.n * m.digits().into_iter().max().unwrap_or(0));
+        }
+        for o in &self.ots {
+            take = take.max(o.n * o.k());
+        }
+        2 * 16 * take + 8 * self.circuit.cots() + (1 << 20)
     }
 }
 
@@ -225,42 +232,49 @@ pub(crate) fn precompute<C: Channel>(
     let role = session.role();
     let mut hash = Tccr::new();
     let mut takes = shape.cot_takes().into_iter();
-    // each take's COTs are lent in runs of whole instances of `k` COTs straight out of
-    // the pool and hashed into pads as they come (no copy of the take)
-    let mut take =
-        |session: &mut OtSession, dir: Dir, n: usize, k: usize, f: &mut dyn FnMut(CotRun<'_>)| {
-            if takes.next() != Some((dir, n)) {
-                return Err(OtError::Internal("COT take out of the shape's order"));
-            }
-            session.take_runs(ch, dir, n, k, f)
-        };
-    let low = |x: u128| x as u8;
+    let mut take = |session: &mut OtSession, dir: Dir, n: usize| {
+        if takes.next() != Some((dir, n)) {
+            return Err(OtError::Internal("COT take out of the shape's order"));
+        }
+        session.take_refill(ch, dir, n)
+    };
     let mut leaves = Vec::with_capacity(shape.mills.len());
     for m in &shape.mills {
         let dir = m.dir();
-        if (dir.sender() == role) == (m.recv == role) {
-            // the pool lends sender runs exactly where this party sends the leaf OTs
-            return Err(OtError::Internal("a millionaire's receiver sends its COTs"));
-        }
         let mut per_digit_s = Vec::new();
         let mut per_digit_r = Vec::new();
         for &dm in &m.digits() {
-            let receives = m.recv == role;
-            let mut c = Vec::with_capacity(if receives { m.n } else { 0 });
-            let mut pads = Vec::with_capacity(if receives { m.n } else { m.n << dm });
-            take(session, dir, m.n * dm, dm, &mut |run| match run {
-                CotRun::Send { delta, v, first } => {
-                    kot::sender_pads_map(delta, v, first, dir.id(), dm, &mut hash, &mut pads, low);
+            match &take(session, dir, m.n * dm)? {
+                Cots::Send { delta, v, first } => {
+                    let mut pads = Vec::new();
+                    let low = |x: u128| x as u8;
+                    kot::sender_pads_map(
+                        *delta,
+                        v,
+                        *first,
+                        dir.id(),
+                        dm,
+                        &mut hash,
+                        &mut pads,
+                        low,
+                    );
+                    per_digit_s.push(pads);
                 }
-                CotRun::Recv { w, first } => {
-                    let (c, pads) = (&mut c, &mut pads);
-                    kot::receiver_pads_map(w, first, dir.id(), dm, &mut hash, c, pads, low);
+                Cots::Recv { w, first } => {
+                    let (mut c, mut pads) = (Vec::new(), Vec::new());
+                    let low = |x: u128| x as u8;
+                    kot::receiver_pads_map(
+                        w,
+                        *first,
+                        dir.id(),
+                        dm,
+                        &mut hash,
+                        &mut c,
+                        &mut pads,
+                        low,
+                    );
+                    per_digit_r.push((c, pads));
                 }
-            })?;
-            if receives {
-                per_digit_r.push((c, pads));
-            } else {
-                per_digit_s.push(pads);
             }
         }
         leaves.push(if m.recv == role {
@@ -277,15 +291,17 @@ pub(crate) fn precompute<C: Channel>(
         // Both parties take in the same order (SC, then CS), whoever sends: the pools'
         // refills depend on the sequence of takes, which must be the same on both sides.
         for dir in Dir::CANONICAL {
-            take(session, dir, len, 1, &mut |run| match run {
-                CotRun::Send { delta, v, first } => {
-                    kot::sender_pads_map(delta, v, first, dir.id(), 1, &mut hash, &mut sent, low);
+            match &take(session, dir, len)? {
+                Cots::Send { delta, v, first } => {
+                    let low = |x: u128| x as u8;
+                    kot::sender_pads_map(*delta, v, *first, dir.id(), 1, &mut hash, &mut sent, low);
                 }
-                CotRun::Recv { w, first } => {
+                Cots::Recv { w, first } => {
                     let (c, p) = (&mut recvd_c, &mut recvd_p);
-                    kot::receiver_pads_map(w, first, dir.id(), 1, &mut hash, c, p, low);
+                    let low = |x: u128| x as u8;
+                    kot::receiver_pads_map(w, *first, dir.id(), 1, &mut hash, c, p, low);
                 }
-            })?;
+            }
         }
     }
     let sent: Vec<(u8, u8)> = sent.chunks_exact(2).map(|c| (c[0], c[1])).collect();
@@ -300,23 +316,17 @@ pub(crate) fn precompute<C: Channel>(
     for o in &shape.ots {
         let k = o.k();
         let d = o.dir().id();
-        let sends = o.dir().sender() == role;
-        let (mut c, mut pads) = (
-            Vec::new(),
-            Vec::with_capacity(if sends { o.n << k } else { o.n }),
-        );
-        take(session, o.dir(), o.n * k, k, &mut |run| match run {
-            CotRun::Send { delta, v, first } => {
-                kot::sender_pads_map(delta, v, first, d, k, &mut hash, &mut pads, modp);
+        ots.push(match &take(session, o.dir(), o.n * k)? {
+            Cots::Send { delta, v, first } => {
+                let mut pads = Vec::new();
+                kot::sender_pads_map(*delta, v, *first, d, k, &mut hash, &mut pads, modp);
+                OtPre::Sender(pads)
             }
-            CotRun::Recv { w, first } => {
-                kot::receiver_pads_map(w, first, d, k, &mut hash, &mut c, &mut pads, modp);
+            Cots::Recv { w, first } => {
+                let (mut c, mut pads) = (Vec::new(), Vec::new());
+                kot::receiver_pads_map(w, *first, d, k, &mut hash, &mut c, &mut pads, modp);
+                OtPre::Receiver(c, pads)
             }
-        })?;
-        ots.push(if sends {
-            OtPre::Sender(pads)
-        } else {
-            OtPre::Receiver(c, pads)
         });
     }
     if takes.next().is_some() {

@@ -144,87 +144,6 @@ impl Drop for Cots {
     }
 }
 
-/// A run of consecutive COTs lent out of a pool without a copy
-/// ([`OtSession::take_runs`]); the pool wipes them when the borrow ends.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum CotRun<'a> {
-    /// Sender side: `v_i` (the receiver holds `v_i ⊕ b_i·Δ`).
-    Send {
-        /// The offset.
-        delta: u128,
-        /// `v_i`.
-        v: &'a [u128],
-        /// Global index of `v[0]`.
-        first: u64,
-    },
-    /// Receiver side: `w_i`, choice bit `b_i = lsb(w_i)`.
-    Recv {
-        /// `w_i`.
-        w: &'a [u128],
-        /// Global index of `w[0]`.
-        first: u64,
-    },
-}
-
-/// Regroups runs of COTs into runs of whole instances of `k` consecutive COTs: an
-/// instance cut by the end of a run (the pool's carried COTs, a batch) is completed
-/// from the next run in a scratch of at most 8 COTs, wiped after use.
-struct Instances {
-    k: usize,
-    part: [u128; 8],
-    len: usize,
-    first: u64,
-}
-
-impl Instances {
-    fn new(k: usize) -> Self {
-        Self {
-            k,
-            part: [0; 8],
-            len: 0,
-            first: 0,
-        }
-    }
-
-    /// Hands `run` (`first`: the global index of `run[0]`) on to `f` in runs of
-    /// whole instances.
-    fn push(&mut self, mut run: &[u128], mut first: u64, f: &mut impl FnMut(&[u128], u64)) {
-        let k = self.k;
-        if self.len > 0 {
-            let t = (k - self.len).min(run.len());
-            self.part[self.len..self.len + t].copy_from_slice(&run[..t]);
-            self.len += t;
-            run = &run[t..];
-            first += t as u64;
-            if self.len == k {
-                f(&self.part[..k], self.first);
-                self.part.zeroize();
-                self.len = 0;
-            }
-        }
-        let whole = run.len() / k * k;
-        if whole > 0 {
-            f(&run[..whole], first);
-        }
-        let rest = &run[whole..];
-        if !rest.is_empty() {
-            self.part[..rest.len()].copy_from_slice(rest);
-            self.len = rest.len();
-            self.first = first + whole as u64;
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl Drop for Instances {
-    fn drop(&mut self) {
-        self.part.zeroize();
-    }
-}
-
 /// A session between one server and one client: pools of silent COTs in both
 /// directions, set up once and shared by every layer.
 pub struct OtSession {
@@ -388,14 +307,6 @@ impl OtSession {
             / self.params.usable() as f64
     }
 
-    fn pool_mut(&mut self, dir: Dir) -> &mut Pool {
-        if dir.sender() == self.role {
-            &mut self.send_pool
-        } else {
-            &mut self.recv_pool
-        }
-    }
-
     fn pool(&self, dir: Dir) -> &Pool {
         if dir.sender() == self.role {
             &self.send_pool
@@ -475,31 +386,20 @@ impl OtSession {
         Ok(())
     }
 
-    /// `n` COTs of direction `dir`, lent to `f` straight out of the pool in runs of
-    /// whole instances of `k` consecutive COTs (`k` in 1..=8 divides `n`): what the
-    /// pool holds first, then each refill batch of that direction as it arrives (both
-    /// parties take the same sequence of counts, so they refill at the same points,
-    /// and [`crate::PoolModel`] counts the same rule). Nothing is copied: each run is
-    /// wiped in the pool after `f` returns, and a take of many batches holds one batch
-    /// at a time. The first refill round also carries a batch of the other direction
-    /// if that pool is below half a batch: a round with both directions keeps both
-    /// parties' cores busy (each side compresses its sender batch while it expands and
-    /// compresses its receiver batch), so a paired batch costs less time than one run
-    /// later on its own. At most one batch (plus half a batch in the other direction)
-    /// is ever held.
-    pub(crate) fn take_runs<C: Channel>(
+    /// `n` COTs of direction `dir`, refilling that direction first while its pool is
+    /// short (both parties take the same sequence of counts, so they refill at the
+    /// same points). The first refill round also carries a batch of the other
+    /// direction if that pool is below half a batch: a round with both directions
+    /// keeps both parties' cores busy (each side compresses its sender batch while it
+    /// expands and compresses its receiver batch), so a paired batch costs less time
+    /// than one run later on its own. At most `n` plus one batch (plus half a batch in
+    /// the other direction) is ever held.
+    pub(crate) fn take_refill<C: Channel>(
         &mut self,
         ch: &mut C,
         dir: Dir,
         n: usize,
-        k: usize,
-        mut f: impl FnMut(CotRun<'_>),
-    ) -> Result<()> {
-        if !(1..=8).contains(&k) || !n.is_multiple_of(k) {
-            return Err(OtError::Misuse(
-                "COT runs need instances of 1..=8 COTs that divide the take",
-            ));
-        }
+    ) -> Result<Cots> {
         let other = match dir {
             Dir::Sc => Dir::Cs,
             Dir::Cs => Dir::Sc,
@@ -510,24 +410,6 @@ impl OtSession {
             n,
             self.params.usable(),
         );
-        let send = dir.sender() == self.role;
-        let delta = self.sender.delta();
-        let mut inst = Instances::new(k);
-        let mut lent = |run: &[u128], first: u64| {
-            inst.push(run, first, &mut |run, first| {
-                f(if send {
-                    CotRun::Send {
-                        delta,
-                        v: run,
-                        first,
-                    }
-                } else {
-                    CotRun::Recv { w: run, first }
-                })
-            })
-        };
-        let mut left = n;
-        left -= self.pool_mut(dir).lend(left, &mut lent);
         if rounds > 0 {
             let t0 = Instant::now();
             let c0 = ch.counters();
@@ -537,15 +419,11 @@ impl OtSession {
                     Dir::Sc => self.run_batches(ch, this, that)?,
                     Dir::Cs => self.run_batches(ch, that, this)?,
                 }
-                left -= self.pool_mut(dir).lend(left, &mut lent);
             }
             self.stats.refill_bytes += bytes(ch.counters() - c0);
             self.stats.refill_ms += t0.elapsed().as_secs_f64() * 1e3;
         }
-        if left > 0 || !inst.is_empty() {
-            return Err(OtError::Internal("COT runs short of the take"));
-        }
-        Ok(())
+        self.take(dir, n)
     }
 
     /// `n` COTs of direction `dir` (after [`OtSession::reserve`]).
@@ -577,110 +455,5 @@ impl OtSession {
         let mut rng = ChaCha20Rng::from_seed(self.mask_seed);
         rng.set_stream(l);
         (l, rng)
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use std::time::Duration;
-
-    use net::{Link, MemChannel};
-
-    use super::*;
-
-    /// The takes of a layer sequence: direction, instances, COTs per instance. Small
-    /// batches (depth 5: 4 400 usable COTs) so that takes span several batches, start
-    /// in the carry and cut instances at batch ends.
-    const TAKES: [(Dir, usize, usize); 6] = [
-        (Dir::Sc, 3001, 3),
-        (Dir::Cs, 2000, 5),
-        (Dir::Sc, 9000, 1),
-        (Dir::Sc, 1500, 8),
-        (Dir::Cs, 7, 2),
-        (Dir::Cs, 4000, 7),
-    ];
-
-    /// Everything one party was lent: per take, `(first, COTs)` of each run, and `Δ`.
-    type Lent = Vec<Vec<(u64, Vec<u128>)>>;
-
-    fn lend_all(ch: &mut MemChannel, role: Role) -> (Lent, u128) {
-        let mut s = OtSession::new(ch, role, SilentParams::with_depth(5)).unwrap();
-        let mut all = Vec::new();
-        for (dir, inst, k) in TAKES {
-            let mut runs = Vec::new();
-            s.take_runs(ch, dir, inst * k, k, |run| {
-                let (first, cots) = match run {
-                    CotRun::Send { v, first, .. } => (first, v),
-                    CotRun::Recv { w, first } => (first, w),
-                };
-                assert!(
-                    !cots.is_empty() && cots.len().is_multiple_of(k),
-                    "whole instances"
-                );
-                runs.push((first, cots.to_vec()));
-            })
-            .unwrap();
-            all.push(runs);
-        }
-        (all, s.sender.delta())
-    }
-
-    #[test]
-    fn runs_of_whole_instances_are_correlated_cots_in_global_order() {
-        let (mut a, mut b) =
-            MemChannel::pair(net::DEFAULT_MAX_FRAME, Duration::from_secs(60), Link::NONE);
-        let h = std::thread::spawn(move || lend_all(&mut a, Role::Server));
-        let (client, delta_c) = lend_all(&mut b, Role::Client);
-        let (server, delta_s) = h.join().unwrap();
-        let mut next = [0u64; 2];
-        for (t, (dir, inst, k)) in TAKES.into_iter().enumerate() {
-            let (sender, receiver, delta) = match dir {
-                Dir::Sc => (&server[t], &client[t], delta_s),
-                Dir::Cs => (&client[t], &server[t], delta_c),
-            };
-            // the same runs on both sides, consecutive global indices from where the
-            // direction's previous take ended
-            let firsts = |r: &Vec<(u64, Vec<u128>)>| r.iter().map(|x| x.0).collect::<Vec<_>>();
-            assert_eq!(firsts(sender), firsts(receiver), "take {t}");
-            let d = (dir == Dir::Cs) as usize;
-            let mut count = 0;
-            for ((first, v), (_, w)) in sender.iter().zip(receiver) {
-                assert_eq!(*first, next[d] + count as u64, "take {t}");
-                assert_eq!(v.len(), w.len());
-                for (v, w) in v.iter().zip(w) {
-                    // w = v ⊕ b·Δ with b = lsb(w), lsb(v) = 0
-                    assert_eq!(v & 1, 0);
-                    assert_eq!(*w, if w & 1 == 1 { v ^ delta } else { *v });
-                }
-                count += v.len();
-            }
-            assert_eq!(count, inst * k, "take {t}");
-            next[d] += count as u64;
-            assert!(
-                sender.len() > 1 || inst * k < 4400,
-                "take {t} spans batches"
-            );
-        }
-    }
-
-    #[test]
-    fn instances_complete_across_runs() {
-        let mut inst = Instances::new(3);
-        let mut seen = Vec::new();
-        let mut f = |r: &[u128], first: u64| {
-            assert_eq!(r.len() % 3, 0);
-            seen.extend(r.iter().zip(first..).map(|(&x, g)| (g, x)));
-        };
-        let all: Vec<u128> = (100..121).collect();
-        // runs of 4, 1, 1, 7, 8 COTs from global index 50
-        let mut at = 0;
-        for len in [4, 1, 1, 7, 8] {
-            inst.push(&all[at..at + len], 50 + at as u64, &mut f);
-            at += len;
-        }
-        assert!(inst.is_empty());
-        let want: Vec<(u64, u128)> = (50..).zip(all.iter().copied()).collect();
-        assert_eq!(seen, want);
     }
 }

@@ -148,11 +148,10 @@ impl SilentParams {
     /// Upper estimate of the peak memory (bytes) one [`crate::OtSession`] with these
     /// parameters holds, a refill in flight included. Per direction: the leaf buffer
     /// (16 B per leaf, `t·2^h` leaves: 13.1 MB by default), which is kept between
-    /// batches and from which the usable COTs are lent out; the unconsumed COTs a
-    /// refill moves aside (at most one batch's usable outputs: a layer's takes use up
-    /// what the pool holds before they refill, and a request of the chosen-message API
-    /// above a batch, [`crate::OtSession::cot_send`] and the like, holds its own COTs
-    /// as its result); the GGM and hashing scratch, the batch
+    /// batches and from which the usable COTs are handed out; the unconsumed COTs a
+    /// refill moves aside (at most one batch's usable outputs when every request is
+    /// at most a batch; a larger request is counted by
+    /// [`crate::OtSpec::precompute_bytes`]); the GGM and hashing scratch, the batch
     /// message and the base COTs (the encoder, `cryprot_codes::ExConvCode`, holds
     /// no tables). About 43 MB for [`SilentParams::DEFAULT`].
     pub fn session_memory_bytes(&self) -> u64 {
@@ -524,30 +523,6 @@ impl Pool {
         debug_assert!(lo <= hi && hi <= self.buf.len());
         self.lo = lo;
         self.hi = hi;
-    }
-
-    /// Lends up to `max` COTs to `f` in at most two runs (the carried ones, then the
-    /// buffer's window; `f` gets each run and the global index of its first COT),
-    /// wipes them and returns how many were lent.
-    pub(crate) fn lend(&mut self, max: usize, f: &mut impl FnMut(&[u128], u64)) -> usize {
-        let from_carry = max.min(self.carry.len() - self.carry_pos);
-        if from_carry > 0 {
-            let c = &mut self.carry[self.carry_pos..self.carry_pos + from_carry];
-            f(c, self.next_index);
-            c.zeroize();
-            self.carry_pos += from_carry;
-            self.next_index += from_carry as u64;
-        }
-        let from_buf = (max - from_carry).min(self.hi - self.lo);
-        if from_buf > 0 {
-            let b = &mut self.buf[self.lo..self.lo + from_buf];
-            // a lane is a u128's bytes in native order (`unlane`): a view, no copy
-            f(bytemuck::cast_slice(b), self.next_index);
-            wipe(b);
-            self.lo += from_buf;
-            self.next_index += from_buf as u64;
-        }
-        from_carry + from_buf
     }
 
     /// `n` COTs and the global index of the first, or `None` if fewer are left.
