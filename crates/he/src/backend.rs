@@ -531,6 +531,10 @@ pub trait Backend: Sync {
                 actual: values.len(),
             });
         }
+        // The maximum first (a vectorised pass); the position only when it is too large.
+        if values.iter().copied().fold(0, u64::max) < s.p {
+            return Ok(());
+        }
         if let Some((index, &value)) = values.iter().enumerate().find(|(_, &v)| v >= s.p) {
             return Err(HeError::NotReduced {
                 index,

@@ -467,6 +467,57 @@ fn lift_centred(c: u64, p: u64, q: u64) -> u64 {
     }
 }
 
+/// Plaintexts [`Bfv::dot_encoded_fused`] encodes before it runs through the moduli.
+const FUSED_BLOCK: usize = 4;
+
+/// [`Bfv::dot_encoded_fused`]'s buffers, kept per thread: the sums of one call are
+/// ~0.5-1 MB, and a fresh allocation of that size comes from the kernel as new pages
+/// (a page fault and a cleared page each) on every call.
+#[derive(Default)]
+struct FusedScratch {
+    acc: Vec<u128>,
+    values: Vec<u64>,
+    placed: Vec<u64>,
+    rows: Vec<u64>,
+}
+
+thread_local! {
+    static FUSED_SCRATCH: std::cell::RefCell<FusedScratch> =
+        std::cell::RefCell::new(FusedScratch::default());
+}
+
+/// acc\[k\] += Σ_g xs\[g\]\[k\]·ys\[g\]\[k\] (128-bit, no reduction) for up to
+/// [`FUSED_BLOCK`] terms: each sum is read and written once per block, not once per term.
+fn multiply_accumulate_block(acc: &mut [u128], xs: &[&[u64]], ys: &[&[u64]]) {
+    fn fixed<const G: usize>(acc: &mut [u128], xs: &[&[u64]], ys: &[&[u64]]) {
+        let len = xs
+            .iter()
+            .chain(ys)
+            .map(|v| v.len())
+            .fold(acc.len(), usize::min);
+        let x: [&[u64]; G] = std::array::from_fn(|g| &xs[g][..len]);
+        let y: [&[u64]; G] = std::array::from_fn(|g| &ys[g][..len]);
+        for (k, a) in acc[..len].iter_mut().enumerate() {
+            let mut s = *a;
+            for g in 0..G {
+                s += x[g][k] as u128 * y[g][k] as u128;
+            }
+            *a = s;
+        }
+    }
+    match xs.len().min(ys.len()) {
+        4 => fixed::<4>(acc, xs, ys),
+        3 => fixed::<3>(acc, xs, ys),
+        2 => fixed::<2>(acc, xs, ys),
+        1 => fixed::<1>(acc, xs, ys),
+        _ => {
+            for (x, y) in xs.iter().zip(ys) {
+                multiply_accumulate(acc, x, y);
+            }
+        }
+    }
+}
+
 /// acc\[k\] += x\[k\]·y\[k\] (128-bit, no reduction), eight positions per step.
 fn multiply_accumulate(acc: &mut [u128], x: &[u64], y: &[u64]) {
     let len = acc.len().min(x.len()).min(y.len());
@@ -1228,14 +1279,16 @@ impl Bfv {
         )?)
     }
 
-    /// [`Backend::dot_encoded`], fused: per plaintext, its values are checked (slot
-    /// values placed and transformed mod p, as [`Bfv::slot_coeffs`]), lifted centred
-    /// and, per modulus, transformed once (one NTT of one row), and that
-    /// row's products with every output's ciphertexts are accumulated while it is in
-    /// cache (128-bit sums reduced every 2^(126 − 2·bits(q)) terms, as
-    /// [`Bfv::dot_rows`]). No plaintext is held, so the products read only the
-    /// ciphertexts from memory. The same sums as [`Bfv::prepare_centred`] per plaintext
-    /// and one `dot` per output.
+    /// [`Backend::dot_encoded`], fused: the plaintexts go in blocks of
+    /// [`FUSED_BLOCK`]. A block's values are checked (slot values placed and transformed
+    /// mod p, as [`Bfv::slot_coeffs`]); then, per modulus, each is lifted centred and
+    /// transformed once (one NTT of one row), and the block's products with every
+    /// output's ciphertexts are added into that modulus's 128-bit sums in one pass, so
+    /// each sum is read and written once per block rather than once per plaintext
+    /// (sums reduced every 2^(126 − 2·bits(q)) terms, as [`Bfv::dot_rows`]). No more
+    /// than a block of plaintexts is held, and the sums live in a per-thread buffer
+    /// (a fresh one would fault in new pages on every call). The same sums as
+    /// [`Bfv::prepare_centred`] per plaintext and one `dot` per output.
     fn dot_encoded_fused(
         &self,
         encoding: crate::backend::Encoding,
@@ -1275,8 +1328,19 @@ impl Bfv {
         let ops = ctx.moduli_operators();
         let (limbs, n, p) = (ops.len(), self.info.n, self.info.p);
         let not_contiguous = || HeError::Engine("polynomial rows not contiguous".into());
-        // The sums: index ((output · 2 + polynomial) · limbs + modulus) · n + position.
-        let mut acc = vec![0u128; cts.len() * 2 * limbs * n];
+        // The ciphertexts' rows, checked once: index ((output · terms + term) · 2 + poly).
+        let mut xs: Vec<&[u64]> = Vec::with_capacity(cts.len() * terms * 2);
+        for c in cts {
+            for ct in c {
+                for poly in 0..2 {
+                    let x = ct.ct[poly]
+                        .coefficients()
+                        .to_slice()
+                        .ok_or_else(not_contiguous)?;
+                    xs.push(x.get(..limbs * n).ok_or_else(not_contiguous)?);
+                }
+            }
+        }
         let batch: Vec<usize> = ops
             .iter()
             .map(|q| {
@@ -1286,67 +1350,105 @@ impl Bfv {
                         .min(16)
             })
             .collect();
-        let mut values = vec![0u64; n];
-        let mut placed = vec![0u64; n];
-        let mut row = vec![0u64; n];
-        for i in 0..terms {
-            values.fill(0);
-            fill(i, &mut values);
-            self.check_values(&values)?;
-            let coeffs: &[u64] = match encoding {
-                crate::backend::Encoding::Coeffs => &values,
-                crate::backend::Encoding::Slots => {
-                    self.place_slots(&values, &mut placed);
-                    &placed
-                }
-            };
-            for (j, q) in ops.iter().enumerate() {
-                let modulus = **q;
-                for (r, &c) in row.iter_mut().zip(coeffs) {
-                    *r = lift_centred(c, p, modulus);
-                }
-                self.ntt_ops[j].forward(&mut row);
-                for (t, c) in cts.iter().enumerate() {
-                    for poly in 0..2 {
-                        let x = c[i].ct[poly].coefficients();
-                        let x = &x.as_slice().ok_or_else(not_contiguous)?[j * n..(j + 1) * n];
-                        let a = &mut acc[((t * 2 + poly) * limbs + j) * n..][..n];
-                        multiply_accumulate(a, x, &row);
+        let half = p / 2;
+        // Taken out for the call (a nested call on this thread would find it empty and
+        // allocate its own) and put back after it.
+        let mut scratch = FUSED_SCRATCH.with_borrow_mut(std::mem::take);
+        let out = (|| -> Result<Vec<BfvCt>> {
+            // The sums: index ((output · 2 + polynomial) · limbs + modulus) · n + position.
+            scratch.acc.clear();
+            scratch.acc.resize(cts.len() * 2 * limbs * n, 0);
+            scratch.values.clear();
+            scratch.values.resize(FUSED_BLOCK * n, 0);
+            scratch.placed.clear();
+            scratch.placed.resize(n, 0);
+            scratch.rows.clear();
+            scratch.rows.resize(FUSED_BLOCK * n, 0);
+            let FusedScratch {
+                acc,
+                values,
+                placed,
+                rows,
+            } = &mut scratch;
+            // Terms per block: at most FUSED_BLOCK, and never more than a modulus's 128-bit
+            // sums take between two reductions.
+            let per_block = batch.iter().copied().fold(FUSED_BLOCK, usize::min).max(1);
+            let mut since_reduced = vec![0usize; limbs];
+            for start in (0..terms).step_by(per_block) {
+                let block = per_block.min(terms - start);
+                // A block of plaintexts, checked and in the coefficient basis mod p.
+                for (k, v) in values.chunks_exact_mut(n).take(block).enumerate() {
+                    v.fill(0);
+                    fill(start + k, v);
+                    self.check_values(v)?;
+                    if encoding == crate::backend::Encoding::Slots {
+                        self.place_slots(v, placed);
+                        v.copy_from_slice(placed);
                     }
                 }
-                if (i + 1) % batch[j] == 0 {
+                // Per modulus: the block's rows lifted centred and transformed, then each
+                // output polynomial's sums read and written once for the whole block.
+                for (j, q) in ops.iter().enumerate() {
+                    if since_reduced[j] + block > batch[j] {
+                        since_reduced[j] = 0;
+                        for t in 0..cts.len() {
+                            for poly in 0..2 {
+                                acc[((t * 2 + poly) * limbs + j) * n..][..n]
+                                    .iter_mut()
+                                    .for_each(|a| *a = q.reduce_u128(*a) as u128);
+                            }
+                        }
+                    }
+                    since_reduced[j] += block;
+                    let lift = **q - p;
+                    for (coeffs, r) in values
+                        .chunks_exact(n)
+                        .zip(rows.chunks_exact_mut(n))
+                        .take(block)
+                    {
+                        for (r, &c) in r.iter_mut().zip(coeffs) {
+                            // centred: c + (q − p) for c above p/2 (branch-free)
+                            *r = c + lift * u64::from(c > half);
+                        }
+                        self.ntt_ops[j].forward(r);
+                    }
+                    let ys: Vec<&[u64]> = rows.chunks_exact(n).take(block).collect();
                     for t in 0..cts.len() {
                         for poly in 0..2 {
-                            acc[((t * 2 + poly) * limbs + j) * n..][..n]
-                                .iter_mut()
-                                .for_each(|a| *a = q.reduce_u128(*a) as u128);
+                            let x: Vec<&[u64]> = (start..start + block)
+                                .map(|i| &xs[(t * terms + i) * 2 + poly][j * n..(j + 1) * n])
+                                .collect();
+                            let a = &mut acc[((t * 2 + poly) * limbs + j) * n..][..n];
+                            multiply_accumulate_block(a, &x, &ys);
                         }
                     }
                 }
             }
-        }
-        (0..cts.len())
-            .map(|t| {
-                let polys = (0..2)
-                    .map(|poly| {
-                        let mut arr = ndarray::Array2::<u64>::zeros((limbs, n));
-                        for (j, (mut out, q)) in arr.outer_iter_mut().zip(ops).enumerate() {
-                            let a = &acc[((t * 2 + poly) * limbs + j) * n..][..n];
-                            for (o, &a) in out.iter_mut().zip(a) {
-                                *o = q.reduce_u128(a);
+            (0..cts.len())
+                .map(|t| {
+                    let polys = (0..2)
+                        .map(|poly| {
+                            let mut arr = ndarray::Array2::<u64>::zeros((limbs, n));
+                            for (j, (mut out, q)) in arr.outer_iter_mut().zip(ops).enumerate() {
+                                let a = &acc[((t * 2 + poly) * limbs + j) * n..][..n];
+                                for (o, &a) in out.iter_mut().zip(a) {
+                                    *o = q.reduce_u128(a);
+                                }
                             }
-                        }
-                        Ok(Poly::try_convert_from(
-                            arr,
-                            &ctx,
-                            true,
-                            Representation::Ntt,
-                        )?)
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                self.wrap(polys)
-            })
-            .collect()
+                            Ok(Poly::try_convert_from(
+                                arr,
+                                &ctx,
+                                true,
+                                Representation::Ntt,
+                            )?)
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    self.wrap(polys)
+                })
+                .collect()
+        })();
+        FUSED_SCRATCH.with_borrow_mut(|s| *s = scratch);
+        out
     }
 
     /// A prepared plaintext from n reduced plaintext coefficients, lifted centred into

@@ -394,6 +394,62 @@ fn fused_sums_over_many_terms_equal_the_plaintext_sums() {
     }
 }
 
+/// A fused sum long enough to be reduced on the way: with 60-bit moduli (n8192-q164)
+/// BFV's 128-bit sums take 64 products between two reductions, and 1202 terms (blocks
+/// of four, the last one short) would overflow 128 bits without them (products of
+/// uniform residues average 2^118). Two outputs share the plaintexts (weights at ±p/2
+/// among them), each term reads one of five ciphertexts; against the schoolbook
+/// negacyclic sums mod p.
+#[test]
+fn fused_sums_reduced_on_the_way_equal_the_plaintext_sums() {
+    let params = he::Params::preset("n8192-q164").unwrap();
+    assert!(params.moduli().iter().any(|q| q.ilog2() >= 59));
+    let b = Bfv::keygen(&params, GaloisSpec::none()).unwrap();
+    let (n, p) = (params.n(), params.p());
+    let (terms, distinct) = (1202, 5);
+    let weights: Vec<Vec<u64>> = (0..terms)
+        .map(|i| sparse(n, 2, p, 3000 + i as u64))
+        .collect();
+    let fill = |i: usize, v: &mut [u64]| v.copy_from_slice(&weights[i]);
+    let inputs: Vec<Vec<Vec<u64>>> = (0..2)
+        .map(|t| {
+            (0..distinct)
+                .map(|k| random_slots(n, p, &mut rng(5000 + (distinct * t + k) as u64)))
+                .collect()
+        })
+        .collect();
+    let cts: Vec<Vec<he::BfvCt>> = inputs
+        .iter()
+        .map(|xs| {
+            xs.iter()
+                .map(|x| b.encrypt_sym(&b.encode_coeffs_at(x, 0).unwrap()).unwrap())
+                .collect()
+        })
+        .collect();
+    let refs: Vec<Vec<&he::BfvCt>> = cts
+        .iter()
+        .map(|c| (0..terms).map(|i| &c[i % distinct]).collect())
+        .collect();
+    let out = b
+        .dot_encoded(Encoding::Coeffs, 0, terms, &fill, &refs)
+        .unwrap();
+    assert_eq!(out.len(), 2);
+    // Σ_i w_i·x_(i mod 5) = Σ_k (Σ_(i ≡ k) w_i)·x_k
+    let class_weights: Vec<Vec<u64>> = (0..distinct)
+        .map(|k| {
+            (k..terms)
+                .step_by(distinct)
+                .fold(vec![0; n], |acc, i| add(&acc, &weights[i], p))
+        })
+        .collect();
+    for (t, (o, xs)) in out.iter().zip(&inputs).enumerate() {
+        let want = (0..distinct).fold(vec![0; n], |acc, k| {
+            add(&acc, &negacyclic(&class_weights[k], &xs[k], p), p)
+        });
+        assert_eq!(b.decrypt_coeffs(o).unwrap(), want, "output {t}");
+    }
+}
+
 /// `dot_encoded` (weights encoded on the fly; BFV fuses the encoding into the
 /// products) against the schoolbook reference, at the top level and one below, for
 /// several outputs sharing the plaintexts, and against slot-wise products in slot
