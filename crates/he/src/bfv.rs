@@ -518,6 +518,33 @@ fn multiply_accumulate_block(acc: &mut [u128], xs: &[&[u64]], ys: &[&[u64]]) {
     }
 }
 
+/// acc\[k\] += Σ_g xs\[g\]\[k\]·vs\[g\]\[class\[k\]\] (128-bit, no reduction) for up to
+/// [`FUSED_BLOCK`] row-constant terms, which share the positions' classes.
+fn multiply_accumulate_rows(acc: &mut [u128], xs: &[&[u64]], vs: &[&[u64]], class: &[u8]) {
+    fn fixed<const G: usize>(acc: &mut [u128], xs: &[&[u64]], vs: &[&[u64]], class: &[u8]) {
+        let len = xs
+            .iter()
+            .map(|v| v.len())
+            .fold(acc.len().min(class.len()), usize::min);
+        let x: [&[u64]; G] = std::array::from_fn(|g| &xs[g][..len]);
+        let v: [&[u64]; G] = std::array::from_fn(|g| vs[g]);
+        for (k, (a, &c)) in acc[..len].iter_mut().zip(&class[..len]).enumerate() {
+            let (c, mut s) = (c as usize, *a);
+            for g in 0..G {
+                s += x[g][k] as u128 * v[g][c] as u128;
+            }
+            *a = s;
+        }
+    }
+    match xs.len().min(vs.len()) {
+        4 => fixed::<4>(acc, xs, vs, class),
+        3 => fixed::<3>(acc, xs, vs, class),
+        2 => fixed::<2>(acc, xs, vs, class),
+        1 => fixed::<1>(acc, xs, vs, class),
+        _ => {}
+    }
+}
+
 /// acc\[k\] += x\[k\]·y\[k\] (128-bit, no reduction), eight positions per step.
 fn multiply_accumulate(acc: &mut [u128], x: &[u64], y: &[u64]) {
     let len = acc.len().min(x.len()).min(y.len());
@@ -1232,7 +1259,8 @@ impl Bfv {
     /// Polynomial `i` of Σ_k cts[k]·pts[k] where some plaintexts are row constants:
     /// per modulus and NTT position, 128-bit products accumulated and reduced every
     /// 2^(126 − 2·bits(q)) terms (so the sum stays below 2^127), a row constant read
-    /// through its position's class.
+    /// through its position's class. Terms go in blocks of up to [`FUSED_BLOCK`] of one
+    /// kind, each sum read and written once per block.
     fn dot_rows(&self, cts: &[&BfvCt], pts: &[&BfvPrepared], i: usize) -> Result<Poly> {
         let basis = self
             .row_basis
@@ -1240,34 +1268,75 @@ impl Bfv {
             .ok_or_else(|| HeError::Engine("row constants without a row basis".into()))?;
         let ctx = cts[0].ct.ctx().clone();
         let n = self.info.n;
+        let not_contiguous = || HeError::Engine("polynomial rows not contiguous".into());
         let mut arr = ndarray::Array2::<u64>::zeros((ctx.moduli().len(), n));
+        let mut acc = vec![0u128; n];
         for (j, (mut out, q)) in arr.outer_iter_mut().zip(ctx.moduli_operators()).enumerate() {
             let class = &basis.limbs[j].0;
             let bits = 64 - (**q).leading_zeros();
             let batch = 1usize << 126u32.saturating_sub(2 * bits).min(16);
-            let mut acc = vec![0u128; n];
-            for (k, (c, p)) in cts.iter().zip(pts).enumerate() {
-                let row = c.ct[i].coefficients();
-                let row = row.row(j);
-                match &p.0 {
-                    PreparedForm::Ntt(w) => {
-                        let wr = w.coefficients();
-                        for ((a, &x), &y) in acc.iter_mut().zip(row).zip(wr.row(j)) {
-                            *a += x as u128 * y as u128;
-                        }
-                    }
-                    PreparedForm::Rows(limbs) => {
-                        let v = &limbs[j];
-                        for ((a, &x), &c) in acc.iter_mut().zip(row).zip(class) {
-                            *a += x as u128 * v[c as usize] as u128;
-                        }
-                    }
-                }
-                if (k + 1) % batch == 0 {
+            let per_block = FUSED_BLOCK.min(batch);
+            acc.fill(0);
+            let mut since_reduced = 0;
+            let terms = cts.len().min(pts.len());
+            for start in (0..terms).step_by(per_block) {
+                let end = (start + per_block).min(terms);
+                if since_reduced + (end - start) > batch {
                     acc.iter_mut().for_each(|a| *a = q.reduce_u128(*a) as u128);
+                    since_reduced = 0;
+                }
+                since_reduced += end - start;
+                let xs = cts[start..end]
+                    .iter()
+                    .map(|c| {
+                        let x = c.ct[i]
+                            .coefficients()
+                            .to_slice()
+                            .ok_or_else(not_contiguous)?;
+                        x.get(j * n..(j + 1) * n).ok_or_else(not_contiguous)
+                    })
+                    .collect::<Result<Vec<&[u64]>>>()?;
+                let ntt: Option<Vec<&[u64]>> = pts[start..end]
+                    .iter()
+                    .map(|p| match &p.0 {
+                        PreparedForm::Ntt(w) => w
+                            .coefficients()
+                            .to_slice()
+                            .and_then(|w| w.get(j * n..(j + 1) * n)),
+                        PreparedForm::Rows(_) => None,
+                    })
+                    .collect();
+                let rows: Option<Vec<&[u64]>> = pts[start..end]
+                    .iter()
+                    .map(|p| match &p.0 {
+                        PreparedForm::Rows(limbs) => limbs.get(j).map(|v| v.as_slice()),
+                        PreparedForm::Ntt(_) => None,
+                    })
+                    .collect();
+                match (ntt, rows) {
+                    (Some(ys), _) => multiply_accumulate_block(&mut acc, &xs, &ys),
+                    (_, Some(vs)) => multiply_accumulate_rows(&mut acc, &xs, &vs, class),
+                    _ => {
+                        for (x, p) in xs.iter().zip(&pts[start..end]) {
+                            match &p.0 {
+                                PreparedForm::Ntt(w) => {
+                                    let wr = w.coefficients();
+                                    for ((a, &x), &y) in acc.iter_mut().zip(*x).zip(wr.row(j)) {
+                                        *a += x as u128 * y as u128;
+                                    }
+                                }
+                                PreparedForm::Rows(limbs) => {
+                                    let v = &limbs[j];
+                                    for ((a, &x), &c) in acc.iter_mut().zip(*x).zip(class) {
+                                        *a += x as u128 * v[c as usize] as u128;
+                                    }
+                                }
+                            }
+                        }
+                    }
                 }
             }
-            for (o, a) in out.iter_mut().zip(acc) {
+            for (o, &a) in out.iter_mut().zip(&acc) {
                 *o = q.reduce_u128(a);
             }
         }

@@ -558,3 +558,54 @@ fn plaintexts_encoded_inside_the_products_give_the_same_sums() {
     // 2 encodes, 3 + 2 prepares; 2 sums of 3 products and one of 2.
     assert_eq!((k.ntt, k.sc_mult, k.fused_add), (7, 8, 5));
 }
+
+/// Sums mixing row-constant and NTT-form plaintexts, in every arrangement the products
+/// meet (blocks of four of one kind, mixed blocks, a short last block, a row constant
+/// alone): 13 terms on two outputs' worth of inputs, against the slot-wise products mod p
+/// (a row constant is `rows[0]` on slots 0..n/2 and `rows[1]` on the rest).
+#[test]
+fn sums_mixing_row_constants_and_ntt_plaintexts_equal_the_plaintext_sums() {
+    let b = client();
+    let (n, p) = (params().n(), params().p());
+    // R: row constants, N: NTT form
+    let kinds = "RRRRNNNNRNRNR";
+    let mut r = rng(4242);
+    let mut weights: Vec<Vec<u64>> = Vec::new();
+    let mut pts = Vec::new();
+    for (t, kind) in kinds.chars().enumerate() {
+        if kind == 'R' {
+            // the extremes among them
+            let rows = match t {
+                0 => [p - 1, p / 2],
+                1 => [p / 2 + 1, 1],
+                _ => [r.random_range(0..p), r.random_range(0..p)],
+            };
+            weights.push((0..n).map(|k| rows[usize::from(k >= n / 2)]).collect());
+            pts.push(b.prepare_row_constants(rows).unwrap());
+        } else {
+            let w = random_slots(n, p, &mut r);
+            pts.push(b.prepare(&w).unwrap());
+            weights.push(w);
+        }
+    }
+    for start in [0, 5] {
+        let xs: Vec<Vec<u64>> = (start..kinds.len())
+            .map(|_| random_slots(n, p, &mut r))
+            .collect();
+        let cts: Vec<he::BfvCt> = xs
+            .iter()
+            .map(|x| b.encrypt_sym(&b.encode(x).unwrap()).unwrap())
+            .collect();
+        let ct_refs: Vec<&he::BfvCt> = cts.iter().collect();
+        let pt_refs: Vec<&he::BfvPrepared> = pts[start..].iter().collect();
+        let got = b.decrypt(&b.dot(&ct_refs, &pt_refs).unwrap()).unwrap();
+        let want: Vec<u64> = (0..n)
+            .map(|k| {
+                xs.iter().zip(&weights[start..]).fold(0u64, |acc, (x, w)| {
+                    ((acc as u128 + x[k] as u128 * w[k] as u128) % p as u128) as u64
+                })
+            })
+            .collect();
+        assert_eq!(got, want, "terms from {start}");
+    }
+}
