@@ -385,8 +385,12 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                 };
                 let layout = LayerLayout::new(&l.shape.with(method)?, &params)?;
                 let parallel = layout.parallel();
-                row.predicted_server_ms =
-                    planner.server_ms(est.server_ms, est.encode_ms, parallel, l.on_the_fly);
+                row.predicted_server_ms = planner.server_ms(
+                    est.server_ms,
+                    est.encode_on_the_fly_ms,
+                    parallel,
+                    l.on_the_fly,
+                );
                 row.predicted_client_ms = planner.client_ms(est.client_ms, parallel);
                 row.galois_keys = est.galois_keys;
                 row.encoded_bytes = est.encoded_bytes;
@@ -414,7 +418,7 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                     row.predicted_in_run_ms = Some(planner.server_ms(
                         m.predicted_server_ms,
                         if on_the_fly {
-                            est.encode_ms
+                            est.encode_on_the_fly_ms
                         } else {
                             m.offline_ms
                         },
@@ -422,8 +426,12 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                         on_the_fly,
                     ));
                     if on_the_fly && !l.on_the_fly {
-                        row.predicted_server_ms =
-                            planner.server_ms(est.server_ms, est.encode_ms, parallel, true);
+                        row.predicted_server_ms = planner.server_ms(
+                            est.server_ms,
+                            est.encode_on_the_fly_ms,
+                            parallel,
+                            true,
+                        );
                     }
                     // On the fly, the measured kernel encoded the weights itself.
                     row.server_ms = m.server_ms;

@@ -98,7 +98,7 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
     let threads = a.threads.max(1);
 
     let mut m: BTreeMap<&'static str, f64> = BTreeMap::new();
-    let pb = progress(31, "bench ops");
+    let pb = progress(33, "bench ops");
     let mut put = |k: &'static str, v: f64| {
         m.insert(k, v);
         pb.inc(1);
@@ -149,10 +149,8 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
     );
     let cr: Vec<_> = cts.iter().collect();
     let pr: Vec<_> = pws.iter().collect();
-    put(
-        "dot_term",
-        busy_median_us(threads, reps.div_ceil(4), || b.dot(&cr, &pr)) / TERMS as f64,
-    );
+    let dot_term = busy_median_us(threads, reps.div_ceil(4), || b.dot(&cr, &pr)) / TERMS as f64;
+    put("dot_term", dot_term);
     // the scalar path's products: each plaintext one constant per row
     let rows: Vec<_> = w
         .iter()
@@ -163,6 +161,19 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
         "dot_term_rows",
         busy_median_us(threads, reps.div_ceil(4), || b.dot(&cr, &rr)) / TERMS as f64,
     );
+    // weights encoded on the fly inside a fused product, per plaintext, less the product
+    let (in_product, in_product_coeffs) =
+        kernels::estimate::measure_encode_in_product(&b, &x, dot_term, reps.div_ceil(4), threads)?;
+    put("encode_in_product", in_product);
+    for (name, level) in [
+        ("encode_in_product_coeffs", 0),
+        ("encode_in_product_coeffs_level1", 1),
+        ("encode_in_product_coeffs_level2", 2),
+    ] {
+        if let Some(us) = in_product_coeffs.get(level).copied().flatten() {
+            put(name, us);
+        }
+    }
     put("add", busy_median_us(threads, reps, || b.add(&ct, &cts[1])));
     put(
         "add_plain",
@@ -281,6 +292,8 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
             share_us: m["share_step"],
             prepare_us: m["prepare"],
             prepare_coeffs_us: Some(m["prepare_coeffs"]),
+            encode_in_product_us: Some(in_product),
+            encode_in_product_coeffs_us: in_product_coeffs,
             prepare_rows_us: Some(m["prepare_row_constants"]),
             sc_mult_rows_us: Some(m["dot_term_rows"]),
             galois_key_bytes: (b.public_keys().galois_bytes() / GROUP) as u64,

@@ -96,6 +96,20 @@ pub struct CostModel {
     /// [`CostModel::reference`]'s ratio to `prepare_us` is assumed.
     #[serde(default)]
     pub prepare_coeffs_us: Option<f64>,
+    /// Encoding one slot weight plaintext inside a fused product
+    /// ([`he::Backend::dot_encoded`], how the streaming kernels encode weights on the
+    /// fly, [`LinearLayer::encodes_in_products`]), at the top level: the fused
+    /// product's time per plaintext less a held plaintext's product (`sc_mult_us`).
+    /// Absent in older caches: `prepare_us`.
+    #[serde(default)]
+    pub encode_in_product_us: Option<f64>,
+    /// As `encode_in_product_us`, coefficient encoding, per query level (index 0 the
+    /// top, up to [`MEASURED_LEVELS`]): measured at each level, since a lower level
+    /// drops the dearer moduli first and its products cost less than their share of the
+    /// moduli. Absent (older caches, deeper levels): the coefficient prepare, scaled to
+    /// the level's moduli.
+    #[serde(default)]
+    pub encode_in_product_coeffs_us: [Option<f64>; MEASURED_LEVELS],
     /// Encoding one row-constant weight plaintext (the scalar path,
     /// [`he::Backend::prepare_row_constants`]). Absent in older caches: the reference's
     /// ratio to `prepare_us`.
@@ -162,6 +176,8 @@ impl CostModel {
             share_us: 1050.0 * s,
             prepare_us: REFERENCE_PREPARE_US * s,
             prepare_coeffs_us: Some(REFERENCE_PREPARE_COEFFS_US * s),
+            encode_in_product_us: None,
+            encode_in_product_coeffs_us: [None; MEASURED_LEVELS],
             prepare_rows_us: Some(REFERENCE_PREPARE_ROWS_US * s),
             sc_mult_rows_us: Some(REFERENCE_SC_MULT_US * REFERENCE_ROWS_PRODUCT_RATIO * s),
             // 1.1 MB at n = 8192 with 4 moduli; keys grow with n·L² (L digits of L moduli).
@@ -217,15 +233,20 @@ impl CostModel {
         let decrypt = |bytes: &[u8], e: Encoding| -> Result<Vec<u64>> {
             Ok(b.decrypt_as(&b.deserialize(bytes)?, e)?)
         };
+        let sc_mult_us = busy_median_us(threads, reps, || b.dot(&terms, &pts)) / TERMS as f64;
+        let (in_product, in_product_coeffs) =
+            measure_encode_in_product(&b, &v, sc_mult_us, reps, threads)?;
         Ok(Self {
             perm_us: busy_median_us(threads, reps, || b.rotate_rows(&ct, 1)),
             dec_perm_us: busy_median_us(threads, reps, || b.hoist(&ct)),
             hst_perm_us: busy_median_us(threads, reps, || b.rotate_hoisted(&h, 3)),
-            sc_mult_us: busy_median_us(threads, reps, || b.dot(&terms, &pts)) / TERMS as f64,
+            sc_mult_us,
             add_us: busy_median_us(threads, reps, || b.add(&ct, &ct2)),
             share_us: (share_us - one_flood_us).max(0.0),
             prepare_us: busy_median_us(threads, reps, || b.prepare(&v)),
             prepare_coeffs_us: Some(busy_median_us(threads, reps, || b.prepare_coeffs(&v))),
+            encode_in_product_us: Some(in_product),
+            encode_in_product_coeffs_us: in_product_coeffs,
             prepare_rows_us: Some(busy_median_us(threads, reps, || {
                 b.prepare_row_constants([v[0], v[1]])
             })),
@@ -320,6 +341,21 @@ impl CostModel {
         }
     }
 
+    /// Encoding one weight plaintext in `encoding` inside a fused product at `level`
+    /// (weights encoded on the fly by a streaming kernel), µs; `limbs` is the share of
+    /// the moduli the level keeps, which scales the figures measured at the top only.
+    pub fn encode_in_product_us_at(&self, encoding: Encoding, level: usize, limbs: f64) -> f64 {
+        match encoding {
+            Encoding::Slots => self.encode_in_product_us.unwrap_or(self.prepare_us) * limbs,
+            Encoding::Coeffs => self
+                .encode_in_product_coeffs_us
+                .get(level)
+                .copied()
+                .flatten()
+                .unwrap_or_else(|| self.prepare_us_for(encoding) * limbs),
+        }
+    }
+
     /// One product by a row-constant plaintext inside a fused sum, µs.
     pub fn sc_mult_rows_us(&self) -> f64 {
         self.sc_mult_rows_us
@@ -379,8 +415,12 @@ pub struct Estimate {
     /// moduli of the level they are encoded at), four words per modulus for a
     /// row-constant plaintext (the scalar path).
     pub encoded_bytes: u64,
-    /// Predicted time (ms) to encode them, online when encoded on the fly.
+    /// Predicted time (ms) to encode them apart (the held weights' one-time encoding).
     pub encode_ms: f64,
+    /// Predicted time (ms) to encode them on the fly, online: inside the fused products
+    /// where the layer's kernel streams them ([`LinearLayer::encodes_in_products`],
+    /// [`CostModel::encode_in_product_us_at`]), else as `encode_ms`.
+    pub encode_on_the_fly_ms: f64,
     /// Predicted offline time (ms, one thread) per query: the flooding encryptions of
     /// zero for its responses.
     pub flood_ms: f64,
@@ -454,11 +494,65 @@ pub fn estimate<L: LinearLayer>(
             + prepared.row_constants as f64 * model.prepare_rows_us())
             * limbs
             / 1e3,
+        encode_on_the_fly_ms: (prepared.ntt as f64
+            * if layout.encodes_in_products() {
+                model.encode_in_product_us_at(layout.encoding(), level, limbs)
+            } else {
+                model.prepare_us_for(layout.encoding()) * limbs
+            }
+            + prepared.row_constants as f64 * model.prepare_rows_us() * limbs)
+            / 1e3,
         flood_ms: layout.output_cts() as f64 * model.flood_us_at(pool.bits(), level, params) / 1e3,
         client_ms: (q.len() as f64 * model.encrypt_us_for(layout.encoding()) * limbs
             + resp.len() as f64 * model.decrypt_us_for(layout.encoding()))
             / 1e3,
     })
+}
+
+/// Query levels [`CostModel::encode_in_product_coeffs_us`] holds figures for.
+pub const MEASURED_LEVELS: usize = 8;
+
+/// Encoding one weight plaintext inside a fused product ([`he::Backend::dot_encoded`],
+/// `TERMS` plaintexts per product, one output, run on `threads` threads at once): the
+/// time per plaintext less a held plaintext's product, `sc_mult_us` at the top level,
+/// scaled to each level's moduli. Slot encoding at the top level (the slot kernels query
+/// there); coefficient encoding at every level a query may take (all but the last).
+pub fn measure_encode_in_product(
+    b: &Bfv,
+    v: &[u64],
+    sc_mult_us: f64,
+    reps: usize,
+    threads: usize,
+) -> Result<(f64, [Option<f64>; MEASURED_LEVELS])> {
+    const TERMS: usize = 8;
+    let params = b
+        .params()
+        .ok_or(he::HeError::Engine("no parameters".into()))?;
+    let levels = params.levels();
+    let fill = |_: usize, out: &mut [u64]| out.copy_from_slice(v);
+    let at = |encoding: Encoding, level: usize| -> Result<f64> {
+        let pt = match encoding {
+            Encoding::Slots => b.encode(v)?,
+            Encoding::Coeffs => b.encode_coeffs_at(v, level)?,
+        };
+        let ct = b.encrypt_sym(&pt)?;
+        let outputs = [vec![&ct; TERMS]];
+        let per_term = busy_median_us(threads, reps, || {
+            b.dot_encoded(encoding, level, TERMS, &fill, &outputs)
+        }) / TERMS as f64;
+        let limbs = (levels - level) as f64 / levels as f64;
+        Ok((per_term - sc_mult_us * limbs).max(0.0))
+    };
+    let slots = at(Encoding::Slots, 0)?;
+    let mut coeffs = [None; MEASURED_LEVELS];
+    for (level, c) in coeffs
+        .iter_mut()
+        .enumerate()
+        .take(params.last_level().max(1))
+    {
+        *c = Some(at(Encoding::Coeffs, level)?);
+    }
+    Ok((slots, coeffs))
 }
 
 /// The query rounding the client's costs are measured with: one modulus's digit dropped

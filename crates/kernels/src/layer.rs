@@ -76,6 +76,13 @@ pub trait LinearLayer {
             self.query_level(params),
         ))
     }
+    /// Whether [`LinearLayer::compute_on_the_fly`] encodes each weight plaintext inside
+    /// its fused products ([`Backend::dot_encoded`]) rather than preparing it apart; the
+    /// planner prices on-the-fly encoding by it
+    /// ([`crate::CostModel::encode_in_product_us_at`]).
+    fn encodes_in_products(&self) -> bool {
+        false
+    }
     /// Offline: encode the weights.
     fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<Self::Encoded<B>>;
     /// Client: pack and encrypt the input (before the rounding of

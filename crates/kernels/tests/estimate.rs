@@ -207,3 +207,51 @@ fn busy_timing_runs_every_thread_at_once() {
     assert!((2000.0..50_000.0).contains(&us), "{us}");
     assert_eq!(kernels::estimate::on_every_thread(0, || 1), vec![1]);
 }
+
+/// Weights encoded on the fly inside the fused products (a streaming kernel: Cheetah,
+/// bsgs) are priced by the fused encoding at the layer's query level; a kernel that
+/// prepares its plaintexts apart (the diagonal method) by the prepare, as the held
+/// weights' one-time encoding always is.
+#[test]
+fn weights_encoded_inside_the_products_are_priced_at_their_level() {
+    use kernels::{ConvLayout, ConvMethod, ConvShape, Padding};
+    let params = Params::preset("n8192").unwrap();
+    let slots = SlotInfo {
+        n: params.n(),
+        p: params.p(),
+        layout: Layout::TwoRows,
+    };
+    let mut model = CostModel::reference(&params);
+    model.encode_in_product_us = Some(1000.0);
+    for (level, us) in model.encode_in_product_coeffs_us.iter_mut().enumerate() {
+        *us = Some(100.0 * (level + 1) as f64);
+    }
+    let cheetah = ConvLayout::new(
+        ConvMethod::Cheetah,
+        ConvShape::new([64, 14, 14], [64, 1, 1], 1, Padding::Same),
+        slots,
+    )
+    .unwrap();
+    assert!(cheetah.encodes_in_products());
+    let level = cheetah.query_level(&params);
+    let e = estimate(&cheetah, &params, &model).unwrap();
+    let limbs = (params.levels() - level) as f64 / params.levels() as f64;
+    let ntt = e.plaintexts as f64;
+    assert!((e.encode_on_the_fly_ms - ntt * 100.0 * (level + 1) as f64 / 1e3).abs() < 1e-9);
+    assert!(
+        (e.encode_ms - ntt * model.prepare_us_for(he::Encoding::Coeffs) * limbs / 1e3).abs() < 1e-9
+    );
+    let bsgs = ConvLayout::new(
+        ConvMethod::Bsgs,
+        ConvShape::new([64, 14, 14], [64, 1, 1], 1, Padding::Same),
+        slots,
+    )
+    .unwrap();
+    assert!(bsgs.encodes_in_products());
+    let e = estimate(&bsgs, &params, &model).unwrap();
+    assert!((e.encode_on_the_fly_ms - e.plaintexts as f64 * 1000.0 / 1e3).abs() < 1e-9);
+    let d = MatvecLayout::new(Method::Diagonal, 128, 128, slots).unwrap();
+    assert!(!d.encodes_in_products());
+    let e = estimate(&d, &params, &model).unwrap();
+    assert_eq!(e.encode_on_the_fly_ms, e.encode_ms);
+}

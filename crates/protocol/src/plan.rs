@@ -399,7 +399,7 @@ impl Planner {
     pub fn predicted_ms(&self, e: &Estimate, parallel: usize, on_the_fly: bool) -> f64 {
         let keys = e.galois_keys as u64 * self.model.galois_key_bytes;
         let keys_ms = self.wire_ms(keys) - self.wire_ms(0);
-        self.server_ms(e.server_ms, e.encode_ms, parallel, on_the_fly)
+        self.server_ms(e.server_ms, e.encode_on_the_fly_ms, parallel, on_the_fly)
             + self.client_ms(e.client_ms, parallel)
             + self.wire_ms(e.bytes_up + e.bytes_down)
             + keys_ms

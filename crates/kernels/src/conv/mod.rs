@@ -893,6 +893,14 @@ impl crate::layer::LinearLayer for ConvLayout {
         let s = self.geom.shape;
         s.c_o * s.c_i * s.k_h * s.k_w
     }
+    fn encodes_in_products(&self) -> bool {
+        // as compute_on_the_fly streams them: Cheetah's filters (a layer with fewer
+        // output groups than threads prepares each group's apart: a few small layers),
+        // and the bsgs and HELiKs plaintexts except the scalar path's row constants
+        self.cheetah.is_some()
+            || (matches!(self.method, ConvMethod::Bsgs | ConvMethod::Heliks)
+                && !self.geom.scalar_path())
+    }
     fn query_level(&self, params: &Params) -> usize {
         if self.cheetah.is_none() {
             return 0;
