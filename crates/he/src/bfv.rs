@@ -458,13 +458,16 @@ pub fn flood_noise_chunks(bits: u32) -> u32 {
 }
 
 /// c ∈ Z_p lifted centred into Z_q. p < q (Params keeps p 8 bits below every modulus):
-/// c and q − (p − c) are already reduced.
+/// c and c + (q − p) = q − (p − c) are already reduced. Branch-free, so loops over it
+/// vectorise.
 fn lift_centred(c: u64, p: u64, q: u64) -> u64 {
-    if c > p / 2 {
-        q - (p - c)
-    } else {
-        c
-    }
+    c + (q - p) * u64::from(c > p / 2)
+}
+
+/// Products of residues mod `q` a 128-bit sum takes between two reductions:
+/// 2^(126 − 2·bits(q)) (at most 2^16), so that the sum stays below 2^127.
+fn products_between_reductions(q: u64) -> usize {
+    1usize << 126u32.saturating_sub(2 * (64 - q.leading_zeros())).min(16)
 }
 
 /// Plaintexts [`Bfv::dot_encoded_fused`] encodes before it runs through the moduli.
@@ -486,8 +489,8 @@ thread_local! {
         std::cell::RefCell::new(FusedScratch::default());
 }
 
-/// acc\[k\] += Σ_g xs\[g\]\[k\]·ys\[g\]\[k\] (128-bit, no reduction) for up to
-/// [`FUSED_BLOCK`] terms: each sum is read and written once per block, not once per term.
+/// acc\[k\] += Σ_g xs\[g\]\[k\]·ys\[g\]\[k\] (128-bit, no reduction), four terms per
+/// pass: each sum is read and written once per four terms, not once per term.
 fn multiply_accumulate_block(acc: &mut [u128], xs: &[&[u64]], ys: &[&[u64]]) {
     fn fixed<const G: usize>(acc: &mut [u128], xs: &[&[u64]], ys: &[&[u64]]) {
         let len = xs
@@ -506,20 +509,21 @@ fn multiply_accumulate_block(acc: &mut [u128], xs: &[&[u64]], ys: &[&[u64]]) {
         }
     }
     match xs.len().min(ys.len()) {
-        4 => fixed::<4>(acc, xs, ys),
-        3 => fixed::<3>(acc, xs, ys),
-        2 => fixed::<2>(acc, xs, ys),
+        0 => {}
         1 => fixed::<1>(acc, xs, ys),
+        2 => fixed::<2>(acc, xs, ys),
+        3 => fixed::<3>(acc, xs, ys),
+        4 => fixed::<4>(acc, xs, ys),
         _ => {
-            for (x, y) in xs.iter().zip(ys) {
-                multiply_accumulate(acc, x, y);
+            for (x, y) in xs.chunks(4).zip(ys.chunks(4)) {
+                multiply_accumulate_block(acc, x, y);
             }
         }
     }
 }
 
-/// acc\[k\] += Σ_g xs\[g\]\[k\]·vs\[g\]\[class\[k\]\] (128-bit, no reduction) for up to
-/// [`FUSED_BLOCK`] row-constant terms, which share the positions' classes.
+/// acc\[k\] += Σ_g xs\[g\]\[k\]·vs\[g\]\[class\[k\]\] (128-bit, no reduction) for
+/// row-constant terms, four per pass, which share the positions' classes.
 fn multiply_accumulate_rows(acc: &mut [u128], xs: &[&[u64]], vs: &[&[u64]], class: &[u8]) {
     fn fixed<const G: usize>(acc: &mut [u128], xs: &[&[u64]], vs: &[&[u64]], class: &[u8]) {
         let len = xs
@@ -537,33 +541,16 @@ fn multiply_accumulate_rows(acc: &mut [u128], xs: &[&[u64]], vs: &[&[u64]], clas
         }
     }
     match xs.len().min(vs.len()) {
-        4 => fixed::<4>(acc, xs, vs, class),
-        3 => fixed::<3>(acc, xs, vs, class),
-        2 => fixed::<2>(acc, xs, vs, class),
+        0 => {}
         1 => fixed::<1>(acc, xs, vs, class),
-        _ => {}
-    }
-}
-
-/// acc\[k\] += x\[k\]·y\[k\] (128-bit, no reduction), eight positions per step.
-fn multiply_accumulate(acc: &mut [u128], x: &[u64], y: &[u64]) {
-    let len = acc.len().min(x.len()).min(y.len());
-    let (acc, x, y) = (&mut acc[..len], &x[..len], &y[..len]);
-    let mut a8 = acc.chunks_exact_mut(8);
-    let mut x8 = x.chunks_exact(8);
-    let mut y8 = y.chunks_exact(8);
-    for ((a, x), y) in (&mut a8).zip(&mut x8).zip(&mut y8) {
-        for k in 0..8 {
-            a[k] += x[k] as u128 * y[k] as u128;
+        2 => fixed::<2>(acc, xs, vs, class),
+        3 => fixed::<3>(acc, xs, vs, class),
+        4 => fixed::<4>(acc, xs, vs, class),
+        _ => {
+            for (x, v) in xs.chunks(4).zip(vs.chunks(4)) {
+                multiply_accumulate_rows(acc, x, v, class);
+            }
         }
-    }
-    for ((a, &x), &y) in a8
-        .into_remainder()
-        .iter_mut()
-        .zip(x8.remainder())
-        .zip(y8.remainder())
-    {
-        *a += x as u128 * y as u128;
     }
 }
 
@@ -1273,8 +1260,7 @@ impl Bfv {
         let mut acc = vec![0u128; n];
         for (j, (mut out, q)) in arr.outer_iter_mut().zip(ctx.moduli_operators()).enumerate() {
             let class = &basis.limbs[j].0;
-            let bits = 64 - (**q).leading_zeros();
-            let batch = 1usize << 126u32.saturating_sub(2 * bits).min(16);
+            let batch = products_between_reductions(**q);
             let per_block = FUSED_BLOCK.min(batch);
             acc.fill(0);
             let mut since_reduced = 0;
@@ -1296,41 +1282,33 @@ impl Bfv {
                         x.get(j * n..(j + 1) * n).ok_or_else(not_contiguous)
                     })
                     .collect::<Result<Vec<&[u64]>>>()?;
-                let ntt: Option<Vec<&[u64]>> = pts[start..end]
+                // each plaintext's row for this modulus: Ok(NTT form) or Err(row constants)
+                let terms_j = pts[start..end]
                     .iter()
                     .map(|p| match &p.0 {
                         PreparedForm::Ntt(w) => w
                             .coefficients()
                             .to_slice()
-                            .and_then(|w| w.get(j * n..(j + 1) * n)),
-                        PreparedForm::Rows(_) => None,
+                            .and_then(|w| w.get(j * n..(j + 1) * n))
+                            .map(Ok)
+                            .ok_or_else(not_contiguous),
+                        PreparedForm::Rows(limbs) => limbs
+                            .get(j)
+                            .map(|v| Err(v.as_slice()))
+                            .ok_or_else(not_contiguous),
                     })
-                    .collect();
-                let rows: Option<Vec<&[u64]>> = pts[start..end]
-                    .iter()
-                    .map(|p| match &p.0 {
-                        PreparedForm::Rows(limbs) => limbs.get(j).map(|v| v.as_slice()),
-                        PreparedForm::Ntt(_) => None,
-                    })
-                    .collect();
+                    .collect::<Result<Vec<std::result::Result<&[u64], &[u64]>>>>()?;
+                let ntt: Option<Vec<&[u64]>> = terms_j.iter().map(|t| t.ok()).collect();
+                let rows: Option<Vec<&[u64]>> = terms_j.iter().map(|t| t.err()).collect();
                 match (ntt, rows) {
                     (Some(ys), _) => multiply_accumulate_block(&mut acc, &xs, &ys),
                     (_, Some(vs)) => multiply_accumulate_rows(&mut acc, &xs, &vs, class),
+                    // a block mixing the two kinds: term by term
                     _ => {
-                        for (x, p) in xs.iter().zip(&pts[start..end]) {
-                            match &p.0 {
-                                PreparedForm::Ntt(w) => {
-                                    let wr = w.coefficients();
-                                    for ((a, &x), &y) in acc.iter_mut().zip(*x).zip(wr.row(j)) {
-                                        *a += x as u128 * y as u128;
-                                    }
-                                }
-                                PreparedForm::Rows(limbs) => {
-                                    let v = &limbs[j];
-                                    for ((a, &x), &c) in acc.iter_mut().zip(*x).zip(class) {
-                                        *a += x as u128 * v[c as usize] as u128;
-                                    }
-                                }
+                        for (x, t) in xs.iter().zip(&terms_j) {
+                            match t {
+                                Ok(y) => multiply_accumulate_block(&mut acc, &[x], &[y]),
+                                Err(v) => multiply_accumulate_rows(&mut acc, &[x], &[v], class),
                             }
                         }
                     }
@@ -1412,14 +1390,8 @@ impl Bfv {
         }
         let batch: Vec<usize> = ops
             .iter()
-            .map(|q| {
-                1usize
-                    << 126u32
-                        .saturating_sub(2 * (64 - (**q).leading_zeros()))
-                        .min(16)
-            })
+            .map(|q| products_between_reductions(**q))
             .collect();
-        let half = p / 2;
         // Taken out for the call (a nested call on this thread would find it empty and
         // allocate its own) and put back after it.
         let mut scratch = FUSED_SCRATCH.with_borrow_mut(std::mem::take);
@@ -1469,15 +1441,13 @@ impl Bfv {
                         }
                     }
                     since_reduced[j] += block;
-                    let lift = **q - p;
                     for (coeffs, r) in values
                         .chunks_exact(n)
                         .zip(rows.chunks_exact_mut(n))
                         .take(block)
                     {
                         for (r, &c) in r.iter_mut().zip(coeffs) {
-                            // centred: c + (q − p) for c above p/2 (branch-free)
-                            *r = c + lift * u64::from(c > half);
+                            *r = lift_centred(c, p, **q);
                         }
                         self.ntt_ops[j].forward(r);
                     }

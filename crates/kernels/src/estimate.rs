@@ -471,6 +471,10 @@ pub fn estimate<L: LinearLayer>(
     let limbs = (params.levels() - level) as f64 / params.levels() as f64;
     pool.fill(&b, layout.output_cts())?;
     b.take();
+    // row-constant plaintexts (the scalar path) are prepared apart either way
+    let rows_ms = prepared.row_constants as f64 * model.prepare_rows_us() * limbs;
+    let encode_ms =
+        (prepared.ntt as f64 * model.prepare_us_for(layout.encoding()) * limbs + rows_ms) / 1e3;
     let (resp, _) = layout.respond(&b, &m, &q, &mut pool)?;
     let counts = b.take();
     let bytes_down = resp.iter().map(|c| b.wire_size(c) as u64).sum();
@@ -490,18 +494,14 @@ pub fn estimate<L: LinearLayer>(
         plaintexts,
         encoded_bytes: prepared.ntt * prepared_bytes(params, level)
             + prepared.row_constants * row_constants_bytes(params),
-        encode_ms: (prepared.ntt as f64 * model.prepare_us_for(layout.encoding())
-            + prepared.row_constants as f64 * model.prepare_rows_us())
-            * limbs
-            / 1e3,
-        encode_on_the_fly_ms: (prepared.ntt as f64
-            * if layout.encodes_in_products() {
-                model.encode_in_product_us_at(layout.encoding(), level, limbs)
-            } else {
-                model.prepare_us_for(layout.encoding()) * limbs
-            }
-            + prepared.row_constants as f64 * model.prepare_rows_us() * limbs)
-            / 1e3,
+        encode_ms,
+        encode_on_the_fly_ms: if layout.encodes_in_products() {
+            (prepared.ntt as f64 * model.encode_in_product_us_at(layout.encoding(), level, limbs)
+                + rows_ms)
+                / 1e3
+        } else {
+            encode_ms
+        },
         flood_ms: layout.output_cts() as f64 * model.flood_us_at(pool.bits(), level, params) / 1e3,
         client_ms: (q.len() as f64 * model.encrypt_us_for(layout.encoding()) * limbs
             + resp.len() as f64 * model.decrypt_us_for(layout.encoding()))
@@ -527,7 +527,7 @@ pub fn measure_encode_in_product(
     const TERMS: usize = 8;
     let params = b
         .params()
-        .ok_or(he::HeError::Engine("no parameters".into()))?;
+        .ok_or_else(|| he::HeError::Engine("no parameters".into()))?;
     let levels = params.levels();
     let fill = |_: usize, out: &mut [u64]| out.copy_from_slice(v);
     let at = |encoding: Encoding, level: usize| -> Result<f64> {
