@@ -284,7 +284,9 @@ class Model:
         ``calibration`` inputs (like the real ones, not those you test on) or an
         ``input_range=(lo, hi)``; ``tolerance`` is the largest |private − float| accepted
         on any logit. The planner uses Cheetah's approximate truncation (a third fewer
-        OTs and bytes per ReLU) where the calibration error stays within it;
+        OTs and bytes per ReLU) where the calibration error stays within it, and on
+        those layers a sign test that skips up to 3 more low bits where it still does
+        (a ReLU's smallest positive inputs may then come out 0);
         ``faithful_truncation=True`` truncates faithfully everywhere (a run's result is
         then the same for the same input, run after run).
 

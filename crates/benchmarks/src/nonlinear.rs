@@ -203,6 +203,9 @@ pub struct NonlinearOptions {
     /// comparisons without signs, a truncating DReLU on the high bits: as in a planned
     /// network).
     pub within_quarter: bool,
+    /// With `approx_trunc` and `within_quarter`: the coarse DReLU of this many bits
+    /// (`ot::OtSpec::coarse_drelu_bits`; a ReLU may give 0 below `2^(f + bits)`).
+    pub coarse_drelu_bits: u32,
     /// Parameter preset whose plaintext modulus p the shares live in.
     pub params: String,
     /// Runs (the median is reported).
@@ -282,6 +285,7 @@ fn silent_ot(a: &NonlinearOptions, spec: gc::NonlinSpec, name: &str, maxpool: bo
         inputs_within_quarter: a.within_quarter,
         // within a quarter of p, |y| ≤ (p − 1)/2 − 2^f for every f ≤ ℓ − 3
         high_bits_drelu: a.within_quarter,
+        coarse_drelu_bits: a.coarse_drelu_bits,
         // independent random windows: the window-by-window tree (a network's
         // overlapping MaxPool runs separably, `bench network` measures that)
         pooling: None,
@@ -292,9 +296,13 @@ fn silent_ot(a: &NonlinearOptions, spec: gc::NonlinSpec, name: &str, maxpool: bo
         let (sch, cch) = loopback()?;
         let (zc, zs, rep) = ot::run_over(&ospec, &c, &s, cch, sch)?;
         let want = gc::reference(&spec, &y);
+        // approximate: one below, or with a coarse DReLU 0 where ⌊y/2^f⌋ < 2^c
+        let dead_zone = 1u64 << ospec.coarse_drelu_bits.min(63);
         let correct = zc.iter().zip(&zs).zip(&want).all(|((a, b), w)| {
             let g = (a + b) % p;
-            g == *w || (a_trunc(&ospec) && (g + 1) % p == *w)
+            g == *w
+                || (a_trunc(&ospec) && (g + 1) % p == *w)
+                || (ospec.coarse_drelu_bits > 0 && g == 0 && *w < dead_zone)
         });
         rows.push(Row {
             op: format!(

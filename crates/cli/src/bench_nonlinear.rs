@@ -91,6 +91,11 @@ pub struct NonlinearBenchArgs {
     /// network, whose bound guarantees it).
     #[arg(long)]
     within_quarter: bool,
+    /// With `--approx-trunc --within-quarter`: the coarse DReLU of this many bits (as
+    /// a planned network's approximate steps may use; a ReLU may give 0 where
+    /// `⌊y/2^f⌋ < 2^bits`).
+    #[arg(long, default_value_t = 0)]
+    coarse_drelu: u32,
     /// Parameter preset whose plaintext modulus p the shares live in.
     #[arg(long, default_value = "n8192")]
     params: String,
@@ -114,6 +119,7 @@ pub fn nonlinear(a: &NonlinearBenchArgs, maxpool: bool) -> Res<()> {
             protocol,
             approx_trunc: a.approx_trunc,
             within_quarter: a.within_quarter,
+            coarse_drelu_bits: a.coarse_drelu,
             params: a.params.clone(),
             reps: a.reps,
         },

@@ -85,6 +85,9 @@ struct Report {
     accuracy: Option<nn::Accuracy>,
     /// The steps the planner gave approximate truncation (of `truncating_steps`).
     approximate_truncation: Vec<String>,
+    /// The bits the approximate steps' DReLU leaves out beyond the truncated ones (the
+    /// coarse DReLU; 0: none).
+    coarse_drelu_bits: u32,
     /// Steps that truncate.
     truncating_steps: usize,
     /// The input range the plan is safe for.
@@ -193,6 +196,7 @@ pub fn run(a: &InferArgs) -> Res<()> {
         frac_bits: run.inference.frac_bits,
         calibration,
         accuracy: run.inference.accuracy,
+        coarse_drelu_bits: model.program().coarse_drelu_bits(),
         approximate_truncation: model
             .program()
             .approximate_steps()
@@ -277,6 +281,12 @@ fn print_report(r: &Report) {
             format!(": {}", r.approximate_truncation.join(", "))
         }
     );
+    if r.coarse_drelu_bits > 0 {
+        println!(
+            "coarse DReLU: the approximate steps compare {} bits fewer",
+            r.coarse_drelu_bits
+        );
+    }
     println!("planning: {}", r.planning);
     if let Some(ir) = r.input_range {
         println!(

@@ -36,8 +36,10 @@ pub struct FixedPoint {
     pub input_range: Option<(f32, f32)>,
     /// Approximate truncation (Cheetah's: about a third fewer COTs and bytes per ReLU)
     /// on the ReLU and Identity steps where the calibration error stays within the
-    /// same bound ([`nn::FixedPointOptions::approximate_truncation`]); `false`: every
-    /// truncation faithful. Servers on garbled circuits truncate faithfully anyway.
+    /// same bound ([`nn::FixedPointOptions::approximate_truncation`]), and on those
+    /// steps the coarse DReLU of up to [`nn::DEFAULT_MAX_COARSE_DRELU_BITS`] bits where it
+    /// stays within it too ([`nn::FixedPointOptions::max_coarse_drelu_bits`]); `false`:
+    /// every truncation faithful. Servers on garbled circuits truncate faithfully anyway.
     pub approximate_truncation: bool,
 }
 
@@ -272,6 +274,7 @@ impl Model {
             tolerance: fixed.tolerance,
             input_range: fixed.input_range,
             approximate_truncation: fixed.approximate_truncation,
+            max_coarse_drelu_bits: nn::DEFAULT_MAX_COARSE_DRELU_BITS,
         };
         let t = std::time::Instant::now();
         let prog = nn::choose_fixed_point(&network, &calibration, &opts)?;

@@ -24,8 +24,9 @@ use crate::model::{CalibrationSource, Model, PlanTimings, Planning};
 /// The first bytes of every saved model.
 pub const MAGIC: &[u8; 13] = b"HELINA-MODEL\n";
 /// The format this build writes and reads (2: a program's nonlinear steps say
-/// whether they truncate approximately).
-pub const FORMAT_VERSION: u32 = 2;
+/// whether they truncate approximately; 3: and how many bits their coarse DReLU
+/// leaves out).
+pub const FORMAT_VERSION: u32 = 3;
 
 const HEADER: usize = 13 + 4 + 8;
 const CHECKSUM: usize = 32;

@@ -31,7 +31,8 @@ pub use ir::{InputAffine, Network, Node, Op, PadMode, TensorDesc, TensorId};
 pub use onnx::{import, import_bytes, import_model};
 pub use precision::{
     check_input, choose_fixed_point, float_agreement, precision_loss, worst_case_bounds, Accuracy,
-    FixedPointOptions, InputRange, RangeBasis, DEFAULT_TOLERANCE, SCREEN_INPUTS, TOLERANCE_SAFETY,
+    FixedPointOptions, InputRange, RangeBasis, DEFAULT_MAX_COARSE_DRELU_BITS, DEFAULT_TOLERANCE,
+    SCREEN_INPUTS, TOLERANCE_SAFETY,
 };
 pub use quant::{
     calibrate, grouped_shape, lower, weight_scale_bits, LayerBound, NonlinearOp, Program, Step,

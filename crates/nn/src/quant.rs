@@ -231,6 +231,13 @@ pub enum Step {
         /// calibration inputs' outputs stay within the tolerance).
         #[serde(default)]
         approximate: bool,
+        /// With `approximate`: the bits the step's DReLU leaves out beyond the truncated
+        /// ones (`ot::OtSpec::coarse_drelu_bits`, chosen by
+        /// [`crate::choose_fixed_point`] where the calibration still agrees). A ReLU's
+        /// result may then be 0 for inputs (offset included) below
+        /// `2^(trunc_bits + coarse_drelu_bits)`; an Identity's is unchanged.
+        #[serde(default)]
+        coarse_drelu_bits: u32,
     },
     /// `output = input²` (scale doubles).
     Square {
@@ -447,6 +454,19 @@ impl Program {
             .map(|s| s.name())
             .collect()
     }
+    /// The most bits an approximate step's coarse DReLU leaves out (0: none).
+    pub fn coarse_drelu_bits(&self) -> u32 {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Nonlinear {
+                    coarse_drelu_bits, ..
+                } => Some(*coarse_drelu_bits),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
     /// How many steps truncate (a nonlinear step with `trunc_bits > 0`).
     pub fn truncating_steps(&self) -> usize {
         self.steps
@@ -638,6 +658,7 @@ impl Lower {
             op: NonlinearOp::Identity,
             trunc_bits: info.scale_bits - self.s,
             approximate: false,
+            coarse_drelu_bits: 0,
         });
         out
     }
@@ -787,6 +808,7 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
                     op,
                     trunc_bits: info.scale_bits.saturating_sub(s),
                     approximate: false,
+                    coarse_drelu_bits: 0,
                 });
                 out
             }
@@ -875,6 +897,7 @@ pub fn lower(net: &Network, frac_bits: u32, p: u64) -> Result<Program, NnError> 
                     op,
                     trunc_bits: f,
                     approximate: false,
+                    coarse_drelu_bits: 0,
                 });
                 out
             }
@@ -1037,6 +1060,7 @@ fn fuse_relu_maxpool(steps: Vec<Step>, output: TensorId, tensors: &mut [TensorIn
                         op: NonlinearOp::ReluMaxPool { k, stride },
                         trunc_bits: t1 + t2,
                         approximate: false,
+                        coarse_drelu_bits: 0,
                     });
                     i += 2;
                     continue;
@@ -1092,6 +1116,7 @@ fn fuse_relu_maxpool(steps: Vec<Step>, output: TensorId, tensors: &mut [TensorIn
                         op: NonlinearOp::ReluMaxPool { k, stride },
                         trunc_bits: t1 + t3,
                         approximate: false,
+                        coarse_drelu_bits: 0,
                     });
                     i += 3;
                     continue;
@@ -1199,15 +1224,20 @@ pub(crate) fn calibrate_outputs(
 /// The largest `|value|` a step must reconstruct correctly mod p: its output, and for a
 /// rounding nonlinear step also its input plus the rounding offset (what the two-party
 /// step reconstructs) plus `2^f`, the margin the high-bits DReLU needs
-/// (`ot::OtSpec::high_bits_drelu`: `|y| ≤ (p − 1)/2 − 2^f`); for a MaxPool twice its
+/// (`ot::OtSpec::high_bits_drelu`: `|y| ≤ (p − 1)/2 − 2^f`; `2^(f + c)` with a coarse
+/// DReLU of `c` bits, `ot::OtSpec::coarse_drelu_bits`); for a MaxPool twice its
 /// input (the comparisons reconstruct the difference of two inputs). Linear maps
 /// (products, Add's multipliers) only need their result in range: they are exact mod p.
 pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
     // what a truncation by f bits adds to its input: the offset and the DReLU's margin
-    let reach = |f: u32, approximate: bool| -> u128 {
+    let reach = |f: u32, approximate: bool, coarse: u32| -> u128 {
+        let coarse = if approximate { coarse } else { 0 };
         match f {
             0 => 0,
-            f => crate::reference::trunc_offset(f, approximate) as u128 + (1u128 << f),
+            f => {
+                crate::reference::trunc_offset(f, approximate) as u128
+                    + (1u128 << (f + coarse).min(127))
+            }
         }
     };
     let out = tmax[st.output()];
@@ -1218,6 +1248,7 @@ pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
             trunc_bits,
             op: NonlinearOp::Clip { lo, hi },
             approximate,
+            coarse_drelu_bits,
             ..
         } => {
             let shift = std::iter::once(*lo)
@@ -1226,7 +1257,7 @@ pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
                 .max()
                 .unwrap_or(0)
                 << trunc_bits;
-            out.max(tmax[*input] + reach(*trunc_bits, *approximate) + shift)
+            out.max(tmax[*input] + reach(*trunc_bits, *approximate, *coarse_drelu_bits) + shift)
         }
         // the max tree compares by the difference of two inputs (no signs tracked:
         // the inputs must be within (−p/4, p/4)), then truncates the maximum
@@ -1235,16 +1266,20 @@ pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
             trunc_bits,
             op,
             approximate,
+            coarse_drelu_bits,
             ..
         } if op.is_max_pool() => out
             .max(2 * tmax[*input])
-            .max(tmax[*input] + reach(*trunc_bits, *approximate)),
+            .max(tmax[*input] + reach(*trunc_bits, *approximate, *coarse_drelu_bits)),
         Step::Nonlinear {
             input,
             trunc_bits,
             approximate,
+            coarse_drelu_bits,
             ..
-        } if *trunc_bits > 0 => out.max(tmax[*input] + reach(*trunc_bits, *approximate)),
+        } if *trunc_bits > 0 => {
+            out.max(tmax[*input] + reach(*trunc_bits, *approximate, *coarse_drelu_bits))
+        }
         _ => out,
     }
 }

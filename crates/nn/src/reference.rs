@@ -73,8 +73,16 @@ pub fn trunc_offset(f: u32, approximate: bool) -> i128 {
 /// negative `y` with `relu`). The cleartext model of the silent-OT protocol
 /// (`ot::approx_trunc`), centred, with the high-bits DReLU every program's truncating
 /// steps use (`ot::OtSpec::high_bits_drelu`: [`crate::quant`]'s value bounds keep
-/// `|y| ≤ (p − 1)/2 − 2^f`).
-pub fn approximate_truncation(p: u64, f: u32, relu: bool, y: i128, server_share: u64) -> i128 {
+/// `|y| ≤ (p − 1)/2 − 2^(f + coarse)`), leaving out `coarse` more bits
+/// (`ot::OtSpec::coarse_drelu_bits`: a ReLU may then give 0 for `y < 2^(f + coarse)`).
+pub fn approximate_truncation(
+    p: u64,
+    f: u32,
+    relu: bool,
+    coarse: u32,
+    y: i128,
+    server_share: u64,
+) -> i128 {
     let pi = p as i128;
     // a centred y needs no 128-bit division
     let y = match y {
@@ -82,7 +90,7 @@ pub fn approximate_truncation(p: u64, f: u32, relu: bool, y: i128, server_share:
         y if (-pi..0).contains(&y) => y + pi,
         y => y.rem_euclid(pi),
     } as u64;
-    let v = ot::approx_trunc(p, f, relu, true, y, server_share) as i128;
+    let v = ot::approx_trunc(p, f, relu, true, coarse, y, server_share) as i128;
     if v > (p as i128 - 1) / 2 {
         v - p as i128
     } else {
@@ -341,6 +349,7 @@ pub(crate) fn execute(
                 op,
                 trunc_bits,
                 approximate,
+                coarse_drelu_bits,
                 ..
             } => {
                 let x = &vals[*input];
@@ -444,7 +453,16 @@ pub(crate) fn execute(
                         let relu = matches!(op, NonlinearOp::Relu);
                         x.iter()
                             .zip(server)
-                            .map(|(&v, s)| approximate_truncation(p, *trunc_bits, relu, v + h, s))
+                            .map(|(&v, s)| {
+                                approximate_truncation(
+                                    p,
+                                    *trunc_bits,
+                                    relu,
+                                    *coarse_drelu_bits,
+                                    v + h,
+                                    s,
+                                )
+                            })
                             .collect()
                     } else {
                         y.into_iter().map(|v| (v + h) >> trunc_bits).collect()

@@ -45,6 +45,7 @@ fn truncation_rounds_to_nearest_after_op() {
             op: NonlinearOp::Identity,
             trunc_bits: 1,
             approximate: false,
+            coarse_drelu_bits: 0,
         }],
         vec![t(&[4], 4), t(&[4], 2)],
     );
@@ -69,6 +70,7 @@ fn maxpool_then_floor_window_order() {
             op: NonlinearOp::MaxPool { k: 2, stride: 2 },
             trunc_bits: 2,
             approximate: false,
+            coarse_drelu_bits: 0,
         }],
         vec![t(&[1, 3, 4], 4), t(&[1, 1, 2], 2)],
     );
@@ -165,6 +167,7 @@ fn pad_zero_and_edge() {
                 op: NonlinearOp::MaxPool { k: 3, stride: 1 },
                 trunc_bits: 0,
                 approximate: false,
+                coarse_drelu_bits: 0,
             },
         ],
         vec![
@@ -198,6 +201,7 @@ fn maxpool_inputs_stay_within_a_quarter_of_p() {
             op: NonlinearOp::MaxPool { k: 2, stride: 2 },
             trunc_bits: 0,
             approximate: false,
+            coarse_drelu_bits: 0,
         }],
         vec![t(&[1, 2, 2], 2), t(&[1, 1, 1], 2)],
     );
@@ -222,6 +226,7 @@ fn one_step(n: usize, op: NonlinearOp, f: u32, approximate: bool) -> Program {
             op,
             trunc_bits: f,
             approximate,
+            coarse_drelu_bits: 0,
         }],
         vec![t(&[n], 2 + f), t(&[n], 2)],
     )
@@ -269,7 +274,15 @@ fn a_replay_from_client_shares_gives_the_protocol_result() {
     for ((&v, &c), &y) in x.iter().zip(&client).zip(&got) {
         let yp = v as i128 + h;
         let server = (yp - c as i128).rem_euclid(P as i128) as u64;
-        let want = ot::approx_trunc(P, f, false, true, yp.rem_euclid(P as i128) as u64, server);
+        let want = ot::approx_trunc(
+            P,
+            f,
+            false,
+            true,
+            0,
+            yp.rem_euclid(P as i128) as u64,
+            server,
+        );
         let want = if want > P / 2 {
             want as i64 - P as i64
         } else {

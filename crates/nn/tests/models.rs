@@ -700,6 +700,7 @@ fn relu_pad_maxpool_fusion_is_exact() {
             op: nn::NonlinearOp::Relu,
             trunc_bits: *trunc_bits,
             approximate: false,
+            coarse_drelu_bits: 0,
         },
         Step::Pad {
             name: pad_name.clone(),
@@ -715,6 +716,7 @@ fn relu_pad_maxpool_fusion_is_exact() {
             op: nn::NonlinearOp::MaxPool { k: 3, stride: 2 },
             trunc_bits: 0,
             approximate: false,
+            coarse_drelu_bits: 0,
         },
     ]);
     for x in random_inputs(3, 8, 200) {

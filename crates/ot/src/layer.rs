@@ -55,6 +55,16 @@
 //! `⌊Y/2^f⌋ = 0` stays 0 faithfully, and approximately it is 0 where it might have been
 //! −1 ([`crate::approx_trunc`] models which).
 //!
+//! **Coarse DReLU** ([`crate::OtSpec::coarse_drelu_bits`] `= c`, approximate steps
+//! only, for inputs with `|Y| ≤ (p − 1)/2 − 2^{f+c}`): the same comparison with
+//! `M = 2^{f+1+c}`, `c` more bits left out (`c` fewer leaf COTs, and an AND group fewer
+//! per 3 bits). By the argument above it misses `wz` only for `Y ∈ [0, 2^{f+c})`, where
+//! `k` is still right: an Identity step's result is unchanged, and a ReLU's result
+//! becomes 0 there, with a probability that depends on the shares (about
+//! `1 − Y/2^{f+c}`), instead of `⌊Y/2^f⌋` or one less. [`crate::approx_trunc`] models it,
+//! and `nn`'s fixed-point search takes `c` only where the calibration inputs' outputs
+//! stay within the tolerance.
+//!
 //! Cost per element (`ℓ = ⌈log₂ p⌉`, `m = 3`-bit digits, every OT into Z_p one COT and
 //! `ℓ + 1` bits): the DReLU millionaire (`ℓ` COTs, `ℓ` + `Σ_j (2^{m_j} − 1)·w_j` bits,
 //! `q − 1` AND groups for `q = ⌈ℓ/3⌉` digits, one fewer when
@@ -64,7 +74,8 @@
 //! COTs; ReLU + approximate truncation 52 B + 69 COTs; ReLU + faithful truncation
 //! 77 B + 97 COTs; 8, 9 and 10 flights. At ℓ = 28 (ResNet-50's p): ReLU +
 //! approximate truncation 36 B + 49 COTs with the full DReLU, 37 COTs with the
-//! high-bits one at f = 7 (a 20-bit millionaire).
+//! high-bits one at f = 7 (a 20-bit millionaire), 32 with the coarse one of 3 bits (a
+//! 17-bit millionaire).
 //!
 //! **Max over a window**: a tree of pairwise steps. When every input is known to lie in
 //! `(−p/4, p/4)` ([`crate::OtSpec::inputs_within_quarter`]: a program's bound), `a − b`
@@ -108,6 +119,9 @@ pub(crate) enum Step {
         /// The DReLU compares the bits above the low `f + 1` only
         /// ([`crate::OtSpec::high_bits_drelu`]).
         high: bool,
+        /// With `high`, `coarse` more low bits left out
+        /// ([`crate::OtSpec::coarse_drelu_bits`]).
+        coarse: u32,
     },
     /// One level of the max tree: `count` windows of `w ≥ 2` values; with `signs`,
     /// tracking the inputs' signs (needed unless every input is within `(−p/4, p/4)`).
@@ -179,13 +193,15 @@ pub(crate) fn bits(p: u64) -> usize {
     (64 - p.leading_zeros()) as usize
 }
 
-/// The low bits of the doubled shares a Core step's DReLU leaves out: `f + 1` for the
-/// high-bits DReLU while at least 2 bits remain to compare, else none.
-pub(crate) fn dropped_bits(p: u64, f: u32, high: bool) -> u32 {
-    if high && bits(p) >= f as usize + 3 {
-        f + 1
-    } else {
-        0
+/// The low bits of the doubled shares a Core step's DReLU leaves out: `f + 1 + coarse`
+/// for the high-bits DReLU (`coarse` for the coarse one) while at least 2 bits remain to
+/// compare, else `f + 1` if that leaves 2, else none.
+pub(crate) fn dropped_bits(p: u64, f: u32, high: bool, coarse: u32) -> u32 {
+    let leaves_two = |d: u32| bits(p) >= d as usize + 2;
+    match f.checked_add(1 + coarse) {
+        Some(d) if high && leaves_two(d) => d,
+        _ if high && leaves_two(f + 1) => f + 1,
+        _ => 0,
     }
 }
 
@@ -262,9 +278,10 @@ impl Step {
                 f,
                 faithful,
                 high,
+                coarse,
             } => {
                 n_out = n;
-                let lc = l - dropped_bits(p, f, high) as usize;
+                let lc = l - dropped_bits(p, f, high, coarse) as usize;
                 let (wz, lam, d) = drelu(&mut b, n, lc, &mut wires.lsb, &mut mills, &mut leaves);
                 let push = |ots: &mut Vec<OtShape>, sender: Role, w: Wire| {
                     ots.push(OtShape {
@@ -479,9 +496,10 @@ pub(crate) fn inputs(
             f,
             faithful,
             high,
+            coarse,
         } => {
             let z: Vec<u64> = x.iter().map(|&v| twice(v, p)).collect();
-            let drop = dropped_bits(p, f, high);
+            let drop = dropped_bits(p, f, high, coarse);
             drelu_inputs(role, &z, p, drop, s.wires.lsb[0], &mut inp);
             let m = 1u64 << (f + 1);
             if f == 0 {

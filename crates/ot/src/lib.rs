@@ -61,7 +61,7 @@ pub use error::{OtError, Result};
 pub use protocol::{
     approx_trunc, client_offline, client_online, run_local, run_over, run_over_with,
     server_offline, server_online, ClientPre, LayerStats, OtReport, OtSpec, PoolModel, Pooling,
-    RunOptions, ServerPre, Truncation,
+    RunOptions, ServerPre, Truncation, MAX_COARSE_DRELU_BITS,
 };
 pub use session::{Dir, OtSession, Role, SessionStats};
 pub use silent::SilentParams;

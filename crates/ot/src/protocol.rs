@@ -42,9 +42,12 @@ use crate::session::{refill_rounds, Dir, OtSession, Role};
 use crate::silent::SilentParams;
 
 /// Wire-format version of the layer hello.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Most input shares per layer (bounds every allocation of a layer).
 pub const MAX_INPUTS: usize = 1 << 24;
+
+/// The most bits [`OtSpec::coarse_drelu_bits`] may leave out.
+pub const MAX_COARSE_DRELU_BITS: u32 = 16;
 
 /// How truncation rounds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -91,6 +94,15 @@ pub struct OtSpec {
     /// ([`approx_trunc`]). Inputs outside the bound give wrong results, not an error.
     #[serde(default)]
     pub high_bits_drelu: bool,
+    /// With [`OtSpec::high_bits_drelu`] and approximate truncation of a ReLU or Identity
+    /// step: the DReLU leaves out this many more bits (`crate::layer`, "coarse DReLU"),
+    /// one COT and leaf bit fewer per element each, and an AND group fewer per 3. The
+    /// caller's bound becomes `|Y| ≤ (p − 1)/2 − 2^(f + coarse_drelu_bits)`. Identity
+    /// results are unchanged; a ReLU's result may be 0 where `Y < 2^(f +
+    /// coarse_drelu_bits)` ([`approx_trunc`] models when). At most
+    /// [`MAX_COARSE_DRELU_BITS`].
+    #[serde(default)]
+    pub coarse_drelu_bits: u32,
     /// The windows of a `Max`/`MaxPool` layer are those of a `k×k` pooling with stride
     /// below `k` (gathered row by row, as `nn::reference::window_indices` lists them), so
     /// neighbouring windows share rows: the max runs separably, over each used input
@@ -132,6 +144,7 @@ impl From<NonlinSpec> for OtSpec {
             trunc: Truncation::Faithful,
             inputs_within_quarter: false,
             high_bits_drelu: false,
+            coarse_drelu_bits: 0,
             pooling: None,
         }
     }
@@ -150,6 +163,7 @@ impl OtSpec {
             trunc: Truncation::Approximate,
             inputs_within_quarter: false,
             high_bits_drelu: false,
+            coarse_drelu_bits: 0,
             pooling: None,
         }
     }
@@ -166,6 +180,15 @@ impl OtSpec {
     pub fn high_bits(self) -> Self {
         OtSpec {
             high_bits_drelu: true,
+            ..self
+        }
+    }
+
+    /// With [`OtSpec::coarse_drelu_bits`]: the DReLU of an approximate step leaves out
+    /// `bits` more bits.
+    pub fn coarse(self, bits: u32) -> Self {
+        OtSpec {
+            coarse_drelu_bits: bits,
             ..self
         }
     }
@@ -190,6 +213,24 @@ impl OtSpec {
                 "{} inputs exceed the limit of {MAX_INPUTS} per layer",
                 self.spec.inputs()
             )));
+        }
+        let c = self.coarse_drelu_bits;
+        if c > 0 {
+            let s = &self.spec;
+            if c > MAX_COARSE_DRELU_BITS
+                || self.faithful_trunc()
+                || !self.high_bits_drelu
+                || s.trunc_bits == 0
+                || !matches!(s.op, Nonlinear::Relu | Nonlinear::Identity)
+            {
+                return Err(OtError::InvalidSpec(format!(
+                    "a coarse DReLU of {c} bits needs approximate truncation of a ReLU or \
+                     Identity step with the high-bits DReLU, and at most \
+                     {MAX_COARSE_DRELU_BITS} bits ({:?}, truncation by {} bits, {:?}, \
+                     high bits {})",
+                    s.op, s.trunc_bits, self.trunc, self.high_bits_drelu
+                )));
+            }
         }
         if let Some(g) = self.pooling {
             let s = &self.spec;
@@ -222,6 +263,11 @@ impl OtSpec {
         let s = &self.spec;
         let (n, f, faithful) = (s.count, s.trunc_bits, self.faithful_trunc());
         let high = self.high_bits_drelu && f > 0;
+        let coarse = if high && !faithful {
+            self.coarse_drelu_bits
+        } else {
+            0
+        };
         if n == 0 {
             return vec![];
         }
@@ -235,6 +281,7 @@ impl OtSpec {
                     f,
                     faithful,
                     high,
+                    coarse,
                 }
             }
         };
@@ -295,6 +342,7 @@ impl OtSpec {
                         f,
                         faithful,
                         high,
+                        coarse: 0,
                     });
                 } else if relu {
                     steps.push(Step::Mux { n });
@@ -375,6 +423,7 @@ impl OtSpec {
         put(&s.trunc_bits.to_le_bytes());
         put(&(s.count as u64).to_le_bytes());
         put(&[self.trunc as u8]);
+        put(&self.coarse_drelu_bits.to_le_bytes());
         put(&layer.to_le_bytes());
         put(&session.position(Dir::Sc).to_le_bytes());
         put(&session.position(Dir::Cs).to_le_bytes());
@@ -393,7 +442,7 @@ impl OtSpec {
     }
 }
 
-const HELLO_BYTES: usize = 4 + 1 + 8 + 1 + 8 + 4 + 8 + 1 + 8 + 8 + 8 + 4 + 4 + 4 * 4;
+const HELLO_BYTES: usize = 4 + 1 + 8 + 1 + 8 + 4 + 8 + 1 + 4 + 8 + 8 + 8 + 4 + 4 + 4 * 4;
 
 fn op_code(op: Nonlinear) -> u8 {
     match op {
@@ -404,7 +453,7 @@ fn op_code(op: Nonlinear) -> u8 {
     }
 }
 
-fn hello_fields(h: &[u8]) -> [(&'static str, u64); 17] {
+fn hello_fields(h: &[u8]) -> [(&'static str, u64); 18] {
     let rd = |a: usize, n: usize| -> u64 {
         let mut b = [0u8; 8];
         b[..n].copy_from_slice(&h[a..a + n]);
@@ -419,15 +468,16 @@ fn hello_fields(h: &[u8]) -> [(&'static str, u64); 17] {
         ("trunc_bits", rd(22, 4)),
         ("count", rd(26, 8)),
         ("truncation", rd(34, 1)),
-        ("layer", rd(35, 8)),
-        ("pool_sc", rd(43, 8)),
-        ("pool_cs", rd(51, 8)),
-        ("trees", rd(59, 4)),
-        ("depth", rd(63, 4)),
-        ("pooling_k", rd(67, 4)),
-        ("pooling_stride", rd(71, 4)),
-        ("pooling_out_h", rd(75, 4)),
-        ("pooling_out_w", rd(79, 4)),
+        ("coarse_drelu_bits", rd(35, 4)),
+        ("layer", rd(39, 8)),
+        ("pool_sc", rd(47, 8)),
+        ("pool_cs", rd(55, 8)),
+        ("trees", rd(63, 4)),
+        ("depth", rd(67, 4)),
+        ("pooling_k", rd(71, 4)),
+        ("pooling_stride", rd(75, 4)),
+        ("pooling_out_h", rd(79, 4)),
+        ("pooling_out_w", rd(83, 4)),
     ]
 }
 
@@ -941,9 +991,10 @@ pub fn run_over_with<C: Channel + Send>(
 /// value of `y` when the server's input share is `y_s` (for `Relu`/`Identity`; for
 /// `Max`/`MaxPool` the share is that of the maximum before truncation, which the
 /// protocol draws fresh), with the full DReLU or, `high`, the high-bits one
-/// ([`OtSpec::high_bits_drelu`], for inputs within its bound). Equal to `gc::reference`
-/// except that it may be one less.
-pub fn approx_trunc(p: u64, f: u32, relu: bool, high: bool, y: u64, y_s: u64) -> u64 {
+/// ([`OtSpec::high_bits_drelu`], for inputs within its bound) leaving out `coarse` more
+/// bits ([`OtSpec::coarse_drelu_bits`]). Equal to `gc::reference` except that it may be
+/// one less, and, with `coarse`, 0 for a ReLU of `y ∈ [2^f, 2^(f + coarse))`.
+pub fn approx_trunc(p: u64, f: u32, relu: bool, high: bool, coarse: u32, y: u64, y_s: u64) -> u64 {
     // Every value below is within a few p of 0 (p < 2^63): no 128-bit division, and
     // the powers of two by shifts and masks (the reference runs this per element).
     let pi = p as i128;
@@ -973,11 +1024,11 @@ pub fn approx_trunc(p: u64, f: u32, relu: bool, high: bool, y: u64, y_s: u64) ->
     let exact = yc >> f;
     let zs = below_p(2 * (y_s % p) as i128);
     let eps = (zs & ((1i128 << (f + 1)) - 1) > 2 * (yc & low)) as i128;
-    let drop = crate::layer::dropped_bits(p, f, high);
-    if relu && drop > 0 && yc < (1i128 << f) {
+    let drop = crate::layer::dropped_bits(p, f, high, coarse);
+    if relu && drop > 0 && yc < (1i128 << (drop - 1)) {
         // the high-bits DReLU misses the wrap of z = 2Y (and reads Y as negative) when
-        // z_C and p − 1 − z_S share their bits above the low f + 1: the ReLU is then 0,
-        // which is ⌊Y/2^f⌋ here
+        // z_C and p − 1 − z_S share their bits above the low `drop`: the ReLU is then 0
+        // (which is ⌊Y/2^f⌋ for Y < 2^f)
         let zc = below_p(2 * yc - zs);
         let t = pi - 1 - zs;
         if zc > t && zc >> drop == t >> drop {

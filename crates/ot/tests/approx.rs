@@ -28,7 +28,7 @@ fn error_is_zero_or_minus_one_exhaustively() {
                         yc.div_euclid(1 << f)
                     };
                     for ys in 0..p {
-                        let got = approx_trunc(p, f, relu, false, y, ys);
+                        let got = approx_trunc(p, f, relu, false, 0, y, ys);
                         let gotc = centre(p, got);
                         let err = exact - gotc;
                         assert!(
@@ -61,7 +61,7 @@ fn error_rate_follows_the_low_bits() {
         let y = (16 + rho) as u64; // a positive value with Y mod 8 = rho
         let errs = ys
             .iter()
-            .filter(|&&s| approx_trunc(p, f, false, false, y, s) != (16 + rho as u64) / 8)
+            .filter(|&&s| approx_trunc(p, f, false, false, 0, y, s) != (16 + rho as u64) / 8)
             .count();
         let rate = errs as f64 / p as f64;
         let want = 1.0 - (rho as f64 + 0.5) / 8.0;
@@ -81,8 +81,8 @@ fn high_bits_model_is_exact_or_one_below_and_closer_than_the_full_one() {
             for relu in [false, true] {
                 for y in (-bound..=bound).map(|v| v.rem_euclid(p as i128) as u64) {
                     for ys in 0..p {
-                        let full = approx_trunc(p, f, relu, false, y, ys);
-                        let high = approx_trunc(p, f, relu, true, y, ys);
+                        let full = approx_trunc(p, f, relu, false, 0, y, ys);
+                        let high = approx_trunc(p, f, relu, true, 0, y, ys);
                         if high != full {
                             let yc = centre(p, y);
                             assert!(relu && (0..1 << f).contains(&yc), "p {p} f {f} y {yc}");
@@ -139,7 +139,7 @@ fn protocol_matches_model_for_every_share() {
                 );
                 let (zc, zs, _) = run_over_with(&spec, opts, &c, &s, cch, sch).unwrap();
                 for i in 0..y.len() {
-                    let want = approx_trunc(p, f, op == Nonlinear::Relu, high, y[i], s[i]);
+                    let want = approx_trunc(p, f, op == Nonlinear::Relu, high, 0, y[i], s[i]);
                     assert_eq!(
                         (zc[i] + zs[i]) % p,
                         want,

@@ -24,6 +24,7 @@ fn one(p: u64, f: u32, trunc: Truncation, count: usize, warmup: usize, ns_per_co
         inputs_within_quarter: false,
         pooling: None,
         high_bits_drelu: false,
+        coarse_drelu_bits: 0,
     };
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     let y: Vec<u64> = (0..count).map(|_| rng.random_range(0..p)).collect();
@@ -192,6 +193,7 @@ fn steady(p: u64, f: u32, trunc: Truncation, count: usize, layers: usize) {
         inputs_within_quarter: false,
         pooling: None,
         high_bits_drelu: false,
+        coarse_drelu_bits: 0,
     };
     let mut rng = ChaCha20Rng::seed_from_u64(2);
     let y: Vec<u64> = (0..count).map(|_| rng.random_range(0..p)).collect();

@@ -112,7 +112,15 @@ fn check(spec: OtSpec, y: &[u64], tcp: bool, seed: u64) {
                 let relu = spec.spec.op == Nonlinear::Relu;
                 assert_eq!(
                     got,
-                    approx_trunc(p, f, relu, spec.high_bits_drelu, y[i], s[i]),
+                    approx_trunc(
+                        p,
+                        f,
+                        relu,
+                        spec.high_bits_drelu,
+                        spec.coarse_drelu_bits,
+                        y[i],
+                        s[i]
+                    ),
                     "{spec:?} element {i}, y = {}",
                     y[i]
                 );
@@ -521,4 +529,86 @@ fn high_bits_drelu_needs_its_bound() {
         .filter(|&i| (zc[i] + zs[i]) % p != want[i])
         .count();
     assert!(wrong > 32, "{wrong} of 64 wrong");
+}
+
+#[test]
+fn coarse_drelu_zeroes_only_small_relu_inputs_and_leaves_identity_exact() {
+    // an approximate step's coarse DReLU of c bits: the shares' sum equals the model
+    // bit for bit; a ReLU's result is ⌊Y/2^f⌋ or one less (the approximate truncation),
+    // or 0 only where Y < 2^(f + c); an Identity's is what it is without the coarse
+    // DReLU; and each bit left out is a COT fewer per element
+    let mut rng = ChaCha20Rng::seed_from_u64(23);
+    for p in [P20, P32, P40] {
+        for (f, c) in [(1u32, 3u32), (7, 1), (7, 3), (4, 6)] {
+            for op in [Nonlinear::Relu, Nonlinear::Identity] {
+                let zone = 1i128 << (f + c);
+                let b = (p as i128 - 1) / 2 - zone;
+                let mut y: Vec<i128> = vec![b, -b, b - 1, -b + 1];
+                // every value around the dead zone, then random ones
+                y.extend(-2 * zone.min(1024)..2 * zone.min(1024));
+                y.extend((0..300).map(|_| rng.random_range(-b..=b)));
+                let yp: Vec<u64> = y.iter().map(|&v| centred(p, v)).collect();
+                let spec = OtSpec::approximate(NonlinSpec {
+                    p,
+                    op,
+                    trunc_bits: f,
+                    count: yp.len(),
+                })
+                .high_bits();
+                let coarse = spec.coarse(c);
+                let (cs, ss) = split(&yp, p, &mut rng);
+                let (cch, sch) =
+                    MemChannel::pair(net::DEFAULT_MAX_FRAME, Duration::from_secs(120), Link::NONE);
+                let (zc, zs, _) = run_over_with(&coarse, opts(), &cs, &ss, cch, sch).unwrap();
+                let relu = op == Nonlinear::Relu;
+                let mut changed = 0;
+                for i in 0..yp.len() {
+                    let got = (zc[i] + zs[i]) % p;
+                    let model = approx_trunc(p, f, relu, true, c, yp[i], ss[i]);
+                    assert_eq!(got, model, "{coarse:?}: y = {}", y[i]);
+                    let without = approx_trunc(p, f, relu, true, 0, yp[i], ss[i]);
+                    if !relu {
+                        assert_eq!(got, without, "Identity, f {f}, c {c}: y = {}", y[i]);
+                        continue;
+                    }
+                    let floor = centred(p, if y[i] < 0 { 0 } else { y[i] >> f });
+                    let approximate = got == floor || got == (floor + p - 1) % p;
+                    let dead = got == 0 && (0..zone).contains(&y[i]);
+                    assert!(
+                        approximate || dead,
+                        "ReLU f {f}, c {c}: y = {}, got {got}",
+                        y[i]
+                    );
+                    changed += usize::from(got != without);
+                }
+                if relu && c >= 2 {
+                    // the dead zone is exercised: some results differ from the
+                    // high-bits DReLU's (all of them below 2^(f + c), by the above).
+                    // With c = 1 a zeroed result may always be one the approximate
+                    // truncation had already taken one below (p − 1 ≡ 0 mod 2^(f+2))
+                    assert!(changed > 0, "p {p}, f {f}, c {c}: no result changed");
+                }
+                let (a, b) = coarse.cots();
+                let (a0, b0) = spec.cots();
+                assert!(
+                    a + b + c as usize * yp.len() <= a0 + b0,
+                    "{coarse:?}: {} COTs against {}",
+                    a + b,
+                    a0 + b0
+                );
+            }
+        }
+    }
+    // the coarse DReLU needs approximate truncation of a ReLU or Identity step with the
+    // high-bits DReLU
+    let relu7 = relu(P20, 7, 4);
+    for bad in [
+        OtSpec::faithful(relu7).high_bits().coarse(2),
+        OtSpec::approximate(relu7).coarse(2),
+        OtSpec::approximate(relu7)
+            .high_bits()
+            .coarse(ot::MAX_COARSE_DRELU_BITS + 1),
+    ] {
+        assert!(bad.validate().is_err(), "{bad:?}");
+    }
 }

@@ -589,6 +589,7 @@ pub fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<ot::OtSpec>>
             op,
             trunc_bits,
             approximate,
+            coarse_drelu_bits,
             ..
         } => {
             let spec = gc_spec(prog, *input, *op, *trunc_bits)?;
@@ -628,6 +629,14 @@ pub fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<ot::OtSpec>>
                 }
             };
             if !approximate {
+                if *coarse_drelu_bits > 0 {
+                    return Err(ProtocolError::Malformed {
+                        detail: format!(
+                            "step {} ({op}): a coarse DReLU only with approximate truncation",
+                            step.name()
+                        ),
+                    });
+                }
                 return Ok(Some(bounded(ot::OtSpec::faithful(spec))));
             }
             if !op.truncates_input() {
@@ -638,7 +647,12 @@ pub fn nonlinear_spec(prog: &Program, step: &Step) -> Result<Option<ot::OtSpec>>
                     ),
                 });
             }
-            Ok(Some(bounded(ot::OtSpec::approximate(spec))))
+            let spec = bounded(ot::OtSpec::approximate(spec)).coarse(*coarse_drelu_bits);
+            // the peer's program reaches here: its coarse DReLU is checked like the rest
+            spec.validate().map_err(|e| ProtocolError::Malformed {
+                detail: format!("step {}: {e}", step.name()),
+            })?;
+            Ok(Some(spec))
         }
         _ => Ok(None),
     }

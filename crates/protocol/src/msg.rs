@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 /// plan states the session's response bound and offline segments; silent-OT batch
 /// messages carry a header. 8: a nonlinear step of the program may truncate
 /// approximately; a MaxPool's comparisons track no signs. 9: a MaxPool of overlapping
-/// windows runs separably, rows then columns).
-pub const PROTOCOL_VERSION: u32 = 9;
+/// windows runs separably, rows then columns. 10: an approximate step's DReLU may be
+/// coarse, `nn::Step::Nonlinear::coarse_drelu_bits`).
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// The public architecture of one linear layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
