@@ -527,48 +527,21 @@ fn approximate_where_accurate(
     target: f64,
 ) -> Result<Option<(Program, f64, f64)>, NnError> {
     let steps = approximable(prog);
-    let attempt = |k: usize| -> Result<Option<(Program, f64, f64)>, NnError> {
+    largest_passing(steps.len(), |k| {
         let mut q = prog.clone();
         for &i in &steps[..k] {
             if let Step::Nonlinear { approximate, .. } = &mut q.steps[i] {
                 *approximate = true;
             }
         }
-        match calibrate_outputs(&mut q, calibration) {
-            Ok((max, outputs)) => {
-                let (max_err, mean_err) = output_error(&outputs, floats);
-                let ok = fits(max.iter().max().copied(), q.p) && max_err <= target;
-                Ok(ok.then_some((q, max_err, mean_err)))
-            }
-            Err(NnError::RangeExceeded { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
-    };
-    if steps.is_empty() {
-        return Ok(None);
-    }
-    if let Some(all) = attempt(steps.len())? {
-        return Ok(Some(all));
-    }
-    // `lo` passes (or is 0), `hi` fails
-    let (mut lo, mut hi, mut best) = (0, steps.len(), None);
-    while hi - lo > 1 {
-        let mid = (lo + hi) / 2;
-        match attempt(mid)? {
-            Some(r) => {
-                lo = mid;
-                best = Some(r);
-            }
-            None => hi = mid,
-        }
-    }
-    Ok(best)
+        within_target(q, calibration, floats, target)
+    })
 }
 
 /// `prog` (with its approximate steps chosen) with the coarse DReLU of `c` bits on every
 /// approximate step, for the largest `c ≤ max_bits` whose calibration error (server
-/// shares modelled) stays within `target` and whose values fit `p`: `max_bits` first,
-/// then by bisection (errors grow with `c`). `None` when not even 1 bit does.
+/// shares modelled) stays within `target` and whose values fit `p` (errors grow with
+/// `c`). `None` when not even 1 bit does.
 fn coarse_where_accurate(
     prog: &Program,
     calibration: &[Vec<f32>],
@@ -576,10 +549,10 @@ fn coarse_where_accurate(
     target: f64,
     max_bits: u32,
 ) -> Result<Option<(Program, f64, f64)>, NnError> {
-    if max_bits == 0 || prog.approximate_steps().is_empty() {
+    if prog.approximate_steps().is_empty() {
         return Ok(None);
     }
-    let attempt = |c: u32| -> Result<Option<(Program, f64, f64)>, NnError> {
+    largest_passing(max_bits as usize, |c| {
         let mut q = prog.clone();
         for st in &mut q.steps {
             if let Step::Nonlinear {
@@ -589,24 +562,47 @@ fn coarse_where_accurate(
                 ..
             } = st
             {
-                *coarse_drelu_bits = c;
+                *coarse_drelu_bits = c as u32;
             }
         }
-        match calibrate_outputs(&mut q, calibration) {
-            Ok((max, outputs)) => {
-                let (max_err, mean_err) = output_error(&outputs, floats);
-                let ok = fits(max.iter().max().copied(), q.p) && max_err <= target;
-                Ok(ok.then_some((q, max_err, mean_err)))
-            }
-            Err(NnError::RangeExceeded { .. }) => Ok(None),
-            Err(e) => Err(e),
+        within_target(q, calibration, floats, target)
+    })
+}
+
+/// `q` with its calibration error when that stays within `target` and its values fit
+/// `p`; `None` otherwise.
+fn within_target(
+    mut q: Program,
+    calibration: &[Vec<f32>],
+    floats: &[Vec<f32>],
+    target: f64,
+) -> Result<Option<(Program, f64, f64)>, NnError> {
+    match calibrate_outputs(&mut q, calibration) {
+        Ok((max, outputs)) => {
+            let (max_err, mean_err) = output_error(&outputs, floats);
+            let ok = fits(max.iter().max().copied(), q.p) && max_err <= target;
+            Ok(ok.then_some((q, max_err, mean_err)))
         }
-    };
-    if let Some(all) = attempt(max_bits)? {
+        Err(NnError::RangeExceeded { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `attempt(k)` for the largest `k` in `1..=max` that passes (`Some`), where passing at
+/// some `k` means passing at every smaller one: `max` first (the common case, one
+/// evaluation), then by bisection. `None` when not even 1 passes.
+fn largest_passing<T>(
+    max: usize,
+    mut attempt: impl FnMut(usize) -> Result<Option<T>, NnError>,
+) -> Result<Option<T>, NnError> {
+    if max == 0 {
+        return Ok(None);
+    }
+    if let Some(all) = attempt(max)? {
         return Ok(Some(all));
     }
     // `lo` passes (or is 0), `hi` fails
-    let (mut lo, mut hi, mut best) = (0, max_bits, None);
+    let (mut lo, mut hi, mut best) = (0, max, None);
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
         match attempt(mid)? {
