@@ -1236,7 +1236,7 @@ pub(crate) fn step_max(st: &Step, tmax: &[u128]) -> u128 {
             0 => 0,
             f => {
                 crate::reference::trunc_offset(f, approximate) as u128
-                    + (1u128 << (f + coarse).min(127))
+                    + (1u128 << f.saturating_add(coarse).min(127))
             }
         }
     };

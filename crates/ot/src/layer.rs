@@ -198,7 +198,7 @@ pub(crate) fn bits(p: u64) -> usize {
 /// compare, else `f + 1` if that leaves 2, else none.
 pub(crate) fn dropped_bits(p: u64, f: u32, high: bool, coarse: u32) -> u32 {
     let leaves_two = |d: u32| bits(p) >= d as usize + 2;
-    match f.checked_add(1 + coarse) {
+    match f.checked_add(coarse.saturating_add(1)) {
         Some(d) if high && leaves_two(d) => d,
         _ if high && leaves_two(f + 1) => f + 1,
         _ => 0,
