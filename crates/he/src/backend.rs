@@ -531,8 +531,16 @@ pub trait Backend: Sync {
                 actual: values.len(),
             });
         }
-        // The maximum first (a vectorised pass); the position only when it is too large.
-        if values.iter().copied().fold(0, u64::max) < s.p {
+        // One vectorised pass first, the position only when a value is too large: bit 63
+        // of v | (p − 1 − v) (wrapping) is set exactly when v ≥ p (p < 2^63), with
+        // 64-bit subtractions and ORs only (no 64-bit compare before SSE4.2 / AVX-512).
+        let p = s.p;
+        if values
+            .iter()
+            .fold(0, |acc, &v| acc | v | (p - 1).wrapping_sub(v))
+            >> 63
+            == 0
+        {
             return Ok(());
         }
         if let Some((index, &value)) = values.iter().enumerate().find(|(_, &v)| v >= s.p) {

@@ -132,12 +132,20 @@ pub const P32: u64 = 4_293_918_721;
 impl Params {
     /// A named preset:
     /// - `n4096`: n = 4096, q = 37+36+36 = 109 bits, 20-bit p. Logic tests and rotation-free kernels.
-    /// - `n8192`: n = 8192, q = 44+58+58+58 = 218 bits, 20-bit p. The secure default.
-    /// - `n8192-p24`, `n8192-p28`: n = 8192 with a 24-bit (q = 44+58+58+58) or 28-bit
-    ///   (q = 46+58+57+57) batching p: the steps between 20 and 32 bits, for networks
+    /// - `n8192`: n = 8192, q = 38+45+45+45+45 = 218 bits, 20-bit p. The secure default.
+    /// - `n8192-p24`, `n8192-p28`: n = 8192 with a 24-bit (q = 40+45+45+44+44) or 28-bit
+    ///   (q = 46+43+43+43+43) batching p: the steps between 20 and 32 bits, for networks
     ///   whose accumulators outgrow 20 bits at the precision they need (comparisons and
     ///   OT messages grow with log p).
-    /// - `n8192-p32`: as `n8192` with p = 4293918721 (32 bits) and q = 50+56+56+56.
+    /// - `n8192-p32`: as `n8192` with p = 4293918721 (32 bits) and q = 50+42+42+42+42.
+    ///
+    /// These four chains have five moduli below 2^50: helina's transforms and products
+    /// run on 52-bit IFMA lanes (tfhe-ntt 0.7) on a CPU that has them, about twice as fast
+    /// per modulus as on a wider one, and the five moduli give the coefficient-encoded
+    /// kernels a level of three moduli (~130 bits) to query at. On a CPU without IFMA they
+    /// cost about a quarter more than four wider moduli would. The first modulus (kept at
+    /// the last level) is at least log2 p + 14 bits, so responses round to what
+    /// decryption needs as they did on four moduli.
     /// - `n8192-p36`: n = 8192, a 36-bit batching p, q = 54+55+55+54 = 218 bits: the step
     ///   between 32 and 40 bits.
     /// - `n8192-p40`: n = 8192, a 40-bit batching p, q = 58+53+53+54 = 218 bits (models
@@ -154,10 +162,10 @@ impl Params {
     pub fn preset(name: &str) -> Result<Self> {
         let (n, p_bits, p_fixed, bits): (usize, u32, Option<u64>, &[u32]) = match name {
             "n4096" => (4096, 20, None, &[37, 36, 36]),
-            "n8192" => (8192, 20, None, &[44, 58, 58, 58]),
-            "n8192-p24" => (8192, 24, None, &[44, 58, 58, 58]),
-            "n8192-p28" => (8192, 28, None, &[46, 58, 57, 57]),
-            "n8192-p32" => (8192, 32, Some(P32), &[50, 56, 56, 56]),
+            "n8192" => (8192, 20, None, &[38, 45, 45, 45, 45]),
+            "n8192-p24" => (8192, 24, None, &[40, 45, 45, 44, 44]),
+            "n8192-p28" => (8192, 28, None, &[46, 43, 43, 43, 43]),
+            "n8192-p32" => (8192, 32, Some(P32), &[50, 42, 42, 42, 42]),
             "n8192-p36" => (8192, 36, None, &[54, 55, 55, 54]),
             "n8192-p40" => (8192, 40, None, &[58, 53, 53, 54]),
             "n8192-p44" => (8192, 44, None, &[60, 52, 52, 54]),

@@ -21,14 +21,18 @@ fn pow_mod(mut b: u64, mut e: u64, m: u64) -> u64 {
 }
 
 /// The transform of a polynomial is a permutation of its values at the 2n-th roots of
-/// unity of odd order: checked as multisets, for every modulus of n8192-p28 (46- to
-/// 58-bit) and its 28-bit p, at n = 8192, with a round trip.
+/// unity of odd order: checked as multisets, for every modulus of n8192-p28 (43- and
+/// 46-bit, IFMA lanes) and n8192-p40 (53- to 58-bit, 64-bit lanes) and their p, at
+/// n = 8192, with a round trip.
 #[test]
 fn transforms_evaluate_at_the_odd_roots_of_unity() {
-    let params = Params::preset("n8192-p28").unwrap();
     let n = 16usize;
-    let mut moduli: Vec<u64> = params.moduli().to_vec();
-    moduli.push(params.p());
+    let mut moduli = Vec::new();
+    for name in ["n8192-p28", "n8192-p40"] {
+        let params = Params::preset(name).unwrap();
+        moduli.extend_from_slice(params.moduli());
+        moduli.push(params.p());
+    }
     for q in moduli {
         // n = 16 for the exhaustive evaluation; the NTT-friendly moduli are ≡ 1 mod 2·8192.
         let ntt = PlainNtt::new(q, n).unwrap();

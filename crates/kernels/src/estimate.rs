@@ -5,17 +5,19 @@
 //! cheapest method this way; `helina bench matvec|conv` prints measured next to
 //! predicted times.
 //!
-//! The default model holds the single-thread figures measured for fhe.rs at n = 8192 on
-//! this project's machine kind: plain rotation 2.7 ms (as inside a layer; 1.7 ms timed
-//! hot), hoisted rotation 0.8 ms after a 1.5 ms decomposition, fused product 63 µs per
-//! term, addition 40 µs, the share step (mask, flood and switch to the last level in one
-//! pass, rounding for the wire) 1.05 ms; the server's deserialisation of a (rounded)
-//! query ciphertext 0.56 ms and serialisation of a response 5 µs (rounding packed it);
-//! the client's encoding, encryption, rounding and serialisation of a query ciphertext
-//! 1.2 ms and deserialisation and decryption of a response 0.25 ms; encoding a weight
-//! plaintext 300 µs (slots), 230 µs (coefficients), 17 µs (one constant per row), a
-//! product by a row-constant plaintext 1.35 times one by a full plaintext; other ring
-//! degrees scale linearly in n·L (the number of RNS coefficients).
+//! The default model ([`CostModel::reference`]) holds figures measured at n = 8192 with
+//! five moduli below 2^50 on this project's machine kind, each operation on both
+//! threads at once: plain rotation 4.1 ms, hoisted rotation 1.1 ms after a 1.7 ms
+//! decomposition, fused product 43 µs per term, addition 50 µs, the share step (mask,
+//! flood and switch to the last level in one pass, rounding for the wire) 1.2 ms; the
+//! server's deserialisation of a (rounded) query ciphertext 0.7 ms and serialisation of
+//! a response 5 µs (rounding packed it); the client's encoding, encryption, rounding and
+//! serialisation of a query ciphertext 1.5 ms and deserialisation and decryption of a
+//! response 0.23 ms; encoding a weight plaintext 250 µs (slots), 190 µs (coefficients),
+//! 17 µs (one constant per row), a product by a row-constant plaintext 1.6 times one by
+//! a full plaintext. Other sets scale linearly in n·L (fhe.rs's operations) or in n times
+//! the moduli weighted by width (helina's transforms and products, which run on IFMA
+//! lanes below 2^50).
 //!
 //! Measured costs ([`CostModel::measure`], `helina bench ops --save`) time each
 //! operation on every thread of the pool at once ([`busy_median_us`]): a layer runs its
@@ -31,37 +33,56 @@ use crate::error::Result;
 use crate::layer::LinearLayer;
 use crate::share::FloodPool;
 
-/// Reference (n = 8192, 4 moduli) encoding of one slot weight plaintext, µs.
-const REFERENCE_PREPARE_US: f64 = 300.0;
+/// The reference figures below are for n = 8192 with [`REFERENCE_MODULI`] moduli below
+/// 2^50 (the n8192 presets' chains), each operation run on both threads of this
+/// project's 2-core machine kind at once (`helina bench ops`), as a layer runs them.
+/// fhe.rs's own operations (rotations, encryption, decryption, the share step,
+/// flooding, (de)serialisation, additions) scale with the number of moduli; helina's
+/// transforms and products (weight plaintexts, fused products) run on 52-bit IFMA lanes
+/// for a modulus below 2^50 and on 64-bit lanes for a wider one, which costs
+/// [`WIDE_MODULUS_WEIGHT`] times as much (`bench ops`: a fused product's term 38.5 µs
+/// on five moduli below 2^50 against 56.6 µs on four of 54-55 bits).
+pub const REFERENCE_MODULI: f64 = 5.0;
+/// The price of a modulus of 50 bits or more in helina's transforms and products,
+/// against one below 2^50.
+pub const WIDE_MODULUS_WEIGHT: f64 = 1.8;
+/// Reference encoding of one slot weight plaintext, µs.
+const REFERENCE_PREPARE_US: f64 = 250.0;
 /// Reference encoding of one coefficient weight plaintext, µs.
-const REFERENCE_PREPARE_COEFFS_US: f64 = 230.0;
+const REFERENCE_PREPARE_COEFFS_US: f64 = 190.0;
 /// Reference encoding of one row-constant weight plaintext (the scalar path), µs.
 const REFERENCE_PREPARE_ROWS_US: f64 = 17.0;
 /// Reference product inside a fused sum (one term), µs.
-const REFERENCE_SC_MULT_US: f64 = 63.0;
+const REFERENCE_SC_MULT_US: f64 = 43.0;
 /// A product by a row-constant plaintext against one by a full plaintext (both per term
 /// of a fused sum), as measured on this machine kind (`bench ops`: `dot_term_rows` /
-/// `dot_term`, one thread).
-const REFERENCE_ROWS_PRODUCT_RATIO: f64 = 1.35;
+/// `dot_term`; the row constants' sums stay 128-bit, the full plaintexts' run on IFMA).
+const REFERENCE_ROWS_PRODUCT_RATIO: f64 = 1.6;
+/// Reference encoding of one slot weight plaintext inside a fused product, at the top
+/// level, beyond the product itself ([`CostModel::encode_in_product_us`]), µs.
+const REFERENCE_ENCODE_IN_PRODUCT_US: f64 = 235.0;
+/// The same for coefficient plaintexts at the top level and the two levels below it
+/// (the query levels of coefficient-encoded kernels).
+const REFERENCE_ENCODE_IN_PRODUCT_COEFFS_US: [f64; 3] = [160.0, 127.0, 100.0];
 /// Reference client work per query ciphertext (encode, encrypt, round for the wire,
 /// serialise), µs.
-const ENCRYPT_US: f64 = 1200.0;
-const ENCRYPT_COEFFS_US: f64 = 1130.0;
+const ENCRYPT_US: f64 = 1460.0;
+const ENCRYPT_COEFFS_US: f64 = 1470.0;
 /// Reference client work per response ciphertext (deserialise, decrypt, decode), µs.
-const DECRYPT_US: f64 = 250.0;
-const DECRYPT_COEFFS_US: f64 = 200.0;
+const DECRYPT_US: f64 = 230.0;
+const DECRYPT_COEFFS_US: f64 = 190.0;
 /// Reference server (de)serialisation of a query (seeded, rounded) and a response (last
 /// level).
-const DESERIALIZE_US: f64 = 560.0;
+const DESERIALIZE_US: f64 = 700.0;
 const SERIALIZE_US: f64 = 5.0;
 /// Reference flooding encryption of zero (public key, top level, one chunk of noise), as
 /// a pool fill makes them ([`measure_flood`]).
-const FLOOD_US: f64 = 1250.0;
+const FLOOD_US: f64 = 1530.0;
 /// Reference cost of each further [`he::FLOOD_NOISE_CHUNK_BITS`]-bit chunk of flooding
 /// noise (top level).
-const FLOOD_CHUNK_US: f64 = 140.0;
+const FLOOD_CHUNK_US: f64 = 133.0;
 /// Reference encryption of zero at the last level (one modulus) without flooding noise.
-const FLOOD_LAST_US: f64 = 410.0;
+const FLOOD_LAST_US: f64 = 375.0;
 /// Fresh ciphertexts per timed flooding fill ([`measure_flood`]).
 const FLOOD_SAMPLE: usize = 64;
 /// Flooding bits of [`measure_flood`]'s one-chunk fill.
@@ -164,24 +185,43 @@ pub struct CostModel {
 }
 
 impl CostModel {
-    /// The measured n = 8192, 218-bit figures, scaled by n·L/(8192·4) for other sets.
+    /// The reference figures, scaled for other sets: fhe.rs's operations by n·L
+    /// against n = 8192 with [`REFERENCE_MODULI`] moduli, helina's transforms and
+    /// products by n times the moduli weighted by their width ([`WIDE_MODULUS_WEIGHT`]),
+    /// a Galois key at its exact size (L seeded polynomials of the top level).
     pub fn reference(params: &Params) -> Self {
-        let s = (params.n() * params.levels()) as f64 / (8192.0 * 4.0);
+        let n = params.n() as f64 / 8192.0;
+        let s = n * params.levels() as f64 / REFERENCE_MODULI;
+        let weight = |q: &u64| {
+            if *q < 1 << 50 {
+                1.0
+            } else {
+                WIDE_MODULUS_WEIGHT
+            }
+        };
+        let w = n * params.moduli().iter().map(weight).sum::<f64>() / REFERENCE_MODULI;
+        // per query level: the level's weighted moduli against the reference's there
+        let mut in_product_coeffs = [None; MEASURED_LEVELS];
+        for (level, us) in REFERENCE_ENCODE_IN_PRODUCT_COEFFS_US.iter().enumerate() {
+            if level < params.last_level().max(1) {
+                let kept = params.moduli_at(level).iter().map(weight).sum::<f64>();
+                in_product_coeffs[level] = Some(us * n * kept / (REFERENCE_MODULI - level as f64));
+            }
+        }
         Self {
-            perm_us: 2700.0 * s,
-            dec_perm_us: 1500.0 * s,
-            hst_perm_us: 800.0 * s,
-            sc_mult_us: REFERENCE_SC_MULT_US * s,
-            add_us: 40.0 * s,
-            share_us: 1050.0 * s,
-            prepare_us: REFERENCE_PREPARE_US * s,
-            prepare_coeffs_us: Some(REFERENCE_PREPARE_COEFFS_US * s),
-            encode_in_product_us: None,
-            encode_in_product_coeffs_us: [None; MEASURED_LEVELS],
-            prepare_rows_us: Some(REFERENCE_PREPARE_ROWS_US * s),
-            sc_mult_rows_us: Some(REFERENCE_SC_MULT_US * REFERENCE_ROWS_PRODUCT_RATIO * s),
-            // 1.1 MB at n = 8192 with 4 moduli; keys grow with n·L² (L digits of L moduli).
-            galois_key_bytes: (1.1e6 * s * params.levels() as f64 / 4.0) as u64,
+            perm_us: 4080.0 * s,
+            dec_perm_us: 1720.0 * s,
+            hst_perm_us: 1130.0 * s,
+            sc_mult_us: REFERENCE_SC_MULT_US * w,
+            add_us: 50.0 * s,
+            share_us: 1190.0 * s,
+            prepare_us: REFERENCE_PREPARE_US * w,
+            prepare_coeffs_us: Some(REFERENCE_PREPARE_COEFFS_US * w),
+            encode_in_product_us: Some(REFERENCE_ENCODE_IN_PRODUCT_US * w),
+            encode_in_product_coeffs_us: in_product_coeffs,
+            prepare_rows_us: Some(REFERENCE_PREPARE_ROWS_US * w),
+            sc_mult_rows_us: Some(REFERENCE_SC_MULT_US * REFERENCE_ROWS_PRODUCT_RATIO * w),
+            galois_key_bytes: (params.levels() * params.ct_wire_size(0, true)) as u64,
             encrypt_us: Some(ENCRYPT_US * s),
             encrypt_coeffs_us: Some(ENCRYPT_COEFFS_US * s),
             decrypt_us: Some(DECRYPT_US * s),
@@ -190,7 +230,7 @@ impl CostModel {
             serialize_us: Some(SERIALIZE_US * s),
             flood_us: Some(FLOOD_US * s),
             flood_chunk_us: Some(FLOOD_CHUNK_US * s),
-            flood_last_us: Some(FLOOD_LAST_US * params.n() as f64 / 8192.0),
+            flood_last_us: Some(FLOOD_LAST_US * n),
         }
     }
 

@@ -35,7 +35,7 @@ fn estimates_price_counts_and_bytes() {
         g.bytes_down,
         params.rounded_ct_wire_size(last, false, None, params.response_rounding()) as u64
     );
-    assert!(g.bytes_down * 10 < params.ct_wire_size(last, false) as u64 * 7);
+    assert!(g.bytes_down * 10 < params.ct_wire_size(last, false) as u64 * 8);
     assert_eq!((g.counts.rotations(), g.galois_keys), (0, 0));
     assert_eq!(h.counts.rotations(), 7);
     assert!(h.server_ms > g.server_ms + 5.0 * model.hst_perm_us / 1e3);
@@ -80,13 +80,13 @@ fn encoded_plaintexts_and_their_memory() {
     let g = MatvecLayout::new(Method::Gala, 10, 128, slots).unwrap();
     assert_eq!(estimate(&g, &params, &model).unwrap().plaintexts, 1);
     // Coefficient plaintexts: NTT form too, with the moduli of the
-    // query level (1 on this chain); queries priced at that level's ciphertext size.
+    // query level (2 on this chain); queries priced at that level's ciphertext size.
     let c = MatvecLayout::new(Method::Cheetah, 100, 3000, slots).unwrap();
-    assert_eq!(c.query_level(&params), 1);
+    assert_eq!(c.query_level(&params), 2);
     let e = estimate(&c, &params, &model).unwrap();
     assert_eq!(
         e.encoded_bytes,
-        e.plaintexts * (8192 * (params.levels() - 1) * 8) as u64
+        e.plaintexts * (8192 * (params.levels() - 2) * 8) as u64
     );
     let rounded = Rounding {
         c0: c.query_rounding(&params),
@@ -94,7 +94,7 @@ fn encoded_plaintexts_and_their_memory() {
     };
     assert_eq!(
         e.bytes_up,
-        (c.query_cts() * params.rounded_ct_wire_size(1, true, None, rounded)) as u64
+        (c.query_cts() * params.rounded_ct_wire_size(2, true, None, rounded)) as u64
     );
 }
 

@@ -395,7 +395,8 @@ fn flooding_is_real_and_responses_decrypt() {
             .unwrap();
         for r in &resp {
             let (left, unrounded) = (budget(r), budget(&raw));
-            assert!(left + 10.0 <= unrounded, "{method}: {left} of {unrounded}");
+            // at least half of it
+            assert!(2.0 * left <= unrounded, "{method}: {left} of {unrounded}");
         }
         let resp: Vec<_> = resp
             .iter()
