@@ -63,10 +63,9 @@ pub(crate) fn input_steps(g: &ConvGeometry) -> Vec<i64> {
 }
 
 /// The slot block where the plaintext of block shift `k` holds the weight HELiKs puts
-/// at block `bl`: rotated left by the baby shift k mod b₁.
-pub(crate) fn plaintext_block(g: &ConvGeometry, k: usize, bl: usize) -> usize {
-    let b = k % baby(g);
-    (bl + g.c_n - b) % g.c_n
+/// at block `bl`: rotated left by the baby shift k mod b₁ (`b1` = [`baby`]).
+pub(crate) fn plaintext_block(g: &ConvGeometry, b1: usize, k: usize, bl: usize) -> usize {
+    (bl + g.c_n - k % b1) % g.c_n
 }
 
 pub(crate) fn compute<B: Backend>(c: &ConvCtx<'_, B>) -> Result<Vec<B::Ct>> {

@@ -738,6 +738,14 @@ impl ConvLayout {
         } else {
             0
         };
+        // BSGS's baby step, once per plaintext (not per block)
+        let b1 = if self.method == ConvMethod::Bsgs {
+            bsgs::baby(g)
+        } else {
+            1
+        };
+        // a padded, stride-1 grid writes each row of the image as one run of slots
+        let runs = g.packing == Packing::Padded && sh.stride == 1;
         for row in 0..g.rows {
             for bl in 0..g.c_n {
                 let oc = o * per + row * g.c_n + (bl + g.c_n - k) % g.c_n;
@@ -746,7 +754,7 @@ impl ConvLayout {
                 // its output block. BSGS: by its baby shift.
                 let at = match self.method {
                     ConvMethod::GazelleIn => (bl + g.c_n - k) % g.c_n,
-                    ConvMethod::Bsgs => bsgs::plaintext_block(g, k, bl),
+                    ConvMethod::Bsgs => bsgs::plaintext_block(g, b1, k, bl),
                     _ => bl,
                 };
                 if oc >= sh.c_o || ic >= sh.c_i {
@@ -755,6 +763,14 @@ impl ConvLayout {
                 let w = f[(oc * sh.c_i + ic) * taps + d];
                 let wv = w.rem_euclid(p as i64) as u64;
                 for y in (0..g.h1).step_by(sh.stride) {
+                    // the run of slots of this row when it does not wrap (g.slot's
+                    // positions, written at once)
+                    let first = at * g.block + y * g.wp + shift;
+                    if runs && first + g.w1 <= g.span {
+                        let start = row * g.span + first;
+                        vals[start..start + g.w1].fill(wv);
+                        continue;
+                    }
                     for x in (0..g.w1).step_by(sh.stride) {
                         if g.packing == Packing::Padded || g.tap_reads_image(y, x, d) {
                             let u = y * g.wp + x + shift;
