@@ -445,16 +445,18 @@ fn secret_ntt(sk: &SecretKey, params: &Params) -> Result<SecretNtt> {
     Ok(SecretNtt(polys?))
 }
 
-/// Signed values of magnitude below every modulus of `ctx` as a polynomial in the power
-/// basis: v lifted to v + q·[v < 0] per modulus, branch-free (fhe-math's conversion
-/// reduces each value through a 128-bit Barrett step, several times the cost for the
-/// small errors of an encryption).
-fn small_poly(ctx: &Arc<Context>, values: &[i64]) -> Result<Poly> {
-    let moduli = ctx.moduli();
-    let mut rows = ndarray::Array2::<u64>::zeros((moduli.len(), values.len()));
-    for (mut row, &q) in rows.outer_iter_mut().zip(moduli) {
+/// Signed values as a polynomial in the power basis, each value lifted into every
+/// modulus of `ctx` by `lift` (one pass per modulus, so the loop vectorises).
+fn lifted_poly(
+    ctx: &Arc<Context>,
+    values: &[i64],
+    lift: impl Fn(&Modulus, i64) -> u64,
+) -> Result<Poly> {
+    let ops = ctx.moduli_operators();
+    let mut rows = ndarray::Array2::<u64>::zeros((ops.len(), values.len()));
+    for (mut row, q) in rows.outer_iter_mut().zip(ops) {
         for (r, &v) in row.iter_mut().zip(values) {
-            *r = (v as u64).wrapping_add(q & ((v >> 63) as u64));
+            *r = lift(q, v);
         }
     }
     Ok(Poly::try_convert_from(
@@ -465,24 +467,28 @@ fn small_poly(ctx: &Arc<Context>, values: &[i64]) -> Result<Poly> {
     )?)
 }
 
+/// Signed values of magnitude below every modulus of `ctx` as a polynomial in the power
+/// basis: v lifted to v + q·[v < 0] per modulus, branch-free (fhe-math's conversion
+/// reduces each value through a 128-bit Barrett step, several times the cost for the
+/// small errors of an encryption).
+fn small_poly(ctx: &Arc<Context>, values: &[i64]) -> Result<Poly> {
+    lifted_poly(ctx, values, |q, v| {
+        (v as u64).wrapping_add(**q & ((v >> 63) as u64))
+    })
+}
+
 /// Any signed values as a polynomial in the power basis: |v| reduced by each modulus's
 /// 64-bit Barrett step and negated where v < 0 (the same residues as fhe-math's
 /// conversion, which goes through a 128-bit step per value).
 fn signed_poly(ctx: &Arc<Context>, values: &[i64]) -> Result<Poly> {
-    let ops = ctx.moduli_operators();
-    let mut rows = ndarray::Array2::<u64>::zeros((ops.len(), values.len()));
-    for (mut row, q) in rows.outer_iter_mut().zip(ops) {
-        for (r, &v) in row.iter_mut().zip(values) {
-            let m = q.reduce(v.unsigned_abs());
-            *r = if v < 0 { q.neg(m) } else { m };
+    lifted_poly(ctx, values, |q, v| {
+        let m = q.reduce(v.unsigned_abs());
+        if v < 0 {
+            q.neg(m)
+        } else {
+            m
         }
-    }
-    Ok(Poly::try_convert_from(
-        rows,
-        ctx,
-        false,
-        Representation::PowerBasis,
-    )?)
+    })
 }
 
 /// fhe.rs's error distribution (`Poly::small`: a centred binomial of variance
@@ -1501,10 +1507,11 @@ impl Bfv {
             let ifma: Vec<bool> = (0..limbs).map(|j| self.ntt_ops[j].has_ifma()).collect();
             let sums = cts.len() * 2 * limbs * n;
             let wide = if ifma.iter().all(|&f| f) { 0 } else { sums };
+            let narrow = if ifma.iter().any(|&f| f) { sums } else { 0 };
             scratch.acc.clear();
             scratch.acc.resize(wide, 0);
             scratch.acc64.clear();
-            scratch.acc64.resize(sums, 0);
+            scratch.acc64.resize(narrow, 0);
             scratch.values.clear();
             scratch.values.resize(FUSED_BLOCK * n, 0);
             scratch.placed.clear();
@@ -1866,6 +1873,8 @@ impl Bfv {
         let views: Vec<_> = h.digits.iter().map(|d| d.coefficients()).collect();
         let mut out0 = ndarray::Array2::<u64>::zeros((l, n));
         let mut out1 = ndarray::Array2::<u64>::zeros((l, n));
+        // the IFMA path's sums in slot order, one modulus at a time
+        let (mut a0, mut a1) = (Vec::new(), Vec::new());
         for (j, q) in ops.iter().enumerate() {
             let rows: Vec<_> = views.iter().map(|v| v.row(j)).collect();
             let d: Vec<&[u64]> = rows
@@ -1887,8 +1896,10 @@ impl Bfv {
             if let (true, Some(c0s)) = (self.ntt_ops[j].has_ifma(), c0j.as_slice()) {
                 // on IFMA lanes: the sums in slot order (each product reduced as it is
                 // added), then placed through the permutation
-                let mut a0 = c0s.to_vec();
-                let mut a1 = vec![0u64; n];
+                a0.clear();
+                a0.extend_from_slice(c0s);
+                a1.clear();
+                a1.resize(n, 0);
                 for i in 0..l {
                     self.ntt_ops[j].mul_accumulate_ifma(&mut a0, d[i], k0[i]);
                     self.ntt_ops[j].mul_accumulate_ifma(&mut a1, d[i], k1[i]);
