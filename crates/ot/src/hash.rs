@@ -20,9 +20,6 @@ use zeroize::Zeroize;
 /// equal).
 const FIXED_KEY: [u8; 16] = *b"helina-gc-fk-v1!";
 
-/// Domain: GGM level OTs of a silent batch (index = batch, sub-index = none; the
-/// tree/level goes in the index).
-pub(crate) const DOMAIN_GGM: u8 = 1;
 /// Domain: COTs taken from the session pools (index = global COT index).
 pub(crate) const DOMAIN_POOL: u8 = 2;
 

@@ -17,7 +17,7 @@
 //!
 //! `b` is pseudorandom under the dual-LPN (regular syndrome decoding) assumption for
 //! the ExConv code. Parameters ([`SilentParams::DEFAULT`]): `t = 400` noisy
-//! positions, `h = 11` (`N' = 819 200`, `N = 409 600` per batch). libOTe's rule
+//! positions, `h = 10` (`N' = 409 600`, `N = 204 800` per batch). libOTe's rule
 //! (`getRegNoiseWeight`, also CryProt's `get_reg_noise_weight`) takes
 //! `t = ⌈−λ / log₂(1 − 2δ)⌉` for security `λ` against linear tests with the code's
 //! minimum-distance ratio `δ`; libOTe and CryProt assume `δ = 0.15` for ExConv7x24
@@ -32,26 +32,28 @@
 //! The first batch of a direction takes its `t·h` base COTs from IKNP (`gc::ot`, with
 //! the silent sender's `Δ` as IKNP's offset); every later batch reserves the first
 //! `t·h` outputs of the previous one for the next ("bootstrapping from reserved
-//! COTs", as Ferret does), so a batch costs one flight of `16·t·(2h + 1)` bytes:
-//! 147 217 B for the default (a 17-byte header naming the direction, the batch and
-//! the position of its first COT, then the PPRF message), 0.363 B per usable COT
-//! (405 200 per batch).
-//! Computation: the PPRF (`≈ 2N'` AES per side) and one `dual_encode` of `N'`
-//! blocks per side. cryprot-codes uses its branch-free SSE4.1 accumulator only when
-//! compiled with `target-feature=+sse4.1`, which `.cargo/config.toml` sets for x86-64
-//! (its scalar accumulator was 0.28 µs per COT for the two parties together, against
-//! 0.17 µs with it; tests/bench.rs `silent_throughput`, both parties on one 2-core
-//! host).
+//! COTs", as Ferret does), so a batch costs one flight of `16·t·(h + 1)` bytes (the
+//! half-tree PPRF: one block per tree and level, one per tree for the leaves): 70 417 B
+//! for the default (a 17-byte header naming the direction, the batch and the position
+//! of its first COT, then the PPRF message), 0.351 B per usable COT (200 800 per
+//! batch).
+//! Computation: the PPRF (`≈ N'` AES per side) and one `dual_encode` of `N'` blocks
+//! per side, which takes most of the time. cryprot-codes uses its branch-free SSE4.1
+//! accumulator only when compiled with `target-feature=+sse4.1`, which
+//! `.cargo/config.toml` sets for x86-64 (its scalar accumulator was 0.28 µs per COT
+//! for the two parties together, against 0.17 µs with it; tests/bench.rs
+//! `silent_throughput`, both parties on one 2-core host).
 //!
 //! **The depth.** The encoder reads its input at random positions (the expander) and
 //! the PPRF writes a leaf buffer of `16·N'` bytes per side, so the batch is fastest
 //! when both parties' buffers stay in the last-level cache. `silent_throughput`, both
-//! parties on one 2-core host with a 32 MB L3, wall time per usable COT (two runs):
-//! `h = 10` 69–82 ns at 0.669 B, `h = 11` 79–88 ns at 0.363 B, `h = 12` 104–120 ns at
-//! 0.196 B. `h = 11` (13.1 MB of leaves per side) takes most of the speed for about
-//! half of `h = 10`'s bytes: for ResNet-50's 353 M COTs, 128 MB of batch messages
-//! against 236 MB, where `h = 12` sent 69 MB and ran 25–30 % slower. A default batch
-//! takes about 35 ms.
+//! parties on one 2-core host with a 32 MB L3, wall time per usable COT (two runs,
+//! 2026-12-02): `h = 10` 63–75 ns at 0.351 B, `h = 11` 75–85 ns at 0.190 B, `h = 12`
+//! 116–118 ns at 0.102 B; with the two-key GGM tree's `2h + 1` blocks per tree, on the
+//! same host an hour earlier (it drifts), `h = 10` 94–106 ns and `h = 11` 130–156 ns.
+//! `h = 10` (6.6 MB of leaves per side) is the fastest depth whose bytes stay below
+//! 0.4 B per COT: for ResNet-50's 309 M COTs, 108 MB of batch messages. A default
+//! batch takes about 15 ms.
 //!
 //! Departures: semi-honest only (no consistency check); the puncture points come from
 //! the random base-COT choice bits (power-of-two trees) instead of chosen points.
@@ -65,7 +67,6 @@ use cryprot_codes::ExConvCode;
 use cryprot_core::Block;
 
 use crate::error::{expect_len, OtError, Result};
-use crate::hash::Tccr;
 use crate::pprf::{self, Prg, Shape, GROUP};
 use crate::pprf::{unlane, wipe, Lane};
 
@@ -88,10 +89,10 @@ impl Default for SilentParams {
 }
 
 impl SilentParams {
-    /// `t = 400`, `h = 11`: 409 600 COTs per batch, 405 200 usable.
+    /// `t = 400`, `h = 10`: 204 800 COTs per batch, 200 800 usable.
     pub const DEFAULT: SilentParams = SilentParams {
         trees: 400,
-        depth: 11,
+        depth: 10,
     };
 
     /// The default noise weight with trees of depth `depth` (smaller batches, same
@@ -259,7 +260,6 @@ pub(crate) struct SilentSender {
     dir: u8,
     code: ExConvCode,
     prg: Prg,
-    hash: Tccr,
     rng: ChaCha20Rng,
 }
 
@@ -290,7 +290,6 @@ impl SilentSender {
             dir,
             code: ExConvCode::new(params.outputs()),
             prg: Prg::new(),
-            hash: Tccr::new(),
             rng: ChaCha20Rng::from_rng(&mut rand::rng()),
         }
     }
@@ -313,18 +312,12 @@ impl SilentSender {
                 u128::from_le_bytes(b)
             })
             .collect();
-        let id = pprf::Batch {
-            shape,
-            dir: self.dir,
-            index: self.batch,
-        };
         let msg = pprf::send(
-            id,
+            shape,
             self.delta,
             &self.base,
             &seeds,
             &mut self.prg,
-            &mut self.hash,
             pool.refill_buffer(shape.leaves()),
         );
         seeds.zeroize();
@@ -356,7 +349,6 @@ pub(crate) struct SilentReceiver {
     dir: u8,
     code: ExConvCode,
     prg: Prg,
-    hash: Tccr,
 }
 
 impl Drop for SilentReceiver {
@@ -386,7 +378,6 @@ impl SilentReceiver {
             dir,
             code: ExConvCode::new(params.outputs()),
             prg: Prg::new(),
-            hash: Tccr::new(),
         }
     }
 
@@ -407,18 +398,12 @@ impl SilentReceiver {
         ours.check(header)?;
         let blocks = bytes_to_blocks(body);
         let shape = self.params.shape();
-        let id = pprf::Batch {
-            shape,
-            dir: self.dir,
-            index: self.batch,
-        };
         pprf::receive(
-            id,
+            shape,
             &self.base_w,
             &self.base_c,
             &blocks,
             &mut self.prg,
-            &mut self.hash,
             pool.refill_buffer(shape.leaves()),
         )?;
         self.batch += 1;
