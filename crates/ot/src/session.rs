@@ -411,6 +411,11 @@ impl OtSession {
             self.params.usable(),
         );
         if rounds > 0 {
+            if dir.sender() == self.role {
+                self.send_pool.reserve(n);
+            } else {
+                self.recv_pool.reserve(n);
+            }
             let t0 = Instant::now();
             let c0 = ch.counters();
             for round in 0..rounds {

@@ -482,7 +482,8 @@ impl Pool {
                 self.carry_pos = 0;
             }
             if self.carry.capacity() < left + window {
-                let mut grown = Vec::with_capacity(left + window);
+                // doubling, so that a long run of refills copies each COT O(1) times
+                let mut grown = Vec::with_capacity((left + window).max(2 * self.carry.capacity()));
                 grown.extend_from_slice(&self.carry);
                 self.carry.zeroize();
                 self.carry = grown;
@@ -510,17 +511,41 @@ impl Pool {
         self.hi = hi;
     }
 
+    /// Makes room in `carry` for `n` COTs (before the refills of a take of `n`), so
+    /// that the batches of a large take move into one allocation, which
+    /// [`Pool::take`] then hands out without copying.
+    pub(crate) fn reserve(&mut self, n: usize) {
+        if self.carry.capacity() >= n {
+            return;
+        }
+        let left = &self.carry[self.carry_pos..];
+        let mut grown = Vec::with_capacity(n.max(left.len()));
+        grown.extend_from_slice(left);
+        self.carry.zeroize();
+        self.carry = grown;
+        self.carry_pos = 0;
+    }
+
     /// `n` COTs and the global index of the first, or `None` if fewer are left.
     pub(crate) fn take(&mut self, n: usize) -> Option<(Vec<u128>, u64)> {
         if self.available() < n {
             return None;
         }
-        let mut v = Vec::with_capacity(n);
         let from_carry = n.min(self.carry.len() - self.carry_pos);
-        let c = &mut self.carry[self.carry_pos..self.carry_pos + from_carry];
-        v.extend_from_slice(c);
-        c.zeroize();
-        self.carry_pos += from_carry;
+        let mut v = if self.carry_pos == 0
+            && from_carry == self.carry.len()
+            && self.carry.capacity() >= n
+        {
+            // all of `carry`, with room for the rest: handed out as it is
+            std::mem::take(&mut self.carry)
+        } else {
+            let mut v = Vec::with_capacity(n);
+            let c = &mut self.carry[self.carry_pos..self.carry_pos + from_carry];
+            v.extend_from_slice(c);
+            c.zeroize();
+            self.carry_pos += from_carry;
+            v
+        };
         let rest = n - from_carry;
         let b = &mut self.buf[self.lo..self.lo + rest];
         v.extend(b.iter().map(|&x| unlane(x)));
