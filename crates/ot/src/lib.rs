@@ -36,8 +36,8 @@
 //! **Cost** (`tests/bench.rs`, release, both parties on one 2-core host, 10⁴ ReLUs,
 //! p = 1099511480321, ℓ = 40): online 46 B (no truncation), 52 B (approximate
 //! truncation by 2^12) and 77 B (faithful) per ReLU in 8, 9 and 10 flights, 6–18 ms;
-//! plus 66, 69 and 97 COTs per ReLU at 0.351 B each of amortised silent-OT traffic:
-//! 69.2, 76.2 and 111.0 B per ReLU in all. Silent OT costs about 0.08 µs per COT (both
+//! plus 66, 69 and 97 COTs per ReLU at 0.319 B each of amortised silent-OT traffic:
+//! 67.1, 74.0 and 107.9 B per ReLU in all. Silent OT costs about 0.08 µs per COT (both
 //! parties, wall; built with `-C target-feature=+sse4.1`, set for x86-64 in
 //! `.cargo/config.toml`, which enables cryprot-codes' SIMD accumulator): 10⁴ ReLUs
 //! end to end in 72, 76 and 112 ms.

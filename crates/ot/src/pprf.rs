@@ -15,18 +15,19 @@
 //! `(v, w = v ⊕ c·Δ)`; the receiver learns `c_l ⊕ w = K^c_l`, the sum on the side
 //! *off* its path (its puncture point `α_j` is the complement of the choice bits of
 //! the tree's `h` base COTs, most significant bit first, so no derandomisation bit is
-//! sent), from which it rebuilds the sibling of its path node. At the leaves the
-//! sender clears the least significant bit of every leaf `s_i` and sends
-//! `c_j = Δ ⊕ ⊕_i s_i`; the receiver sets `r_α = c_j ⊕ ⊕_{i≠α} s_i = s_α ⊕ Δ`. Since
-//! `lsb(Δ) = 1`, `lsb(r_i)` is the noise bit `e_i` (libOTe's "packed" choice bits), so
-//! the receiver never encodes a separate bit vector.
+//! sent), from which it rebuilds the sibling of its path node. The leaves too sum to
+//! `Δ`, so the receiver's `X = ⊕_{i≠α} s_i` is `s_α ⊕ Δ` with no message. Both clear the
+//! least significant bit of every leaf they hold, and the receiver sets
+//! `r_α = X | 1 = (s_α with its lsb cleared) ⊕ Δ` (`lsb(Δ) = 1`). So `lsb(r_i)` is the
+//! noise bit `e_i` (libOTe's "packed" choice bits), and the receiver never encodes a
+//! separate bit vector.
 //!
 //! Layout: trees in groups of 8 (AES pipelining, and libOTe/CryProt's "interleaved"
 //! output format): leaf `i` of tree `8g + k` sits at position `(g·2^h + i)·8 + k` of
 //! the `N' = t·2^h` output. Regular noise: exactly one `e_i = 1` per tree.
 //!
-//! Cost per batch: `h·t` base COTs; the sender sends `t·(h + 1)` blocks (one flight;
-//! the two-key GGM tree of the CCS 2019 and Ferret constructions sends `t·(2h + 1)`);
+//! Cost per batch: `h·t` base COTs; the sender sends `t·h` blocks (one flight; the
+//! two-key GGM tree of the CCS 2019 and Ferret constructions sends `t·(2h + 1)`);
 //! each side computes about `N'` AES for the trees (one per parent, where the
 //! length-doubling PRG takes two). Departure from the papers: no consistency check
 //! (semi-honest only), and the puncture points are fixed by the random base-COT
@@ -143,7 +144,7 @@ impl Shape {
         self.trees * self.depth
     }
     pub(crate) fn msg_blocks(&self) -> usize {
-        self.trees * (self.depth + 1)
+        self.trees * self.depth
     }
 }
 
@@ -172,37 +173,29 @@ pub(crate) fn send(
         cur.extend_from_slice(&seeds[g * GROUP..(g + 1) * GROUP]);
         cur.extend(seeds[g * GROUP..(g + 1) * GROUP].iter().map(|s| s ^ delta));
         for k in 0..GROUP {
-            msg[(g * GROUP + k) * (h + 1)] = seeds[g * GROUP + k];
+            msg[(g * GROUP + k) * h] = seeds[g * GROUP + k];
         }
         for l in 1..h {
             next.resize(GROUP << (l + 1), 0);
             let sides = prg.expand_level(&cur, &mut next);
             for (k, side) in sides.iter().enumerate() {
-                msg[(g * GROUP + k) * (h + 1) + l] = side[0];
+                msg[(g * GROUP + k) * h + l] = side[0];
             }
             std::mem::swap(&mut cur, &mut next);
         }
         // `cur` holds the group's leaves
         let chunk = &mut leaves[(g * GROUP) << h..((g + 1) * GROUP) << h];
-        let mut acc = [delta; GROUP];
         for (out, kids) in chunk.chunks_exact_mut(GROUP).zip(cur.chunks_exact(GROUP)) {
             for k in 0..GROUP {
-                let x = kids[k] & !1;
-                acc[k] ^= x;
-                out[k] = lane(x);
+                out[k] = lane(kids[k] & !1);
             }
-        }
-        for k in 0..GROUP {
-            msg[(g * GROUP + k) * (h + 1) + h] = acc[k];
         }
     }
     cur.zeroize();
     next.zeroize();
     // c_l = K⁰_l ⊕ v
-    for (j, tree) in msg.chunks_exact_mut(h + 1).enumerate() {
-        for (c, v) in tree[..h].iter_mut().zip(&base_v[j * h..(j + 1) * h]) {
-            *c ^= v;
-        }
+    for (c, v) in msg.iter_mut().zip(base_v) {
+        *c ^= v;
     }
     msg
 }
@@ -257,25 +250,26 @@ pub(crate) fn receive(
                 let path = alpha[j] >> (h - l - 1);
                 let sib = path ^ 1;
                 // K^c_{l+1} = c_l ⊕ w
-                let known = msg[j * (h + 1) + l] ^ base_w[i];
+                let known = msg[i] ^ base_w[i];
                 next[sib * GROUP + k] ^= known ^ side[k][c];
                 next[path * GROUP + k] = 0;
             }
             std::mem::swap(&mut cur, &mut next);
         }
         let chunk = &mut leaves[(g * GROUP) << h..((g + 1) * GROUP) << h];
+        // X = ⊕_{i≠α} s_i (the punctured leaf is a zero placeholder) = s_α ⊕ Δ
         let mut acc = [0u128; GROUP];
         for (out, kids) in chunk.chunks_exact_mut(GROUP).zip(cur.chunks_exact(GROUP)) {
             for k in 0..GROUP {
-                let x = kids[k] & !1;
-                acc[k] ^= x;
-                out[k] = lane(x);
+                acc[k] ^= kids[k];
+                out[k] = lane(kids[k] & !1);
             }
         }
         for k in 0..GROUP {
             let j = g * GROUP + k;
-            chunk[alpha[j] * GROUP + k] = lane(msg[j * (h + 1) + h] ^ acc[k]);
+            chunk[alpha[j] * GROUP + k] = lane(acc[k] | 1);
         }
+        acc.zeroize();
     }
     cur.zeroize();
     next.zeroize();

@@ -15,7 +15,7 @@
 //!    batch message; the client answers with the first CS batch message.
 //!
 //! Cost with the default parameters: 2 × (4 128 B base OT + 64 000 B IKNP columns +
-//! 70 417 B batch) plus framing ≈ 280 kB, once per session.
+//! 64 017 B batch) plus framing ≈ 264 kB, once per session.
 //!
 //! **Lockstep by construction.** A refill is a flight both parties must run at the
 //! same point. Whether one runs depends only on the pools' sizes and the request, so

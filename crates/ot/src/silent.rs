@@ -32,11 +32,10 @@
 //! The first batch of a direction takes its `t·h` base COTs from IKNP (`gc::ot`, with
 //! the silent sender's `Δ` as IKNP's offset); every later batch reserves the first
 //! `t·h` outputs of the previous one for the next ("bootstrapping from reserved
-//! COTs", as Ferret does), so a batch costs one flight of `16·t·(h + 1)` bytes (the
-//! half-tree PPRF: one block per tree and level, one per tree for the leaves): 70 417 B
-//! for the default (a 17-byte header naming the direction, the batch and the position
-//! of its first COT, then the PPRF message), 0.351 B per usable COT (200 800 per
-//! batch).
+//! COTs", as Ferret does), so a batch costs one flight of `16·t·h` bytes (the
+//! half-tree PPRF: one block per tree and level): 64 017 B for the default (a 17-byte
+//! header naming the direction, the batch and the position of its first COT, then the
+//! PPRF message), 0.319 B per usable COT (200 800 per batch).
 //! Computation: the PPRF (`≈ N'` AES per side) and one `dual_encode` of `N'` blocks
 //! per side, which takes most of the time. cryprot-codes uses its branch-free SSE4.1
 //! accumulator only when compiled with `target-feature=+sse4.1`, which
@@ -48,11 +47,11 @@
 //! the PPRF writes a leaf buffer of `16·N'` bytes per side, so the batch is fastest
 //! when both parties' buffers stay in the last-level cache. `silent_throughput`, both
 //! parties on one 2-core host with a 32 MB L3, wall time per usable COT (two runs,
-//! 2026-12-02): `h = 10` 63–75 ns at 0.351 B, `h = 11` 75–85 ns at 0.190 B, `h = 12`
-//! 116–118 ns at 0.102 B; with the two-key GGM tree's `2h + 1` blocks per tree, on the
+//! 2026-12-02): `h = 10` 63–75 ns at 0.319 B, `h = 11` 75–85 ns at 0.174 B, `h = 12`
+//! 116–118 ns at 0.094 B; with the two-key GGM tree's `2h + 1` blocks per tree, on the
 //! same host an hour earlier (it drifts), `h = 10` 94–106 ns and `h = 11` 130–156 ns.
 //! `h = 10` (6.6 MB of leaves per side) is the fastest depth whose bytes stay below
-//! 0.4 B per COT: for ResNet-50's 309 M COTs, 108 MB of batch messages. A default
+//! 0.4 B per COT: for ResNet-50's 309 M COTs, 99 MB of batch messages. A default
 //! batch takes about 15 ms.
 //!
 //! Departures: semi-honest only (no consistency check); the puncture points come from
