@@ -13,11 +13,11 @@
 //!
 //! This is the (tweakable) circular-correlation-robust hash half-gates needs,
 //! as used by emp-toolkit; one AES call per hash, batched so AES-NI pipelines
-//! (the `aes` crate detects AES-NI at run time). For OT extension we use the
+//! (the `aes` crate detects AES-NI, and VAES with AVX-512, at run time). For OT extension we use the
 //! two-call `TMMO` variant `π(π(x) ⊕ i) ⊕ π(x)`, which Guo et al. prove
 //! tweakable correlation robust.
 
-use aes::cipher::{BlockEncrypt, KeyInit};
+use aes::cipher::{BlockCipherEncrypt, KeyInit};
 use aes::Aes128;
 
 /// A 128-bit label / OT string.

@@ -151,7 +151,7 @@ fn bench_parts() {
 #[test]
 #[ignore]
 fn bench_raw_aes() {
-    use aes::cipher::{BlockEncrypt, KeyInit};
+    use aes::cipher::{BlockCipherEncrypt, KeyInit};
     use std::time::Instant;
     let c = aes::Aes128::new(&[7u8; 16].into());
     let mut v = vec![aes::Block::default(); 4_000_000];

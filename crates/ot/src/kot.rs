@@ -18,8 +18,9 @@
 //! pseudorandom. (A plain XOR of per-bit hashes, `⊕_s H(K_s^{x_s}, s)`, would not be:
 //! four such pads XOR to a known value.)
 //!
-//! Cost per instance: `k` COTs; the sender hashes `2(2^k − 1)` times, the receiver
-//! `k` times. Chosen-choice use sends `k` derandomisation bits `x ⊕ c` first.
+//! Cost per instance: `k` COTs; the sender hashes `2(2^k − 1)` times (with `π(K)`
+//! computed once per key: `2k + 2(2^k − 1)` AES calls), the receiver `k` times.
+//! Chosen-choice use sends `k` derandomisation bits `x ⊕ c` first.
 //! Departure from SCI: its PRF is AES re-keyed with each ROT key (`MITCCRH`); here
 //! the keys are the raw COT strings fed to the fixed-key TMMO hash with the node as
 //! tweak, which needs no key schedule and keeps a single hash assumption.
@@ -66,28 +67,41 @@ pub(crate) fn sender_pads_map<T>(
     let n = 1usize << k;
     let per_chunk = (CHUNK_HASHES / (2 * nodes)).max(1);
     out.reserve(inst * n);
+    // π(K) of each key once (`H(K, i) = π(π(K) ⊕ i) ⊕ π(K)`): a key serves 2^s
+    // nodes, so 2k + 2(2^k − 1) AES calls per instance instead of 4(2^k − 1).
+    let mut keys = Vec::with_capacity(per_chunk * k * 2);
     let mut xs = Vec::with_capacity(per_chunk * nodes * 2);
-    let mut tw = Vec::with_capacity(per_chunk * nodes * 2);
+    let mut pk = Vec::with_capacity(per_chunk * nodes * 2);
     let mut pads = [0u128; 256];
     let mut i0 = 0;
     while i0 < inst {
         let i1 = (i0 + per_chunk).min(inst);
+        keys.clear();
+        for key in &v[i0 * k..i1 * k] {
+            keys.push(*key);
+            keys.push(key ^ delta);
+        }
+        hash.permute(&mut keys);
         xs.clear();
-        tw.clear();
+        pk.clear();
         for i in i0..i1 {
             for s in 0..k {
                 let g = first + (i * k + s) as u64;
-                let key = v[i * k + s];
+                let at = 2 * ((i - i0) * k + s);
+                let (p0, p1) = (keys[at], keys[at + 1]);
                 for pref in 0..1usize << s {
                     let t = tweak(DOMAIN_POOL, dir, g, ((1usize << s) | pref) as u8);
-                    xs.push(key);
-                    tw.push(t);
-                    xs.push(key ^ delta);
-                    tw.push(t);
+                    xs.push(p0 ^ t);
+                    pk.push(p0);
+                    xs.push(p1 ^ t);
+                    pk.push(p1);
                 }
             }
         }
-        hash.hash(&mut xs, &tw);
+        hash.permute(&mut xs);
+        for (x, p) in xs.iter_mut().zip(&pk) {
+            *x ^= p;
+        }
         for h in xs.chunks_exact(2 * nodes) {
             // pad(x) by prefix doubling: P_{s+1}(x) = P_s(x mod 2^s) ⊕ H(K_s^{x_s},
             // node (s, x mod 2^s)), in place from the top so that P_s(low) is still
@@ -106,7 +120,9 @@ pub(crate) fn sender_pads_map<T>(
         }
         i0 = i1;
     }
+    keys.zeroize();
     xs.zeroize();
+    pk.zeroize();
     pads.zeroize();
 }
 

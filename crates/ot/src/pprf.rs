@@ -33,7 +33,7 @@
 //! (semi-honest only), and the puncture points are fixed by the random base-COT
 //! choices instead of being chosen.
 
-use aes::cipher::{BlockEncrypt, KeyInit};
+use aes::cipher::{BlockCipherEncrypt, KeyInit};
 use aes::Aes128;
 
 use zeroize::Zeroize;
