@@ -41,8 +41,9 @@ use crate::program;
 use crate::session::{refill_rounds, Dir, OtSession, Role};
 use crate::silent::SilentParams;
 
-/// Wire-format version of the layer hello.
-pub const VERSION: u32 = 3;
+/// Wire-format version of the layer hello (4: the PPRF on half-trees without a leaf
+/// correction).
+pub const VERSION: u32 = 4;
 /// Most input shares per layer (bounds every allocation of a layer).
 pub const MAX_INPUTS: usize = 1 << 24;
 

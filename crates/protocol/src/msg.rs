@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 /// messages carry a header. 8: a nonlinear step of the program may truncate
 /// approximately; a MaxPool's comparisons track no signs. 9: a MaxPool of overlapping
 /// windows runs separably, rows then columns. 10: an approximate step's DReLU may be
-/// coarse, `nn::Step::Nonlinear::coarse_drelu_bits`).
-pub const PROTOCOL_VERSION: u32 = 10;
+/// coarse, `nn::Step::Nonlinear::coarse_drelu_bits`. 11: the silent-OT PPRF runs on
+/// half-trees and sends no leaf correction).
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// The public architecture of one linear layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
