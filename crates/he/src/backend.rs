@@ -405,6 +405,28 @@ pub trait Backend: Sync {
             })
             .collect()
     }
+    /// [`Backend::dot_encoded`] for `groups` sets of plaintexts with the same
+    /// ciphertexts: group `g`'s plaintext `i` is written by `fill(g, i, values)`;
+    /// returns each group's outputs, in group order. By default one
+    /// [`Backend::dot_encoded`] per group, and counted as those; a backend may run the
+    /// groups together with the same result (BFV: each ciphertext row is read once for
+    /// all the groups while it is in cache).
+    fn dot_encoded_groups(
+        &self,
+        encoding: Encoding,
+        level: usize,
+        groups: usize,
+        terms: usize,
+        fill: &(dyn Fn(usize, usize, &mut [u64]) + Sync),
+        cts: &[Vec<&Self::Ct>],
+    ) -> Result<Vec<Vec<Self::Ct>>> {
+        (0..groups)
+            .map(|g| {
+                let one = |i: usize, v: &mut [u64]| fill(g, i, v);
+                self.dot_encoded(encoding, level, terms, &one, cts)
+            })
+            .collect()
+    }
     /// Decrypts to the n coefficients of the plaintext polynomial (client). For a
     /// selected ciphertext ([`Backend::select_coeffs`]) only the kept coefficients are
     /// meaningful.

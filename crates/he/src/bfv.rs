@@ -1431,28 +1431,34 @@ impl Bfv {
         )?)
     }
 
-    /// [`Backend::dot_encoded`], fused: the plaintexts go in blocks of
-    /// [`FUSED_BLOCK`]. A block's values are checked (slot values placed and transformed
-    /// mod p, as [`Bfv::slot_coeffs`]); then, per modulus, each is lifted centred and
-    /// transformed once (one NTT of one row), and the block's products with every
-    /// output's ciphertexts are added into that modulus's 128-bit sums in one pass, so
-    /// each sum is read and written once per block rather than once per plaintext
-    /// (sums reduced every 2^(126 − 2·bits(q)) terms, as [`Bfv::dot_rows`]). No more
-    /// than a block of plaintexts is held, and the sums live in a per-thread buffer
+    /// [`Backend::dot_encoded_groups`] (and, with one group, [`Backend::dot_encoded`]),
+    /// fused: the plaintexts go in blocks of [`FUSED_BLOCK`] terms, every group's at
+    /// once. A block's values are checked (slot values placed and transformed mod p, as
+    /// [`Bfv::slot_coeffs`]); then, per modulus, each is lifted centred and transformed
+    /// once (one NTT of one row), and the block's products with every output's
+    /// ciphertexts are added into that modulus's 128-bit sums in one pass, so each sum
+    /// is read and written once per block rather than once per plaintext (sums reduced
+    /// every 2^(126 − 2·bits(q)) terms, as [`Bfv::dot_rows`]). The groups share the
+    /// ciphertexts: each ciphertext row is read from memory once per block for all of
+    /// them (a layer's query ciphertexts are tens of MB, more than the caches hold, and
+    /// a group at a time streamed them from memory once per group). No more than a
+    /// block of plaintexts per group is held, and the sums live in a per-thread buffer
     /// (a fresh one would fault in new pages on every call). The same sums as
-    /// [`Bfv::prepare_centred`] per plaintext and one `dot` per output.
+    /// [`Bfv::prepare_centred`] per plaintext and one `dot` per group and output.
+    #[allow(clippy::too_many_arguments)]
     fn dot_encoded_fused(
         &self,
         encoding: crate::backend::Encoding,
         level: usize,
+        groups: usize,
         terms: usize,
-        fill: &(dyn Fn(usize, &mut [u64]) + Sync),
+        fill: &(dyn Fn(usize, usize, &mut [u64]) + Sync),
         cts: &[Vec<&BfvCt>],
-    ) -> Result<Vec<BfvCt>> {
+    ) -> Result<Vec<Vec<BfvCt>>> {
         crate::backend::check_encoded_level(encoding, level)?;
         self.check_level(level)?;
         let first = match cts.first().and_then(|c| c.first()) {
-            Some(c) if terms > 0 => *c,
+            Some(c) if terms > 0 && groups > 0 => *c,
             _ => {
                 return Err(HeError::Empty {
                     what: "dot_encoded",
@@ -1479,9 +1485,10 @@ impl Bfv {
         let ctx = first.ct.ctx().clone();
         let ops = ctx.moduli_operators();
         let (limbs, n, p) = (ops.len(), self.info.n, self.info.p);
+        let outs = cts.len();
         let not_contiguous = || HeError::Engine("polynomial rows not contiguous".into());
         // The ciphertexts' rows, checked once: index ((output · terms + term) · 2 + poly).
-        let mut xs: Vec<&[u64]> = Vec::with_capacity(cts.len() * terms * 2);
+        let mut xs: Vec<&[u64]> = Vec::with_capacity(outs * terms * 2);
         for c in cts {
             for ct in c {
                 for poly in 0..2 {
@@ -1500,24 +1507,29 @@ impl Bfv {
         // Taken out for the call (a nested call on this thread would find it empty and
         // allocate its own) and put back after it.
         let mut scratch = FUSED_SCRATCH.with_borrow_mut(std::mem::take);
-        let out = (|| -> Result<Vec<BfvCt>> {
-            // The sums: index ((output · 2 + polynomial) · limbs + modulus) · n + position.
-            // Per modulus, the sums are reduced 64-bit words where its products run on
-            // IFMA lanes (each product reduced as it is added), else 128-bit words.
+        let out = (|| -> Result<Vec<Vec<BfvCt>>> {
+            // The sums: index (((group · outs + output) · 2 + polynomial) · limbs
+            // + modulus) · n + position. Per modulus, the sums are reduced 64-bit words
+            // where its products run on IFMA lanes (each product reduced as it is
+            // added), else 128-bit words.
             let ifma: Vec<bool> = (0..limbs).map(|j| self.ntt_ops[j].has_ifma()).collect();
-            let sums = cts.len() * 2 * limbs * n;
+            let sums = groups * outs * 2 * limbs * n;
             let wide = if ifma.iter().all(|&f| f) { 0 } else { sums };
             let narrow = if ifma.iter().any(|&f| f) { sums } else { 0 };
+            let at = |g: usize, t: usize, poly: usize, j: usize| {
+                (((g * outs + t) * 2 + poly) * limbs + j) * n
+            };
             scratch.acc.clear();
             scratch.acc.resize(wide, 0);
             scratch.acc64.clear();
             scratch.acc64.resize(narrow, 0);
+            // values and rows: index (group · FUSED_BLOCK + term in the block) · n
             scratch.values.clear();
-            scratch.values.resize(FUSED_BLOCK * n, 0);
+            scratch.values.resize(groups * FUSED_BLOCK * n, 0);
             scratch.placed.clear();
             scratch.placed.resize(n, 0);
             scratch.rows.clear();
-            scratch.rows.resize(FUSED_BLOCK * n, 0);
+            scratch.rows.resize(groups * FUSED_BLOCK * n, 0);
             let FusedScratch {
                 acc,
                 acc64,
@@ -1531,14 +1543,18 @@ impl Bfv {
             let mut since_reduced = vec![0usize; limbs];
             for start in (0..terms).step_by(per_block) {
                 let block = per_block.min(terms - start);
-                // A block of plaintexts, checked and in the coefficient basis mod p.
-                for (k, v) in values.chunks_exact_mut(n).take(block).enumerate() {
-                    v.fill(0);
-                    fill(start + k, v);
-                    self.check_values(v)?;
-                    if encoding == crate::backend::Encoding::Slots {
-                        self.place_slots(v, placed);
-                        v.copy_from_slice(placed);
+                // A block of plaintexts per group, checked and in the coefficient basis
+                // mod p.
+                for g in 0..groups {
+                    let vs = values[g * FUSED_BLOCK * n..].chunks_exact_mut(n);
+                    for (k, v) in vs.take(block).enumerate() {
+                        v.fill(0);
+                        fill(g, start + k, v);
+                        self.check_values(v)?;
+                        if encoding == crate::backend::Encoding::Slots {
+                            self.place_slots(v, placed);
+                            v.copy_from_slice(placed);
+                        }
                     }
                 }
                 // Per modulus: the block's rows lifted centred and transformed, then each
@@ -1546,70 +1562,84 @@ impl Bfv {
                 for (j, q) in ops.iter().enumerate() {
                     if !ifma[j] && since_reduced[j] + block > batch[j] {
                         since_reduced[j] = 0;
-                        for t in 0..cts.len() {
-                            for poly in 0..2 {
-                                acc[((t * 2 + poly) * limbs + j) * n..][..n]
-                                    .iter_mut()
-                                    .for_each(|a| *a = q.reduce_u128(*a) as u128);
+                        for g in 0..groups {
+                            for t in 0..outs {
+                                for poly in 0..2 {
+                                    acc[at(g, t, poly, j)..][..n]
+                                        .iter_mut()
+                                        .for_each(|a| *a = q.reduce_u128(*a) as u128);
+                                }
                             }
                         }
                     }
                     since_reduced[j] += block;
-                    for (coeffs, r) in values
-                        .chunks_exact(n)
-                        .zip(rows.chunks_exact_mut(n))
-                        .take(block)
-                    {
-                        for (r, &c) in r.iter_mut().zip(coeffs) {
-                            *r = lift_centred(c, p, **q);
+                    for g in 0..groups {
+                        let vs = values[g * FUSED_BLOCK * n..].chunks_exact(n);
+                        let rs = rows[g * FUSED_BLOCK * n..].chunks_exact_mut(n);
+                        for (coeffs, r) in vs.zip(rs).take(block) {
+                            for (r, &c) in r.iter_mut().zip(coeffs) {
+                                *r = lift_centred(c, p, **q);
+                            }
+                            self.ntt_ops[j].forward(r);
                         }
-                        self.ntt_ops[j].forward(r);
                     }
-                    let ys: Vec<&[u64]> = rows.chunks_exact(n).take(block).collect();
-                    for t in 0..cts.len() {
+                    for t in 0..outs {
                         for poly in 0..2 {
                             let x: Vec<&[u64]> = (start..start + block)
                                 .map(|i| &xs[(t * terms + i) * 2 + poly][j * n..(j + 1) * n])
                                 .collect();
-                            let at = ((t * 2 + poly) * limbs + j) * n;
-                            if ifma[j] {
-                                let a = &mut acc64[at..at + n];
-                                for (x, y) in x.iter().zip(&ys) {
-                                    self.ntt_ops[j].mul_accumulate_ifma(a, x, y);
+                            // every group's sums with the same rows while they are in cache
+                            for g in 0..groups {
+                                let ys: Vec<&[u64]> = rows[g * FUSED_BLOCK * n..]
+                                    .chunks_exact(n)
+                                    .take(block)
+                                    .collect();
+                                let a = at(g, t, poly, j);
+                                if ifma[j] {
+                                    let a = &mut acc64[a..a + n];
+                                    for (x, y) in x.iter().zip(&ys) {
+                                        self.ntt_ops[j].mul_accumulate_ifma(a, x, y);
+                                    }
+                                } else {
+                                    multiply_accumulate_block(&mut acc[a..a + n], &x, &ys);
                                 }
-                            } else {
-                                multiply_accumulate_block(&mut acc[at..at + n], &x, &ys);
                             }
                         }
                     }
                 }
             }
-            (0..cts.len())
-                .map(|t| {
-                    let polys = (0..2)
-                        .map(|poly| {
-                            let mut arr = ndarray::Array2::<u64>::zeros((limbs, n));
-                            for (j, (mut out, q)) in arr.outer_iter_mut().zip(ops).enumerate() {
-                                let at = ((t * 2 + poly) * limbs + j) * n;
-                                if ifma[j] {
-                                    for (o, &a) in out.iter_mut().zip(&acc64[at..at + n]) {
-                                        *o = a;
+            (0..groups)
+                .map(|g| {
+                    (0..outs)
+                        .map(|t| {
+                            let polys = (0..2)
+                                .map(|poly| {
+                                    let mut arr = ndarray::Array2::<u64>::zeros((limbs, n));
+                                    for (j, (mut out, q)) in
+                                        arr.outer_iter_mut().zip(ops).enumerate()
+                                    {
+                                        let a = at(g, t, poly, j);
+                                        if ifma[j] {
+                                            for (o, &s) in out.iter_mut().zip(&acc64[a..a + n]) {
+                                                *o = s;
+                                            }
+                                        } else {
+                                            for (o, &s) in out.iter_mut().zip(&acc[a..a + n]) {
+                                                *o = q.reduce_u128(s);
+                                            }
+                                        }
                                     }
-                                } else {
-                                    for (o, &a) in out.iter_mut().zip(&acc[at..at + n]) {
-                                        *o = q.reduce_u128(a);
-                                    }
-                                }
-                            }
-                            Ok(Poly::try_convert_from(
-                                arr,
-                                &ctx,
-                                true,
-                                Representation::Ntt,
-                            )?)
+                                    Ok(Poly::try_convert_from(
+                                        arr,
+                                        &ctx,
+                                        true,
+                                        Representation::Ntt,
+                                    )?)
+                                })
+                                .collect::<Result<Vec<_>>>()?;
+                            self.wrap(polys)
                         })
-                        .collect::<Result<Vec<_>>>()?;
-                    self.wrap(polys)
+                        .collect()
                 })
                 .collect()
         })();
@@ -2318,7 +2348,24 @@ impl Backend for Bfv {
         fill: &(dyn Fn(usize, &mut [u64]) + Sync),
         cts: &[Vec<&BfvCt>],
     ) -> Result<Vec<BfvCt>> {
-        self.dot_encoded_fused(encoding, level, terms, fill, cts)
+        let one = |_: usize, i: usize, v: &mut [u64]| fill(i, v);
+        self.dot_encoded_fused(encoding, level, 1, terms, &one, cts)?
+            .pop()
+            .ok_or(HeError::Empty {
+                what: "dot_encoded",
+            })
+    }
+
+    fn dot_encoded_groups(
+        &self,
+        encoding: crate::backend::Encoding,
+        level: usize,
+        groups: usize,
+        terms: usize,
+        fill: &(dyn Fn(usize, usize, &mut [u64]) + Sync),
+        cts: &[Vec<&BfvCt>],
+    ) -> Result<Vec<Vec<BfvCt>>> {
+        self.dot_encoded_fused(encoding, level, groups, terms, fill, cts)
     }
 
     fn decrypt_coeffs(&self, ct: &BfvCt) -> Result<Vec<u64>> {

@@ -198,6 +198,27 @@ impl<B: Backend> Backend for Counting<B> {
         }
         Ok(r)
     }
+    fn dot_encoded_groups(
+        &self,
+        encoding: crate::Encoding,
+        level: usize,
+        groups: usize,
+        terms: usize,
+        fill: &(dyn Fn(usize, usize, &mut [u64]) + Sync),
+        cts: &[Vec<&Self::Ct>],
+    ) -> Result<Vec<Vec<Self::Ct>>> {
+        let r = self
+            .inner
+            .dot_encoded_groups(encoding, level, groups, terms, fill, cts)?;
+        // As the default: per group, `terms` prepares, then one fused sum per output.
+        for _ in 0..groups {
+            self.bump(|c| c.ntt += terms as u64);
+            for c in cts {
+                self.bump_dot(c.len() as u64);
+            }
+        }
+        Ok(r)
+    }
     fn decrypt_coeffs(&self, ct: &Self::Ct) -> Result<Vec<u64>> {
         let r = self.inner.decrypt_coeffs(ct)?;
         self.bump(|c| {

@@ -609,3 +609,109 @@ fn sums_mixing_row_constants_and_ntt_plaintexts_equal_the_plaintext_sums() {
         assert_eq!(got, want, "terms from {start}");
     }
 }
+
+/// Groups of plaintexts over the same ciphertexts in one fused call
+/// (`dot_encoded_groups`): 3 groups, 2 outputs, 9 terms (blocks of four, the last one
+/// short), both encodings, on the IFMA chain and on 60-bit moduli (128-bit sums,
+/// reduced on the way with 70 terms); each group's sums against the schoolbook
+/// negacyclic (or slot-wise) products mod p, and the counts those of one
+/// `dot_encoded` per group on BFV and the simulator alike.
+#[test]
+fn grouped_fused_sums_equal_each_groups_plaintext_sums() {
+    let q164 = he::Params::preset("n8192-q164").unwrap();
+    for (params, terms) in [(params().clone(), 9), (q164, 70)] {
+        let b = Counting::new(Bfv::keygen(&params, GaloisSpec::none()).unwrap());
+        let (n, p, groups, outs) = (params.n(), params.p(), 3, 2);
+        let weights: Vec<Vec<Vec<u64>>> = (0..groups)
+            .map(|g| {
+                (0..terms)
+                    .map(|i| sparse(n, 3, p, 7000 + (g * terms + i) as u64))
+                    .collect()
+            })
+            .collect();
+        let fill = |g: usize, i: usize, v: &mut [u64]| v.copy_from_slice(&weights[g][i]);
+        let inputs: Vec<Vec<Vec<u64>>> = (0..outs)
+            .map(|t| {
+                (0..terms)
+                    .map(|i| random_slots(n, p, &mut rng(8000 + (terms * t + i) as u64)))
+                    .collect()
+            })
+            .collect();
+        for encoding in [Encoding::Coeffs, Encoding::Slots] {
+            let cts: Vec<Vec<he::BfvCt>> = inputs
+                .iter()
+                .map(|xs| {
+                    xs.iter()
+                        .map(|x| {
+                            let pt = match encoding {
+                                Encoding::Coeffs => b.encode_coeffs_at(x, 0).unwrap(),
+                                Encoding::Slots => b.encode(x).unwrap(),
+                            };
+                            b.encrypt_sym(&pt).unwrap()
+                        })
+                        .collect()
+                })
+                .collect();
+            let refs: Vec<Vec<&he::BfvCt>> = cts.iter().map(|c| c.iter().collect()).collect();
+            b.take();
+            let out = b
+                .dot_encoded_groups(encoding, 0, groups, terms, &fill, &refs)
+                .unwrap();
+            let grouped = b.take();
+            for g in 0..groups {
+                let one = |i: usize, v: &mut [u64]| fill(g, i, v);
+                b.dot_encoded(encoding, 0, terms, &one, &refs).unwrap();
+            }
+            assert_eq!(grouped, b.take(), "{encoding:?}: counts");
+            let s = Counting::new(Sim::new(&params, GaloisSpec::none()));
+            let sim_cts: Vec<Vec<he::SimCt>> = inputs
+                .iter()
+                .map(|xs| {
+                    xs.iter()
+                        .map(|x| {
+                            let pt = match encoding {
+                                Encoding::Coeffs => s.encode_coeffs_at(x, 0).unwrap(),
+                                Encoding::Slots => s.encode(x).unwrap(),
+                            };
+                            s.encrypt_sym(&pt).unwrap()
+                        })
+                        .collect()
+                })
+                .collect();
+            let sim_refs: Vec<Vec<&he::SimCt>> =
+                sim_cts.iter().map(|c| c.iter().collect()).collect();
+            s.take();
+            s.dot_encoded_groups(encoding, 0, groups, terms, &fill, &sim_refs)
+                .unwrap();
+            assert_eq!(s.take(), grouped, "{encoding:?}: simulator counts");
+            assert_eq!(out.len(), groups);
+            for (g, group) in out.iter().enumerate() {
+                assert_eq!(group.len(), outs);
+                for (t, (o, xs)) in group.iter().zip(&inputs).enumerate() {
+                    let w = &weights[g];
+                    let (got, want) = match encoding {
+                        Encoding::Coeffs => (
+                            b.decrypt_coeffs(o).unwrap(),
+                            (0..terms).fold(vec![0; n], |acc, i| {
+                                add(&acc, &negacyclic(&w[i], &xs[i], p), p)
+                            }),
+                        ),
+                        Encoding::Slots => (
+                            b.decrypt(o).unwrap(),
+                            (0..n)
+                                .map(|k| {
+                                    (0..terms).fold(0u64, |acc, i| {
+                                        ((acc as u128 + xs[i][k] as u128 * w[i][k] as u128)
+                                            % p as u128)
+                                            as u64
+                                    })
+                                })
+                                .collect(),
+                        ),
+                    };
+                    assert_eq!(got, want, "{encoding:?}, group {g}, output {t}");
+                }
+            }
+        }
+    }
+}

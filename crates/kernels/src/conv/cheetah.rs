@@ -331,14 +331,27 @@ pub(crate) fn compute<B: Backend>(
     })
 }
 
+/// Output groups one fused call encodes together ([`Backend::dot_encoded_groups`]),
+/// with `tiles` outputs each: at most [`GROUP_SUMS`] sums of outputs (the BFV sums of
+/// one output are ~0.4 MB at the query level), so that they stay in the caches while
+/// each query ciphertext row is read once for all of them, and at least two chunks
+/// per thread.
+const GROUP_SUMS: usize = 8;
+
+fn group_chunk(out_groups: usize, tiles: usize, threads: usize) -> usize {
+    let by_sums = (GROUP_SUMS / tiles.max(1)).max(1);
+    let by_threads = out_groups.div_ceil(2 * threads.max(1)).max(1);
+    by_sums.min(by_threads)
+}
+
 /// Server, weights encoded on the fly. With at least one output group per thread, in
-/// parallel over the groups: a group's in_groups filter polynomials are encoded inside
-/// its products with every tile ([`Backend::dot_encoded`]: on BFV each plaintext
-/// is transformed and used while in cache, and none is held). With fewer groups, per
-/// group its plaintexts are prepared and held while the tiles' sums run in parallel.
-/// Either way the same prepares and fused products as
-/// [`ConvLayout::encode`](super::ConvLayout::encode) + [`compute`], in the same response
-/// order.
+/// parallel over chunks of groups: a chunk's filter polynomials are encoded inside its
+/// products with every tile ([`Backend::dot_encoded_groups`]: on BFV each plaintext is
+/// transformed and used while in cache, none is held, and each query row is read once
+/// for the chunk's groups). With fewer groups, per group its plaintexts are prepared
+/// and held while the tiles' sums run in parallel. Either way the same prepares and
+/// fused products as [`ConvLayout::encode`](super::ConvLayout::encode) + [`compute`],
+/// in the same response order.
 pub(crate) fn compute_on_the_fly<B: Backend>(
     b: &B,
     sh: &ConvShape,
@@ -353,12 +366,25 @@ pub(crate) fn compute_on_the_fly<B: Backend>(
             .iter()
             .collect()
     };
-    let per_group = if e.out_groups >= rayon::current_num_threads() {
+    let threads = rayon::current_num_threads();
+    let per_group = if e.out_groups >= threads {
         let tiles: Vec<Vec<&B::Ct>> = (0..e.tiles()).map(tile_cts).collect();
-        crate::par::map(0..e.out_groups, |og| {
-            let fill = |ig: usize, v: &mut [u64]| fill_filter(sh, e, f, p, og, ig, v);
-            Ok(b.dot_encoded(he::Encoding::Coeffs, level, e.in_groups, &fill, &tiles)?)
-        })?
+        let chunk = group_chunk(e.out_groups, e.tiles(), threads);
+        let chunks = crate::par::map(0..e.out_groups.div_ceil(chunk), |k| {
+            let first = k * chunk;
+            let groups = chunk.min(e.out_groups - first);
+            let fill =
+                |g: usize, ig: usize, v: &mut [u64]| fill_filter(sh, e, f, p, first + g, ig, v);
+            Ok(b.dot_encoded_groups(
+                he::Encoding::Coeffs,
+                level,
+                groups,
+                e.in_groups,
+                &fill,
+                &tiles,
+            )?)
+        })?;
+        chunks.into_iter().flatten().collect()
     } else {
         crate::par::map(0..e.out_groups, |og| {
             let pts = (0..e.in_groups)
