@@ -8,21 +8,7 @@
 # in the slot-packed layers, equal to the fixed-point reference).
 #
 #   bash bench/ab_infer.sh BEFORE_BINARY AFTER_BINARY [runs]
-set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-before=$(realpath "$1")
-after=$(realpath "$2")
-runs=${3:-2}
-out=bench/results/ab
-mkdir -p "$out"
-HELINA_CACHE_DIR="$(mktemp -d)"
-export HELINA_CACHE_DIR
-trap 'rm -rf "$HELINA_CACHE_DIR"' EXIT
-for run in $(seq 1 "$runs"); do
-  for side in before after; do
-    bin=$before
-    [ "$side" = after ] && bin=$after
-    "$bin" --threads 2 infer --net resnet50-imagenet --limit 1 --json >"$out/$side-$run.json"
-  done
-done
+source "$(dirname "$0")/ab_lib.sh"
+ab_args 2 bench/results/ab "$@"
+ab_alternate infer --net resnet50-imagenet --limit 1 --json
 python3 bench/ab_table.py "$out" "$runs"

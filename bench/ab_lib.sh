@@ -1,0 +1,31 @@
+# Sourced by the A/B scripts of bench/ (`ab_*.sh BEFORE_BINARY AFTER_BINARY [runs]`):
+# strict mode, the repository root, the two binaries ($before, $after), the runs ($runs,
+# default $1 of `ab_args`), the folder of raw results ($out), an empty cost cache (both
+# binaries plan with the reference costs), and `ab_alternate ARGS...`, which runs
+# `BINARY --threads 2 ARGS...` alternately, before then after, `runs` times each, into
+# $out/{before,after}-<run>.json, so that both see the same machine state.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# ab_args DEFAULT_RUNS OUT_DIR BEFORE AFTER [RUNS]
+ab_args() {
+  runs=${5:-$1}
+  out=$2
+  before=$(realpath "$3")
+  after=$(realpath "$4")
+  mkdir -p "$out"
+  HELINA_CACHE_DIR="$(mktemp -d)"
+  export HELINA_CACHE_DIR
+  trap 'rm -rf "$HELINA_CACHE_DIR"' EXIT
+}
+
+ab_alternate() {
+  local run side bin
+  for run in $(seq 1 "$runs"); do
+    for side in before after; do
+      bin=$before
+      [ "$side" = after ] && bin=$after
+      "$bin" --threads 2 "$@" >"$out/$side-$run.json"
+    done
+  done
+}
