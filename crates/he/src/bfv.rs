@@ -1583,25 +1583,30 @@ impl Bfv {
                             self.ntt_ops[j].forward(r);
                         }
                     }
+                    // each group's transformed block
+                    let ys: Vec<Vec<&[u64]>> = (0..groups)
+                        .map(|g| {
+                            rows[g * FUSED_BLOCK * n..]
+                                .chunks_exact(n)
+                                .take(block)
+                                .collect()
+                        })
+                        .collect();
                     for t in 0..outs {
                         for poly in 0..2 {
                             let x: Vec<&[u64]> = (start..start + block)
                                 .map(|i| &xs[(t * terms + i) * 2 + poly][j * n..(j + 1) * n])
                                 .collect();
                             // every group's sums with the same rows while they are in cache
-                            for g in 0..groups {
-                                let ys: Vec<&[u64]> = rows[g * FUSED_BLOCK * n..]
-                                    .chunks_exact(n)
-                                    .take(block)
-                                    .collect();
+                            for (g, ys) in ys.iter().enumerate() {
                                 let a = at(g, t, poly, j);
                                 if ifma[j] {
                                     let a = &mut acc64[a..a + n];
-                                    for (x, y) in x.iter().zip(&ys) {
+                                    for (x, y) in x.iter().zip(ys) {
                                         self.ntt_ops[j].mul_accumulate_ifma(a, x, y);
                                     }
                                 } else {
-                                    multiply_accumulate_block(&mut acc[a..a + n], &x, &ys);
+                                    multiply_accumulate_block(&mut acc[a..a + n], &x, ys);
                                 }
                             }
                         }

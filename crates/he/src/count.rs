@@ -58,6 +58,14 @@ impl<B: Backend> Counting<B> {
             c.fused_add += k - 1
         });
     }
+    /// One [`Backend::dot_encoded`] as the default runs it: `terms` prepares, then one
+    /// fused sum per output.
+    fn bump_dot_encoded<C>(&self, terms: usize, cts: &[Vec<C>]) {
+        self.bump(|c| c.ntt += terms as u64);
+        for c in cts {
+            self.bump_dot(c.len() as u64);
+        }
+    }
     /// RNS moduli at a level (1 in the ideal model).
     fn moduli_at(&self, level: usize) -> u64 {
         self.inner
@@ -191,11 +199,7 @@ impl<B: Backend> Backend for Counting<B> {
         cts: &[Vec<&Self::Ct>],
     ) -> Result<Vec<Self::Ct>> {
         let r = self.inner.dot_encoded(encoding, level, terms, fill, cts)?;
-        // As the default: `terms` prepares, then one fused sum per output.
-        self.bump(|c| c.ntt += terms as u64);
-        for c in cts {
-            self.bump_dot(c.len() as u64);
-        }
+        self.bump_dot_encoded(terms, cts);
         Ok(r)
     }
     fn dot_encoded_groups(
@@ -210,12 +214,9 @@ impl<B: Backend> Backend for Counting<B> {
         let r = self
             .inner
             .dot_encoded_groups(encoding, level, groups, terms, fill, cts)?;
-        // As the default: per group, `terms` prepares, then one fused sum per output.
+        // As the default: one `dot_encoded` per group.
         for _ in 0..groups {
-            self.bump(|c| c.ntt += terms as u64);
-            for c in cts {
-                self.bump_dot(c.len() as u64);
-            }
+            self.bump_dot_encoded(terms, cts);
         }
         Ok(r)
     }

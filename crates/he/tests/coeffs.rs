@@ -332,6 +332,46 @@ fn selected_ciphertexts_carry_only_the_kept_coefficients() {
     assert!(sel_err(s.add(&sback, &sback).map(|_| ())));
 }
 
+/// Each output's terms encoded in `encoding` and encrypted (symmetric, top level).
+fn encrypt_terms<B: Backend>(
+    b: &B,
+    inputs: &[Vec<Vec<u64>>],
+    encoding: Encoding,
+) -> Vec<Vec<B::Ct>> {
+    inputs
+        .iter()
+        .map(|xs| {
+            xs.iter()
+                .map(|x| {
+                    let pt = match encoding {
+                        Encoding::Coeffs => b.encode_coeffs_at(x, 0).unwrap(),
+                        Encoding::Slots => b.encode(x).unwrap(),
+                    };
+                    b.encrypt_sym(&pt).unwrap()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Σ_i w_i·x_i mod p: schoolbook negacyclic products (coefficient encoding) or
+/// slot-wise products (slot encoding).
+fn plaintext_sum(encoding: Encoding, w: &[Vec<u64>], xs: &[Vec<u64>], p: u64) -> Vec<u64> {
+    let n = xs[0].len();
+    match encoding {
+        Encoding::Coeffs => (0..w.len()).fold(vec![0; n], |acc, i| {
+            add(&acc, &negacyclic(&w[i], &xs[i], p), p)
+        }),
+        Encoding::Slots => (0..n)
+            .map(|k| {
+                (0..w.len()).fold(0u64, |acc, i| {
+                    ((acc as u128 + xs[i][k] as u128 * w[i][k] as u128) % p as u128) as u64
+                })
+            })
+            .collect(),
+    }
+}
+
 /// A fused sum over more terms than BFV's 128-bit sums take between two reductions
 /// (16): 37 terms, three outputs, against the schoolbook negacyclic products in
 /// coefficient encoding and slot-wise products mod p in slot encoding.
@@ -352,43 +392,16 @@ fn fused_sums_over_many_terms_equal_the_plaintext_sums() {
         })
         .collect();
     for encoding in [Encoding::Coeffs, Encoding::Slots] {
-        let cts: Vec<Vec<he::BfvCt>> = inputs
-            .iter()
-            .map(|xs| {
-                xs.iter()
-                    .map(|x| {
-                        let pt = match encoding {
-                            Encoding::Coeffs => b.encode_coeffs_at(x, 0).unwrap(),
-                            Encoding::Slots => b.encode(x).unwrap(),
-                        };
-                        b.encrypt_sym(&pt).unwrap()
-                    })
-                    .collect()
-            })
-            .collect();
+        let cts = encrypt_terms(b, &inputs, encoding);
         let refs: Vec<Vec<&he::BfvCt>> = cts.iter().map(|c| c.iter().collect()).collect();
         let out = b.dot_encoded(encoding, 0, terms, &fill, &refs).unwrap();
         assert_eq!(out.len(), 3);
         for (t, (o, xs)) in out.iter().zip(&inputs).enumerate() {
-            let (got, want) = match encoding {
-                Encoding::Coeffs => (
-                    b.decrypt_coeffs(o).unwrap(),
-                    (0..terms).fold(vec![0; n], |acc, i| {
-                        add(&acc, &negacyclic(&weights[i], &xs[i], p), p)
-                    }),
-                ),
-                Encoding::Slots => (
-                    b.decrypt(o).unwrap(),
-                    (0..n)
-                        .map(|k| {
-                            (0..terms).fold(0u64, |acc, i| {
-                                ((acc as u128 + xs[i][k] as u128 * weights[i][k] as u128)
-                                    % p as u128) as u64
-                            })
-                        })
-                        .collect(),
-                ),
+            let got = match encoding {
+                Encoding::Coeffs => b.decrypt_coeffs(o).unwrap(),
+                Encoding::Slots => b.decrypt(o).unwrap(),
             };
+            let want = plaintext_sum(encoding, &weights, xs, p);
             assert_eq!(got, want, "{encoding:?}, output {t}");
         }
     }
@@ -638,20 +651,7 @@ fn grouped_fused_sums_equal_each_groups_plaintext_sums() {
             })
             .collect();
         for encoding in [Encoding::Coeffs, Encoding::Slots] {
-            let cts: Vec<Vec<he::BfvCt>> = inputs
-                .iter()
-                .map(|xs| {
-                    xs.iter()
-                        .map(|x| {
-                            let pt = match encoding {
-                                Encoding::Coeffs => b.encode_coeffs_at(x, 0).unwrap(),
-                                Encoding::Slots => b.encode(x).unwrap(),
-                            };
-                            b.encrypt_sym(&pt).unwrap()
-                        })
-                        .collect()
-                })
-                .collect();
+            let cts = encrypt_terms(&b, &inputs, encoding);
             let refs: Vec<Vec<&he::BfvCt>> = cts.iter().map(|c| c.iter().collect()).collect();
             b.take();
             let out = b
@@ -664,20 +664,7 @@ fn grouped_fused_sums_equal_each_groups_plaintext_sums() {
             }
             assert_eq!(grouped, b.take(), "{encoding:?}: counts");
             let s = Counting::new(Sim::new(&params, GaloisSpec::none()));
-            let sim_cts: Vec<Vec<he::SimCt>> = inputs
-                .iter()
-                .map(|xs| {
-                    xs.iter()
-                        .map(|x| {
-                            let pt = match encoding {
-                                Encoding::Coeffs => s.encode_coeffs_at(x, 0).unwrap(),
-                                Encoding::Slots => s.encode(x).unwrap(),
-                            };
-                            s.encrypt_sym(&pt).unwrap()
-                        })
-                        .collect()
-                })
-                .collect();
+            let sim_cts = encrypt_terms(&s, &inputs, encoding);
             let sim_refs: Vec<Vec<&he::SimCt>> =
                 sim_cts.iter().map(|c| c.iter().collect()).collect();
             s.take();
@@ -688,27 +675,11 @@ fn grouped_fused_sums_equal_each_groups_plaintext_sums() {
             for (g, group) in out.iter().enumerate() {
                 assert_eq!(group.len(), outs);
                 for (t, (o, xs)) in group.iter().zip(&inputs).enumerate() {
-                    let w = &weights[g];
-                    let (got, want) = match encoding {
-                        Encoding::Coeffs => (
-                            b.decrypt_coeffs(o).unwrap(),
-                            (0..terms).fold(vec![0; n], |acc, i| {
-                                add(&acc, &negacyclic(&w[i], &xs[i], p), p)
-                            }),
-                        ),
-                        Encoding::Slots => (
-                            b.decrypt(o).unwrap(),
-                            (0..n)
-                                .map(|k| {
-                                    (0..terms).fold(0u64, |acc, i| {
-                                        ((acc as u128 + xs[i][k] as u128 * w[i][k] as u128)
-                                            % p as u128)
-                                            as u64
-                                    })
-                                })
-                                .collect(),
-                        ),
+                    let got = match encoding {
+                        Encoding::Coeffs => b.decrypt_coeffs(o).unwrap(),
+                        Encoding::Slots => b.decrypt(o).unwrap(),
                     };
+                    let want = plaintext_sum(encoding, &weights[g], xs, p);
                     assert_eq!(got, want, "{encoding:?}, group {g}, output {t}");
                 }
             }

@@ -71,7 +71,6 @@ pub(crate) fn sender_pads_map<T>(
     // nodes, so 2k + 2(2^k − 1) AES calls per instance instead of 4(2^k − 1).
     let mut keys = Vec::with_capacity(per_chunk * k * 2);
     let mut xs = Vec::with_capacity(per_chunk * nodes * 2);
-    let mut pk = Vec::with_capacity(per_chunk * nodes * 2);
     let mut pads = [0u128; 256];
     let mut i0 = 0;
     while i0 < inst {
@@ -83,7 +82,6 @@ pub(crate) fn sender_pads_map<T>(
         }
         hash.permute(&mut keys);
         xs.clear();
-        pk.clear();
         for i in i0..i1 {
             for s in 0..k {
                 let g = first + (i * k + s) as u64;
@@ -92,26 +90,22 @@ pub(crate) fn sender_pads_map<T>(
                 for pref in 0..1usize << s {
                     let t = tweak(DOMAIN_POOL, dir, g, ((1usize << s) | pref) as u8);
                     xs.push(p0 ^ t);
-                    pk.push(p0);
                     xs.push(p1 ^ t);
-                    pk.push(p1);
                 }
             }
         }
         hash.permute(&mut xs);
-        for (x, p) in xs.iter_mut().zip(&pk) {
-            *x ^= p;
-        }
-        for h in xs.chunks_exact(2 * nodes) {
+        let instances = xs.chunks_exact(2 * nodes).zip(keys.chunks_exact(2 * k));
+        for (h, pk) in instances {
             // pad(x) by prefix doubling: P_{s+1}(x) = P_s(x mod 2^s) ⊕ H(K_s^{x_s},
             // node (s, x mod 2^s)), in place from the top so that P_s(low) is still
-            // there when read
+            // there when read; H = π(π(K) ⊕ node) ⊕ π(K), its second π(K) added here
             pads[0] = 0;
             let (mut width, mut node0) = (1usize, 0usize);
             for s in 0..k {
                 for x in (0..2 * width).rev() {
-                    let low = x & (width - 1);
-                    pads[x] = pads[low] ^ h[2 * (node0 + low) + (x >> s)];
+                    let (low, bit) = (x & (width - 1), x >> s);
+                    pads[x] = pads[low] ^ h[2 * (node0 + low) + bit] ^ pk[2 * s + bit];
                 }
                 node0 += width;
                 width *= 2;
@@ -122,7 +116,6 @@ pub(crate) fn sender_pads_map<T>(
     }
     keys.zeroize();
     xs.zeroize();
-    pk.zeroize();
     pads.zeroize();
 }
 
