@@ -10,16 +10,22 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// faulted in again, and on virtual machines a first touch costs about 3 ms per MiB
 /// (measured here: `helina bench conv --input 14x14x1024 --filters 256x1x1 --method
 /// cheetah` encodes its 6,656 filter plaintexts in 4.0 s with purging, 0.8 s without).
-/// Peak memory is unchanged; memory freed by one layer is reused by the next.
+/// Peak memory is unchanged; memory freed by one layer is reused by the next. A
+/// `MIMALLOC_PURGE_DELAY` in the environment (mimalloc reads it itself) is left to win.
 #[cfg(feature = "mimalloc")]
 #[allow(unsafe_code)]
 fn keep_freed_memory() {
-    // mimalloc's `mi_option_purge_delay` (v3 `include/mimalloc.h`, 15th entry of
-    // `mi_option_e`; libmimalloc-sys exports no constant for it); −1 = never purge.
+    // mimalloc's `mi_option_purge_delay`: index 15 of `mi_option_e` in the v3
+    // `include/mimalloc.h` that libmimalloc-sys =0.1.49 builds (counting
+    // `mi_option_show_errors` as 0; `MIMALLOC_VERBOSE=1` lists the options in this
+    // order). libmimalloc-sys exports no constant for it. −1 = never purge, the same
+    // as `MIMALLOC_PURGE_DELAY=-1` (`MIMALLOC_SHOW_STATS=1` then reports 0 purged).
     const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
     // SAFETY: mi_option_set stores one integer in mimalloc's option table; it is called
     // once at the start of main, before any other thread exists.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    }
 }
 
 mod args;
