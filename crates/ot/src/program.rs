@@ -123,9 +123,11 @@ impl Shape {
         b
     }
 
-    /// The largest transient of [`precompute`]: the COTs of its largest single take
-    /// (the taken copy and, when a refill runs for it, the pool's carry of up to as
-    /// many), the triples' per-element pads, and the hash scratch.
+    /// The largest transient of [`precompute`]: one window of COTs
+    /// ([`OtSession::take_each`]: at most [`crate::session::TAKE_WINDOW`] plus a unit,
+    /// whatever the take; the pool's own carry is in
+    /// [`crate::SilentParams::session_memory_bytes`]), the triples' per-element pads, and
+    /// the hash scratch.
     pub(crate) fn precompute_transient_bytes(&self) -> usize {
         let mut take = self.circuit.group_lens().into_iter().max().unwrap_or(0);
         for m in &self.mills {
@@ -134,7 +136,7 @@ impl Shape {
         for o in &self.ots {
             take = take.max(o.n * o.k());
         }
-        2 * 16 * take + 8 * self.circuit.cots() + (1 << 20)
+        16 * take.min(crate::session::TAKE_WINDOW + 8) + 8 * self.circuit.cots() + (1 << 20)
     }
 }
 
@@ -222,7 +224,8 @@ impl Drop for Pre {
 }
 
 /// Precomputes a program's material from the session's pools, one component at a
-/// time (refilling as needed, so memory stays at one component plus one batch).
+/// time, each take consumed window by window as its batches are made
+/// ([`OtSession::take_each`]), so memory stays at the material plus one batch.
 pub(crate) fn precompute<C: Channel>(
     shape: &Shape,
     session: &mut OtSession,
@@ -232,49 +235,43 @@ pub(crate) fn precompute<C: Channel>(
     let role = session.role();
     let mut hash = Tccr::new();
     let mut takes = shape.cot_takes().into_iter();
-    let mut take = |session: &mut OtSession, dir: Dir, n: usize| {
+    let mut take = |session: &mut OtSession,
+                    dir: Dir,
+                    n: usize,
+                    unit: usize,
+                    consume: &mut dyn FnMut(&Cots)| {
         if takes.next() != Some((dir, n)) {
             return Err(OtError::Internal("COT take out of the shape's order"));
         }
-        session.take_refill(ch, dir, n)
+        session.take_each(ch, dir, n, unit, consume)
     };
+    let low = |x: u128| x as u8;
     let mut leaves = Vec::with_capacity(shape.mills.len());
     for m in &shape.mills {
         let dir = m.dir();
         let mut per_digit_s = Vec::new();
         let mut per_digit_r = Vec::new();
         for &dm in &m.digits() {
-            match &take(session, dir, m.n * dm)? {
+            let (mut pads, mut c, mut recv_pads) = (Vec::new(), Vec::new(), Vec::new());
+            take(session, dir, m.n * dm, dm, &mut |cots| match cots {
                 Cots::Send { delta, v, first } => {
-                    let mut pads = Vec::new();
-                    let low = |x: u128| x as u8;
-                    kot::sender_pads_map(
-                        *delta,
-                        v,
-                        *first,
-                        dir.id(),
-                        dm,
-                        &mut hash,
-                        &mut pads,
-                        low,
-                    );
-                    per_digit_s.push(pads);
+                    kot::sender_pads_map(*delta, v, *first, dir.id(), dm, &mut hash, &mut pads, low)
                 }
-                Cots::Recv { w, first } => {
-                    let (mut c, mut pads) = (Vec::new(), Vec::new());
-                    let low = |x: u128| x as u8;
-                    kot::receiver_pads_map(
-                        w,
-                        *first,
-                        dir.id(),
-                        dm,
-                        &mut hash,
-                        &mut c,
-                        &mut pads,
-                        low,
-                    );
-                    per_digit_r.push((c, pads));
-                }
+                Cots::Recv { w, first } => kot::receiver_pads_map(
+                    w,
+                    *first,
+                    dir.id(),
+                    dm,
+                    &mut hash,
+                    &mut c,
+                    &mut recv_pads,
+                    low,
+                ),
+            })?;
+            if m.recv == role {
+                per_digit_r.push((c, recv_pads));
+            } else {
+                per_digit_s.push(pads);
             }
         }
         leaves.push(if m.recv == role {
@@ -291,17 +288,15 @@ pub(crate) fn precompute<C: Channel>(
         // Both parties take in the same order (SC, then CS), whoever sends: the pools'
         // refills depend on the sequence of takes, which must be the same on both sides.
         for dir in Dir::CANONICAL {
-            match &take(session, dir, len)? {
+            take(session, dir, len, 1, &mut |cots| match cots {
                 Cots::Send { delta, v, first } => {
-                    let low = |x: u128| x as u8;
-                    kot::sender_pads_map(*delta, v, *first, dir.id(), 1, &mut hash, &mut sent, low);
+                    kot::sender_pads_map(*delta, v, *first, dir.id(), 1, &mut hash, &mut sent, low)
                 }
                 Cots::Recv { w, first } => {
                     let (c, p) = (&mut recvd_c, &mut recvd_p);
-                    let low = |x: u128| x as u8;
-                    kot::receiver_pads_map(w, *first, dir.id(), 1, &mut hash, c, p, low);
+                    kot::receiver_pads_map(w, *first, dir.id(), 1, &mut hash, c, p, low)
                 }
-            }
+            })?;
         }
     }
     let sent: Vec<(u8, u8)> = sent.chunks_exact(2).map(|c| (c[0], c[1])).collect();
@@ -316,17 +311,19 @@ pub(crate) fn precompute<C: Channel>(
     for o in &shape.ots {
         let k = o.k();
         let d = o.dir().id();
-        ots.push(match &take(session, o.dir(), o.n * k)? {
+        let (mut pads, mut c) = (Vec::new(), Vec::new());
+        take(session, o.dir(), o.n * k, k, &mut |cots| match cots {
             Cots::Send { delta, v, first } => {
-                let mut pads = Vec::new();
-                kot::sender_pads_map(*delta, v, *first, d, k, &mut hash, &mut pads, modp);
-                OtPre::Sender(pads)
+                kot::sender_pads_map(*delta, v, *first, d, k, &mut hash, &mut pads, modp)
             }
             Cots::Recv { w, first } => {
-                let (mut c, mut pads) = (Vec::new(), Vec::new());
-                kot::receiver_pads_map(w, *first, d, k, &mut hash, &mut c, &mut pads, modp);
-                OtPre::Receiver(c, pads)
+                kot::receiver_pads_map(w, *first, d, k, &mut hash, &mut c, &mut pads, modp)
             }
+        })?;
+        ots.push(if o.dir().sender() == role {
+            OtPre::Sender(pads)
+        } else {
+            OtPre::Receiver(c, pads)
         });
     }
     if takes.next().is_some() {

@@ -363,9 +363,8 @@ impl OtSpec {
     /// Upper estimate of the memory (bytes) one party's offline phase of this layer
     /// holds: the precomputed material kept until the online phase (leaf-OT pads,
     /// AND triples, OT pads into Z_p and the steps' circuits) plus the largest
-    /// transient while computing it (the COTs of the largest single take from the
-    /// pool, and as many in the pool's carry if that take triggers a refill; the
-    /// triples' per-element pads; hashing scratch). The session's own buffers, in which
+    /// transient while computing it (one window of COTs, each take being consumed
+    /// batch by batch; the triples' per-element pads; hashing scratch). The session's own buffers, in which
     /// the refills run, are [`SilentParams::session_memory_bytes`]. `u64::MAX` if the
     /// description is invalid ([`OtSpec::validate`]).
     pub fn precompute_bytes(&self) -> u64 {

@@ -111,6 +111,10 @@ pub struct SessionStats {
     pub refill_ms: f64,
 }
 
+/// The most COTs [`OtSession::take_each`] hands out at once: about one batch, so that
+/// a window is consumed while it is in the cache.
+pub(crate) const TAKE_WINDOW: usize = 1 << 18;
+
 /// COTs handed out of a pool.
 #[derive(Debug)]
 pub(crate) enum Cots {
@@ -386,49 +390,68 @@ impl OtSession {
         Ok(())
     }
 
-    /// `n` COTs of direction `dir`, refilling that direction first while its pool is
-    /// short (both parties take the same sequence of counts, so they refill at the
-    /// same points). The first refill round also carries a batch of the other
-    /// direction if that pool is below half a batch: a round with both directions
-    /// keeps both parties' cores busy (each side compresses its sender batch while it
-    /// expands and compresses its receiver batch), so a paired batch costs less time
-    /// than one run later on its own. At most `n` plus one batch (plus half a batch in
-    /// the other direction) is ever held.
-    pub(crate) fn take_refill<C: Channel>(
+    /// `n` COTs of direction `dir` (a multiple of `unit`), handed to `consume` in
+    /// windows of whole `unit`s in order (at most [`TAKE_WINDOW`] COTs each), refilling
+    /// that direction while its pool is short: both parties take the same sequence of
+    /// counts, so they refill at the same points. The refills are the ones
+    /// [`refill_rounds`] counts for the whole take (the first round also carries a
+    /// batch of the other direction if that pool is below half a batch: a round with
+    /// both directions keeps both parties' cores busy, since each side compresses its
+    /// sender batch while it expands and compresses its receiver batch), run as the
+    /// pool runs dry, so that each batch is consumed while it is in the cache and no
+    /// take is held whole: at most one batch (plus half a batch in the other
+    /// direction) and one window are held, whatever `n`.
+    pub(crate) fn take_each<C: Channel>(
         &mut self,
         ch: &mut C,
         dir: Dir,
         n: usize,
-    ) -> Result<Cots> {
+        unit: usize,
+        mut consume: impl FnMut(&Cots),
+    ) -> Result<()> {
+        if unit == 0 || !n.is_multiple_of(unit) {
+            return Err(OtError::Internal("COT take not a multiple of its unit"));
+        }
         let other = match dir {
             Dir::Sc => Dir::Cs,
             Dir::Cs => Dir::Sc,
         };
-        let (rounds, pair) = refill_rounds(
+        let (mut rounds, pair) = refill_rounds(
             self.available(dir),
             self.available(other),
             n,
             self.params.usable(),
         );
-        if rounds > 0 {
-            if dir.sender() == self.role {
-                self.send_pool.reserve(n);
-            } else {
-                self.recv_pool.reserve(n);
+        let mut first_round = true;
+        let window = (TAKE_WINDOW / unit).max(1) * unit;
+        let mut left = n;
+        while left > 0 {
+            let now = left.min(self.available(dir)).min(window) / unit * unit;
+            if now > 0 {
+                consume(&self.take(dir, now)?);
+                left -= now;
+                continue;
+            }
+            if rounds == 0 {
+                return Err(OtError::Internal("COT take ran past its refills"));
             }
             let t0 = Instant::now();
             let c0 = ch.counters();
-            for round in 0..rounds {
-                let (this, that) = (1, (pair && round == 0) as usize);
-                match dir {
-                    Dir::Sc => self.run_batches(ch, this, that)?,
-                    Dir::Cs => self.run_batches(ch, that, this)?,
-                }
+            let that = (pair && first_round) as usize;
+            match dir {
+                Dir::Sc => self.run_batches(ch, 1, that)?,
+                Dir::Cs => self.run_batches(ch, that, 1)?,
             }
             self.stats.refill_bytes += bytes(ch.counters() - c0);
             self.stats.refill_ms += t0.elapsed().as_secs_f64() * 1e3;
+            rounds -= 1;
+            first_round = false;
         }
-        self.take(dir, n)
+        // the rounds `refill_rounds` counted are all run (`PoolModel` counts them)
+        if rounds > 0 {
+            return Err(OtError::Internal("COT take left refills unrun"));
+        }
+        Ok(())
     }
 
     /// `n` COTs of direction `dir` (after [`OtSession::reserve`]).
@@ -460,5 +483,87 @@ impl OtSession {
         let mut rng = ChaCha20Rng::from_seed(self.mask_seed);
         rng.set_stream(l);
         (l, rng)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::time::Duration;
+
+    use net::{Link, MemChannel};
+
+    use super::*;
+
+    /// What one side saw of a take: the windows (first index, COTs), `Δ` on the
+    /// sender's side, and the session's statistics after it.
+    type Seen = (Vec<(u64, Vec<u128>)>, Option<u128>, SessionStats);
+
+    /// One take of `n` COTs in `unit`s on both sides, from a fresh session, after a
+    /// take of `warm`.
+    fn both_take(params: SilentParams, warm: usize, n: usize, unit: usize) -> [Seen; 2] {
+        let (mut cch, mut sch) =
+            MemChannel::pair(net::DEFAULT_MAX_FRAME, Duration::from_secs(60), Link::NONE);
+        let go = move |ch: &mut MemChannel, role: Role| {
+            let mut s = OtSession::new(ch, role, params).unwrap();
+            // a take that is not whole units is refused before anything is exchanged
+            assert!(matches!(
+                s.take_each(ch, Dir::Sc, unit + 1, unit, |_| {}),
+                Err(OtError::Internal(_))
+            ));
+            // a take before, so that the measured one starts mid-batch
+            s.take_each(ch, Dir::Sc, warm, 1, |_| {}).unwrap();
+            let (mut seen, mut delta) = (Vec::new(), None);
+            s.take_each(ch, Dir::Sc, n, unit, |c| match c {
+                Cots::Send { delta: d, v, first } => {
+                    delta = Some(*d);
+                    seen.push((*first, v.clone()));
+                }
+                Cots::Recv { w, first } => seen.push((*first, w.clone())),
+            })
+            .unwrap();
+            (seen, delta, s.stats())
+        };
+        let h = std::thread::spawn(move || go(&mut sch, Role::Server));
+        let c = go(&mut cch, Role::Client);
+        [h.join().unwrap(), c]
+    }
+
+    #[test]
+    fn a_take_is_handed_out_in_order_in_whole_units_batch_by_batch() {
+        let params = SilentParams::with_depth(5);
+        let usable = params.usable();
+        let (warm, unit) = (usable / 3, 3);
+        let n = unit * (3 * usable / unit + 5); // more than three batches
+        let [(sv, delta, sstats), (cw, _, cstats)] = both_take(params, warm, n, unit);
+        let delta = delta.unwrap();
+        for seen in [&sv, &cw] {
+            // contiguous global indices from where the first take ended, whole units
+            let mut at = seen[0].0;
+            for (first, v) in seen.iter() {
+                assert_eq!(*first, at);
+                assert!(v.len().is_multiple_of(unit) && !v.is_empty());
+                assert!(v.len() <= TAKE_WINDOW + unit);
+                at += v.len() as u64;
+            }
+            assert_eq!(at - seen[0].0, n as u64);
+            // more than one window: the take was not held whole
+            assert!(seen.len() > 3);
+        }
+        // the windows are the same COTs on both sides: w = v ⊕ lsb(w)·Δ
+        let v: Vec<u128> = sv.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+        let w: Vec<u128> = cw.iter().flat_map(|(_, w)| w.iter().copied()).collect();
+        assert_eq!(v.len(), w.len());
+        for (v, w) in v.iter().zip(&w) {
+            assert_eq!(*w, if w & 1 == 1 { v ^ delta } else { *v });
+        }
+        // the batches run are those `refill_rounds` counts (as `PoolModel` does), after
+        // the setup's first batch of each direction; the warm-up take needs none
+        let left = usable - warm;
+        let (rounds, pair) = refill_rounds(left, usable, n, usable);
+        assert!(rounds >= 3 && !pair);
+        for st in [sstats, cstats] {
+            assert_eq!((st.batches_sc, st.batches_cs), (1 + rounds as u64, 1));
+        }
     }
 }

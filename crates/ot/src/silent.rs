@@ -422,8 +422,9 @@ impl SilentReceiver {
 /// pool owns its side's leaf buffer (`N'` lanes, allocated by the first batch and
 /// reused): after a batch the buffer holds the batch's usable outputs at `lo..hi`
 /// and zeros elsewhere, and COTs are handed out from there without copying the batch;
-/// the next refill first moves what is left into `carry` (normally less than a
-/// layer's request), which is handed out first.
+/// the next refill first moves what is left into `carry` (with the layers' takes
+/// consumed batch by batch, `OtSession::take_each`, less than one 1-of-2^k instance),
+/// which is handed out first.
 #[derive(Default)]
 pub(crate) struct Pool {
     buf: Vec<Lane>,
@@ -508,21 +509,6 @@ impl Pool {
         debug_assert!(lo <= hi && hi <= self.buf.len());
         self.lo = lo;
         self.hi = hi;
-    }
-
-    /// Makes room in `carry` for `n` COTs (before the refills of a take of `n`), so
-    /// that the batches of a large take move into one allocation, which
-    /// [`Pool::take`] then hands out without copying.
-    pub(crate) fn reserve(&mut self, n: usize) {
-        if self.carry.capacity() >= n {
-            return;
-        }
-        let left = &self.carry[self.carry_pos..];
-        let mut grown = Vec::with_capacity(n.max(left.len()));
-        grown.extend_from_slice(left);
-        self.carry.zeroize();
-        self.carry = grown;
-        self.carry_pos = 0;
     }
 
     /// `n` COTs and the global index of the first, or `None` if fewer are left.
