@@ -55,9 +55,21 @@ pub(crate) fn unlane(l: Lane) -> u128 {
     u128::from(l)
 }
 
-/// Overwrites secret lanes with zeros (volatile writes, not optimised away).
+/// Overwrites secret lanes with zeros (volatile writes, not optimised away), one
+/// 128-bit word per lane: `zeroize` writes a slice element by element, so a byte view
+/// would cost 16 stores per lane (about 3.5 s of CPU over ResNet-50's 309 M COTs, whose
+/// leaf buffers are wiped twice per batch).
 pub(crate) fn wipe(l: &mut [Lane]) {
-    bytemuck::cast_slice_mut::<Lane, u8>(l).zeroize();
+    bytemuck::cast_slice_mut::<Lane, u128>(l).zeroize();
+}
+
+/// Overwrites secret bytes with zeros as [`wipe`] does, in 128-bit words where they
+/// are aligned (a 1-of-2^k sender's pads are a byte each, 8 per instance).
+pub(crate) fn wipe_bytes(b: &mut [u8]) {
+    let (head, words, tail) = bytemuck::pod_align_to_mut::<u8, u128>(b);
+    head.zeroize();
+    words.zeroize();
+    tail.zeroize();
 }
 use crate::error::{expect_len, Result};
 
@@ -283,6 +295,23 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha20Rng;
+
+    #[test]
+    fn wipes_clear_every_byte_aligned_or_not() {
+        let mut lanes: Vec<Lane> = (1..=9u128)
+            .map(|x| lane((x * 0x0101_0101) | (1 << 127)))
+            .collect();
+        wipe(&mut lanes[2..7]);
+        for (i, l) in lanes.iter().enumerate() {
+            assert_eq!(unlane(*l) == 0, (2..7).contains(&i));
+        }
+        let mut bytes: Vec<u8> = (1..=100u8).collect();
+        // an unaligned start and length: head, 128-bit words and tail
+        wipe_bytes(&mut bytes[3..97]);
+        for (i, b) in bytes.iter().enumerate() {
+            assert_eq!(*b == 0, (3..97).contains(&i));
+        }
+    }
 
     #[test]
     fn punctured_leaves_match() {

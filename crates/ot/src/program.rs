@@ -31,6 +31,7 @@ use crate::error::{expect_len, OtError, Result};
 use crate::hash::Tccr;
 use crate::kot;
 use crate::mill::{self, LeafPre, LeafWires, MillShape};
+use crate::pprf::wipe_bytes;
 use crate::session::{Cots, Dir, OtSession, Role};
 
 /// Bytes per frame when a flight is larger.
@@ -204,10 +205,10 @@ impl Drop for Pre {
         use zeroize::Zeroize;
         for l in self.leaves.iter_mut() {
             match l {
-                LeafPre::Sender(p) => p.iter_mut().for_each(|v| v.zeroize()),
+                LeafPre::Sender(p) => p.iter_mut().for_each(|v| wipe_bytes(v)),
                 LeafPre::Receiver(p) => p.iter_mut().for_each(|(c, v)| {
-                    c.zeroize();
-                    v.zeroize();
+                    wipe_bytes(c);
+                    wipe_bytes(v);
                 }),
             }
         }
