@@ -1,7 +1,8 @@
 # Sourced by the A/B scripts of bench/ (`ab_*.sh BEFORE_BINARY AFTER_BINARY [runs]`):
 # strict mode, the repository root, the two binaries ($before, $after), the runs ($runs,
-# default $1 of `ab_args`), the folder of raw results ($out), an empty cost cache (both
-# binaries plan with the reference costs), and `ab_alternate ARGS...`, which runs
+# default $1 of `ab_args`), the folder of raw results ($out: the script's, or $AB_OUT), an
+# empty cost cache (both binaries plan with the reference costs), and
+# `ab_alternate ARGS...`, which runs
 # `BINARY --threads 2 ARGS...` alternately, before then after, `runs` times each, into
 # $out/{before,after}-<run>.json, so that both see the same machine state.
 set -euo pipefail
@@ -10,7 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # ab_args DEFAULT_RUNS OUT_DIR BEFORE AFTER [RUNS]
 ab_args() {
   runs=${5:-$1}
-  out=$2
+  out=${AB_OUT:-$2}
   before=$(realpath "$3")
   after=$(realpath "$4")
   mkdir -p "$out"
