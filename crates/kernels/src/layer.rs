@@ -110,8 +110,9 @@ pub trait LinearLayer {
     /// Server, weights encoded on the fly (beyond the memory budget): the same prepares
     /// and products as `encode_weights` + `compute`, the same responses. The default
     /// encodes every plaintext first; a method may interleave encoding and products so
-    /// that only a few plaintexts are held at a time (the `cheetah` and `bsgs` convolutions
-    /// do).
+    /// that only a few plaintexts are held at a time (every convolution but ENSEI does:
+    /// Cheetah one output group at a time, `bsgs` and HELiKs one fused product, GAZELLE's
+    /// and GALA's one output ciphertext's plaintexts per thread).
     fn compute_on_the_fly<B: Backend>(&self, b: &B, w: &[i64], q: &[B::Ct]) -> Result<Vec<B::Ct>> {
         self.compute(b, &self.encode_weights(b, w)?, q)
     }

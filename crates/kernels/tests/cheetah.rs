@@ -851,9 +851,9 @@ fn a_public_weight_bound_shrinks_queries_and_weights_at_it_reconstruct() {
 
 /// Weights encoded on the fly (`respond_on_the_fly`: Cheetah's convolution encodes one
 /// output group at a time, `bsgs` and HELiKs one fused product of one output
-/// ciphertext at a time, across strips) give the reference's shares and the same server
-/// op counts (prepares included) as `encode_weights` + `respond`, on Sim and on real
-/// BFV.
+/// ciphertext at a time, across strips, GAZELLE's and GALA's one output ciphertext's
+/// plaintexts) give the reference's shares and the same server op counts (prepares
+/// included) as `encode_weights` + `respond`, on Sim and on real BFV.
 #[test]
 fn conv_on_the_fly_equals_encoded_weights() {
     fn counts_of<L: LinearLayer, B: Backend>(
@@ -886,11 +886,18 @@ fn conv_on_the_fly_equals_encoded_weights() {
         shape(40, 16, 16, 24, 1, 1, Padding::Same),
         shape(3, 9, 7, 5, 3, 2, Padding::Same),
     ];
-    let mut ran = [0; 3];
+    let methods = [
+        ConvMethod::Cheetah,
+        ConvMethod::Bsgs,
+        ConvMethod::Heliks,
+        ConvMethod::GazelleIn,
+        ConvMethod::GazelleOut,
+        ConvMethod::Gala,
+    ];
+    let mut ran = [0; 6];
     for (i, sh) in shapes.iter().enumerate() {
         let (x, f) = conv_problem(sh, 90 + i as u64);
         let want = conv_ref(sh, &x, &f, p.p());
-        let methods = [ConvMethod::Cheetah, ConvMethod::Bsgs, ConvMethod::Heliks];
         for (m, method) in methods.into_iter().enumerate() {
             // The slot layout cannot hold every shape (a row wider than n/2 slots).
             let Ok(layout) = ConvLayout::new(method, *sh, real(p)) else {
@@ -911,7 +918,7 @@ fn conv_on_the_fly_equals_encoded_weights() {
     }
     assert_eq!(ran[0], shapes.len());
     assert!(
-        ran[1] >= 3 && ran[2] >= 3,
+        ran[1..].iter().all(|&r| r >= 3),
         "slot methods ran on {ran:?} shapes"
     );
     // Real BFV: the on-the-fly responses decrypt to the reference's shares.
@@ -929,13 +936,14 @@ fn conv_on_the_fly_equals_encoded_weights() {
         .unwrap();
     let c = layout.decrypt(client, &resp).unwrap();
     assert_eq!(reconstruct(&c, &s, p.p()), conv_ref(&sh, &x, &f, p.p()));
-    // Real BFV, the slot methods at n8192 (their plaintexts encoded inside the products,
-    // several channels per row): the reference's shares.
+    // Real BFV, slot methods at n8192 (`bsgs` and HELiKs encode their plaintexts inside
+    // the products, GAZELLE's input rotation prepares one output's; several channels per
+    // row): the reference's shares.
     let p = Params::preset("n8192").unwrap();
     let sh = shape(40, 16, 16, 24, 3, 1, Padding::Same);
     let (x, f) = conv_problem(&sh, 98);
     let want = conv_ref(&sh, &x, &f, p.p());
-    for method in [ConvMethod::Bsgs, ConvMethod::Heliks] {
+    for method in [ConvMethod::Bsgs, ConvMethod::Heliks, ConvMethod::GazelleIn] {
         let layout = ConvLayout::new(method, sh, real(&p)).unwrap();
         assert!(!layout.geometry().scalar_path());
         let client = Bfv::keygen(&p, layout.galois()).unwrap();

@@ -10,15 +10,18 @@ use super::ConvCtx;
 use crate::error::Result;
 
 pub(crate) fn compute<B: Backend>(c: &ConvCtx<'_, B>) -> Result<Vec<B::Ct>> {
+    crate::par::map(0..c.g.out_cts, |o| output(c, o))
+}
+
+/// Output ciphertext `o`.
+pub(crate) fn output<B: Backend>(c: &ConvCtx<'_, B>, o: usize) -> Result<B::Ct> {
     let g = c.g;
     let inputs: Vec<usize> = (0..g.in_cts).collect();
-    crate::par::map(0..g.out_cts, |o| {
-        let mut acc: Option<B::Ct> = None;
-        for k in 0..g.c_n {
-            let s = c.products(o, k, &inputs)?;
-            let s = c.rot.rotate(c.b, &s, (k * g.block) as i64)?;
-            acc = crate::layer::accumulate(c.b, acc, s)?;
-        }
-        acc.ok_or(crate::error::KernelError::EmptyDimension { what: "blocks" })
-    })
+    let mut acc: Option<B::Ct> = None;
+    for k in 0..g.c_n {
+        let s = c.products(o, k, &inputs)?;
+        let s = c.rot.rotate(c.b, &s, (k * g.block) as i64)?;
+        acc = crate::layer::accumulate(c.b, acc, s)?;
+    }
+    acc.ok_or(crate::error::KernelError::EmptyDimension { what: "blocks" })
 }

@@ -32,21 +32,24 @@ pub(crate) fn steps(g: &ConvGeometry) -> Vec<i64> {
 }
 
 pub(crate) fn compute<B: Backend>(c: &ConvCtx<'_, B>) -> Result<Vec<B::Ct>> {
+    crate::par::map(0..c.g.out_cts, |o| output(c, o))
+}
+
+/// Output ciphertext `o`: one fused sum of products.
+pub(crate) fn output<B: Backend>(c: &ConvCtx<'_, B>, o: usize) -> Result<B::Ct> {
     let g = c.g;
     let taps = g.taps();
-    crate::par::map(0..g.out_cts, |o| {
-        let mut cts = Vec::new();
-        let mut pts = Vec::new();
-        for k in 0..g.c_n {
-            for i in 0..g.in_cts {
-                for v in 0..g.versions() {
-                    for d in 0..taps {
-                        cts.push(&c.rotated[i * g.versions() + v][k * taps + d]);
-                        pts.push(&c.pts[g.pt_index(o, k, i, v, d)]);
-                    }
+    let mut cts = Vec::new();
+    let mut pts = Vec::new();
+    for k in 0..g.c_n {
+        for i in 0..g.in_cts {
+            for v in 0..g.versions() {
+                for d in 0..taps {
+                    cts.push(&c.rotated[i * g.versions() + v][k * taps + d]);
+                    pts.push(c.pt(o, k, i, v, d));
                 }
             }
         }
-        Ok(c.b.dot(&cts, &pts)?)
-    })
+    }
+    Ok(c.b.dot(&cts, &pts)?)
 }

@@ -11,16 +11,19 @@ use super::ConvCtx;
 use crate::error::Result;
 
 pub(crate) fn compute<B: Backend>(c: &ConvCtx<'_, B>) -> Result<Vec<B::Ct>> {
+    crate::par::map(0..c.g.out_cts, |o| output(c, o))
+}
+
+/// Output ciphertext `o`.
+pub(crate) fn output<B: Backend>(c: &ConvCtx<'_, B>, o: usize) -> Result<B::Ct> {
     let g = c.g;
-    crate::par::map(0..g.out_cts, |o| {
-        let mut acc: Option<B::Ct> = None;
-        for i in 0..g.in_cts {
-            for k in 0..g.c_n {
-                let s = c.products(o, k, &[i])?;
-                let s = c.rot.rotate(c.b, &s, (k * g.block) as i64)?;
-                acc = crate::layer::accumulate(c.b, acc, s)?;
-            }
+    let mut acc: Option<B::Ct> = None;
+    for i in 0..g.in_cts {
+        for k in 0..g.c_n {
+            let s = c.products(o, k, &[i])?;
+            let s = c.rot.rotate(c.b, &s, (k * g.block) as i64)?;
+            acc = crate::layer::accumulate(c.b, acc, s)?;
         }
-        acc.ok_or(crate::error::KernelError::EmptyDimension { what: "blocks" })
-    })
+    }
+    acc.ok_or(crate::error::KernelError::EmptyDimension { what: "blocks" })
 }

@@ -950,7 +950,13 @@ impl crate::layer::LinearLayer for ConvLayout {
             ConvMethod::Heliks => 1,
             _ => 0,
         };
-        let streams = self.cheetah.is_some() || b1 > 0;
+        let per_output: Option<OutputFn<B>> = match self.method {
+            ConvMethod::GazelleIn => Some(gazelle_in::output),
+            ConvMethod::GazelleOut => Some(gazelle_out::output),
+            ConvMethod::Gala => Some(gala::output),
+            _ => None,
+        };
+        let streams = self.cheetah.is_some() || b1 > 0 || per_output.is_some();
         if !streams {
             return self.compute(b, &self.encode(b, w)?, q);
         }
@@ -962,12 +968,40 @@ impl crate::layer::LinearLayer for ConvLayout {
             let level = self.query_level_on(b);
             return cheetah::compute_on_the_fly(b, &sh, e, w, self.slots.p, level, q);
         }
+        let per_strip = q.len() / g.strips;
+        if let Some(output) = per_output {
+            // GAZELLE's and GALA's: every strip's rotated inputs, then per output
+            // ciphertext its plaintexts prepared (`slot_filters`), used for every strip
+            // and dropped: the same prepares, rotations and products as `encode` +
+            // `compute`, one output's plaintexts held per thread instead of the layer's.
+            let rotated = q
+                .chunks(per_strip.max(1))
+                .map(|qs| self.rotated_inputs(b, qs))
+                .collect::<Result<Vec<_>>>()?;
+            let per_output = crate::par::map(0..g.out_cts, |o| {
+                let pts = self.slot_filters(b, w, o)?;
+                rotated
+                    .iter()
+                    .map(|r| {
+                        let ctx = ConvCtx {
+                            b,
+                            g,
+                            rot: &self.rot,
+                            pts: &pts,
+                            one_output: true,
+                            rotated: r,
+                        };
+                        output(&ctx, o)
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            return interleave(per_output, rotated.len());
+        }
         // bsgs and heliks (b₁ = 1): every strip's rotated inputs, then per output
         // ciphertext and per fused product its plaintexts encoded inside the product of
         // every strip (`Backend::dot_encoded`; the scalar path's row constants are
         // prepared, used for every strip and dropped): the same prepares, rotations and
         // products as `encode` + `compute`, no plaintext held.
-        let per_strip = q.len() / g.strips;
         let rotated = q
             .chunks(per_strip.max(1))
             .map(|qs| self.rotated_inputs(b, qs))
@@ -979,6 +1013,7 @@ impl crate::layer::LinearLayer for ConvLayout {
                 g,
                 rot: &self.rot,
                 pts: &[],
+                one_output: false,
                 rotated: r,
             })
             .collect();
@@ -1067,6 +1102,7 @@ impl crate::layer::LinearLayer for ConvLayout {
                 g: &self.geom,
                 rot: &self.rot,
                 pts: &m.pts,
+                one_output: false,
                 rotated: &rotated,
             };
             out.extend(match self.method {
@@ -1141,17 +1177,29 @@ impl crate::layer::LinearLayer for ConvLayout {
     }
 }
 
+/// A slot method's output ciphertext `o` of one strip (`gazelle_in::output` and the like).
+type OutputFn<B> = for<'a, 'b> fn(&'a ConvCtx<'b, B>, usize) -> Result<<B as Backend>::Ct>;
+
 /// What a conv method's `compute` needs.
 pub(crate) struct ConvCtx<'a, B: Backend> {
     pub(crate) b: &'a B,
     pub(crate) g: &'a ConvGeometry,
     pub(crate) rot: &'a Rotations,
     pub(crate) pts: &'a [B::PreparedPt],
+    /// `pts` holds the plaintexts of one output ciphertext only, the one being computed
+    /// (weights encoded per query, output by output), in `pt_index` order as output 0.
+    pub(crate) one_output: bool,
     /// [input ct · versions + version][tap]
     pub(crate) rotated: &'a [Vec<B::Ct>],
 }
 
 impl<B: Backend> ConvCtx<'_, B> {
+    /// The plaintext `pt_index(o, k, i, v, d)`.
+    pub(crate) fn pt(&self, o: usize, k: usize, i: usize, v: usize, d: usize) -> &B::PreparedPt {
+        let o = if self.one_output { 0 } else { o };
+        &self.pts[self.g.pt_index(o, k, i, v, d)]
+    }
+
     /// Σ over the given input ciphertexts, their versions and taps of
     /// pt(o, k, i, v, d) ⊙ rot(x_i^v, tap d): one fused product.
     pub(crate) fn products(&self, o: usize, k: usize, inputs: &[usize]) -> Result<B::Ct> {
@@ -1162,7 +1210,7 @@ impl<B: Backend> ConvCtx<'_, B> {
             for v in 0..g.versions() {
                 for d in 0..g.taps() {
                     cts.push(&self.rotated[i * g.versions() + v][d]);
-                    pts.push(&self.pts[g.pt_index(o, k, i, v, d)]);
+                    pts.push(self.pt(o, k, i, v, d));
                 }
             }
         }
