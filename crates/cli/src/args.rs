@@ -238,7 +238,7 @@ pub struct PlannerArgs {
     pub objective: ObjectiveArg,
     /// Under `--objective time`, the fraction of the fastest plan's predicted linear
     /// time the planner may give up for fewer bytes per inference (cheapest trades
-    /// first; 0: the fastest plan).
+    /// first; 0, the default: the fastest plan, which prices bytes by the link given).
     #[arg(long, default_value_t = protocol::DEFAULT_TIME_SLACK)]
     pub time_slack: f64,
     /// Per-op costs.

@@ -336,12 +336,15 @@ pub struct Planner {
     pub session_inputs: u32,
 }
 
-/// The default [`Planner::time_slack`]: up to 15% more predicted linear time for fewer
-/// bytes. On ResNet-50 (n = 8192) this moves four or five 1x1 convolutions
-/// (512x7x7 → 2048, 256x14x14 → 1024) from coefficient encoding to a slot method
-/// (`bsgs`): more predicted time for ~5% fewer bytes per inference (their Galois keys go once per session). On
-/// a real link bytes are time.
-pub const DEFAULT_TIME_SLACK: f64 = 0.15;
+/// The default [`Planner::time_slack`]: none, the fastest plan. With a link given
+/// (`--link`, `--bandwidth`) the predicted time already prices every byte; without
+/// one, trading time for bytes cost more than the bytes: on ResNet-50 (n = 8192, 2
+/// threads, `infer --net resnet50-imagenet`, alternating) a slack of 0.15 moved 15
+/// layers from Cheetah to `bsgs` and HELiKs for 110 MB fewer per inference (977 → 867
+/// MB) and 22% more measured linear time (24.7-27.9 s → 33.3-34.1 s), more than a
+/// 1 Gbit/s link takes to carry those bytes (0.9 s). `--time-slack` sets it for slow
+/// links whose speed the planner is not told.
+pub const DEFAULT_TIME_SLACK: f64 = 0.0;
 
 impl Planner {
     /// The reference cost model, time objective, one thread.
