@@ -339,11 +339,11 @@ pub struct Planner {
 /// The default [`Planner::time_slack`]: none, the fastest plan. With a link given
 /// (`--link`, `--bandwidth`) the predicted time already prices every byte; without
 /// one, trading time for bytes cost more than the bytes: on ResNet-50 (n = 8192, 2
-/// threads, `infer --net resnet50-imagenet`, alternating) a slack of 0.15 moved 15
-/// layers from Cheetah to `bsgs` and HELiKs for 110 MB fewer per inference (977 → 867
-/// MB) and 22% more measured linear time (24.7-27.9 s → 33.3-34.1 s), more than a
-/// 1 Gbit/s link takes to carry those bytes (0.9 s). `--time-slack` sets it for slow
-/// links whose speed the planner is not told.
+/// threads, `bash bench/ab_time_slack.sh`, raw in `bench/results/ab-time-slack/`) a
+/// slack of 0.15 moved 12 layers from Cheetah to `bsgs`, HELiKs and `gazelle-in` for
+/// 73 MB fewer per inference (977 → 904 MB) and 3-4 s more measured linear time
+/// (20.2-20.8 s → 23.5-24.6 s), more than a 1 Gbit/s link takes to carry those bytes
+/// (0.6 s). `--time-slack` sets it for slow links whose speed the planner is not told.
 pub const DEFAULT_TIME_SLACK: f64 = 0.0;
 
 impl Planner {
