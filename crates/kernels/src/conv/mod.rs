@@ -968,16 +968,17 @@ impl crate::layer::LinearLayer for ConvLayout {
             let level = self.query_level_on(b);
             return cheetah::compute_on_the_fly(b, &sh, e, w, self.slots.p, level, q);
         }
+        // every strip's rotated inputs, for the slot methods below
         let per_strip = q.len() / g.strips;
+        let rotated = q
+            .chunks(per_strip.max(1))
+            .map(|qs| self.rotated_inputs(b, qs))
+            .collect::<Result<Vec<_>>>()?;
         if let Some(output) = per_output {
-            // GAZELLE's and GALA's: every strip's rotated inputs, then per output
-            // ciphertext its plaintexts prepared (`slot_filters`), used for every strip
-            // and dropped: the same prepares, rotations and products as `encode` +
-            // `compute`, one output's plaintexts held per thread instead of the layer's.
-            let rotated = q
-                .chunks(per_strip.max(1))
-                .map(|qs| self.rotated_inputs(b, qs))
-                .collect::<Result<Vec<_>>>()?;
+            // GAZELLE's and GALA's: per output ciphertext its plaintexts prepared
+            // (`slot_filters`), used for every strip and dropped: the same prepares,
+            // rotations and products as `encode` + `compute`, one output's plaintexts
+            // held per thread instead of the layer's.
             let per_output = crate::par::map(0..g.out_cts, |o| {
                 let pts = self.slot_filters(b, w, o)?;
                 rotated
@@ -997,15 +998,11 @@ impl crate::layer::LinearLayer for ConvLayout {
             })?;
             return interleave(per_output, rotated.len());
         }
-        // bsgs and heliks (b₁ = 1): every strip's rotated inputs, then per output
-        // ciphertext and per fused product its plaintexts encoded inside the product of
-        // every strip (`Backend::dot_encoded`; the scalar path's row constants are
-        // prepared, used for every strip and dropped): the same prepares, rotations and
-        // products as `encode` + `compute`, no plaintext held.
-        let rotated = q
-            .chunks(per_strip.max(1))
-            .map(|qs| self.rotated_inputs(b, qs))
-            .collect::<Result<Vec<_>>>()?;
+        // bsgs and heliks (b₁ = 1): per output ciphertext and per fused product its
+        // plaintexts encoded inside the product of every strip (`Backend::dot_encoded`;
+        // the scalar path's row constants are prepared, used for every strip and
+        // dropped): the same prepares, rotations and products as `encode` + `compute`,
+        // no plaintext held.
         let ctxs: Vec<ConvCtx<'_, B>> = rotated
             .iter()
             .map(|r| ConvCtx {
