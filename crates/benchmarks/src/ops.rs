@@ -98,7 +98,7 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
     let threads = a.threads.max(1);
 
     let mut m: BTreeMap<&'static str, f64> = BTreeMap::new();
-    let pb = progress(33, "bench ops");
+    let pb = progress(42, "bench ops");
     let mut put = |k: &'static str, v: f64| {
         m.insert(k, v);
         pb.inc(1);
@@ -162,17 +162,32 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
         busy_median_us(threads, reps.div_ceil(4), || b.dot(&cr, &rr)) / TERMS as f64,
     );
     // weights encoded on the fly inside a fused product, per plaintext, less the product
-    let (in_product, in_product_coeffs) =
+    let in_product =
         kernels::estimate::measure_encode_in_product(&b, &x, dot_term, reps.div_ceil(4), threads)?;
-    put("encode_in_product", in_product);
+    put("encode_in_product", in_product.slots);
     for (name, level) in [
         ("encode_in_product_coeffs", 0),
         ("encode_in_product_coeffs_level1", 1),
         ("encode_in_product_coeffs_level2", 2),
     ] {
-        if let Some(us) = in_product_coeffs.get(level).copied().flatten() {
+        if let Some(us) = in_product.coeffs.get(level).copied().flatten() {
             put(name, us);
         }
+    }
+    // a plaintext in X^(2^a) against a whole one, at the deepest query level
+    const STRIDES: [&str; kernels::estimate::STRIDE_RATIOS - 1] = [
+        "encode_in_product_coeffs_stride1_ratio",
+        "encode_in_product_coeffs_stride2_ratio",
+        "encode_in_product_coeffs_stride3_ratio",
+        "encode_in_product_coeffs_stride4_ratio",
+        "encode_in_product_coeffs_stride5_ratio",
+        "encode_in_product_coeffs_stride6_ratio",
+        "encode_in_product_coeffs_stride7_ratio",
+        "encode_in_product_coeffs_stride8_ratio",
+        "encode_in_product_coeffs_stride9_ratio",
+    ];
+    for (name, r) in STRIDES.iter().zip(&in_product.stride_ratio[1..]) {
+        put(name, *r);
     }
     put("add", busy_median_us(threads, reps, || b.add(&ct, &cts[1])));
     put(
@@ -292,8 +307,9 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
             share_us: m["share_step"],
             prepare_us: m["prepare"],
             prepare_coeffs_us: Some(m["prepare_coeffs"]),
-            encode_in_product_us: Some(in_product),
-            encode_in_product_coeffs_us: in_product_coeffs,
+            encode_in_product_us: Some(in_product.slots),
+            encode_in_product_coeffs_us: in_product.coeffs,
+            coeffs_stride_ratio: Some(in_product.stride_ratio),
             prepare_rows_us: Some(m["prepare_row_constants"]),
             sc_mult_rows_us: Some(m["dot_term_rows"]),
             galois_key_bytes: (b.public_keys().galois_bytes() / GROUP) as u64,

@@ -137,6 +137,31 @@ pub(crate) fn check_level(level: usize, levels: usize) -> Result<usize> {
 }
 
 /// Slot plaintexts are prepared at the top level only ([`Backend::prepare`]).
+/// Every non-zero value at a multiple of 2^stride_log2.
+pub(crate) fn check_stride(values: &[u64], stride_log2: u32) -> Result<()> {
+    let off = (1usize << stride_log2.min(usize::BITS - 1)) - 1;
+    match values
+        .iter()
+        .enumerate()
+        .find(|(i, &v)| v != 0 && i & off != 0)
+    {
+        Some((index, _)) => Err(HeError::OffStride { index, stride_log2 }),
+        None => Ok(()),
+    }
+}
+
+/// A stride is declared for coefficient plaintexts only.
+pub(crate) fn check_stride_encoding(encoding: Encoding, stride_log2: u32) -> Result<()> {
+    if stride_log2 > 0 && encoding == Encoding::Slots {
+        return Err(HeError::EncodingMismatch {
+            operation: "a strided encoding",
+            expected: Encoding::Coeffs,
+            actual: Encoding::Slots,
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn check_encoded_level(encoding: Encoding, level: usize) -> Result<()> {
     if encoding == Encoding::Slots && level != 0 {
         return Err(HeError::WrongLevel {
@@ -361,6 +386,19 @@ pub trait Backend: Sync {
     /// [`Backend::prepare_coeffs`] at `level`, for products with ciphertexts at that
     /// level (fewer moduli: less memory and encoding time).
     fn prepare_coeffs_at(&self, values: &[u64], level: usize) -> Result<Self::PreparedPt>;
+    /// [`Backend::prepare_coeffs_at`] of a polynomial in X^(2^stride_log2): every
+    /// non-zero value at a multiple of 2^stride_log2 ([`HeError::OffStride`] otherwise).
+    /// The same plaintext, counted as one prepare; a backend may transform only the
+    /// n/2^stride_log2 values there (BFV: [`crate::strided_transform_len`]).
+    fn prepare_coeffs_strided(
+        &self,
+        values: &[u64],
+        level: usize,
+        stride_log2: u32,
+    ) -> Result<Self::PreparedPt> {
+        check_stride(values, stride_log2)?;
+        self.prepare_coeffs_at(values, level)
+    }
     /// Σ ct_i × pt_i as negacyclic polynomial products (coefficient encoding), with
     /// one reduction at the end. The ciphertexts and plaintexts must be coefficient
     /// encoded.
@@ -411,15 +449,32 @@ pub trait Backend: Sync {
     /// [`Backend::dot_encoded`] per group, and counted as those; a backend may run the
     /// groups together with the same result (BFV: each ciphertext row is read once for
     /// all the groups while it is in cache).
+    ///
+    /// `stride_log2` > 0 (coefficient encoding only) declares every plaintext a
+    /// polynomial in X^(2^stride_log2), as [`Backend::prepare_coeffs_strided`]: the same
+    /// plaintexts and counts, which a backend may transform in fewer points.
+    #[allow(clippy::too_many_arguments)]
     fn dot_encoded_groups(
         &self,
         encoding: Encoding,
         level: usize,
+        stride_log2: u32,
         groups: usize,
         terms: usize,
         fill: &(dyn Fn(usize, usize, &mut [u64]) + Sync),
         cts: &[Vec<&Self::Ct>],
     ) -> Result<Vec<Vec<Self::Ct>>> {
+        check_stride_encoding(encoding, stride_log2)?;
+        if stride_log2 > 0 && self.carries_data() {
+            let mut v = vec![0; self.slots().n];
+            for g in 0..groups {
+                for i in 0..terms {
+                    v.fill(0);
+                    fill(g, i, &mut v);
+                    check_stride(&v, stride_log2)?;
+                }
+            }
+        }
         (0..groups)
             .map(|g| {
                 let one = |i: usize, v: &mut [u64]| fill(g, i, v);

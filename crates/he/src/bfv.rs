@@ -61,7 +61,7 @@ use zeroize::Zeroize;
 
 use crate::backend::{check_runs, check_step, Backend, GaloisSpec, Layout, SlotInfo};
 use crate::error::{HeError, Result};
-use crate::ntt::NttPlan;
+use crate::ntt::{NttPlan, StridedNtt};
 use crate::params::Params;
 use crate::rounding::{self, Rounding};
 
@@ -528,6 +528,26 @@ fn lift_centred(c: u64, p: u64, q: u64) -> u64 {
     c + ((q - p) & ((p / 2).wrapping_sub(c) >> 63).wrapping_neg())
 }
 
+/// `row` (n values) = the transform mod q of the polynomial `coeffs` (n values of Z_p,
+/// lifted centred) in X^(2^a), by `plan`'s transform of its values at the multiples of
+/// 2^a (`small`: scratch of at least n/2^a values).
+fn lift_strided(
+    coeffs: &[u64],
+    plan: &StridedNtt,
+    p: u64,
+    q: u64,
+    small: &mut [u64],
+    row: &mut [u64],
+) {
+    let len = plan.small_len();
+    let stride = coeffs.len() / len.max(1);
+    let small = &mut small[..len];
+    for (s, &c) in small.iter_mut().zip(coeffs.iter().step_by(stride.max(1))) {
+        *s = lift_centred(c, p, q);
+    }
+    plan.forward(small, row);
+}
+
 /// Products of residues mod `q` a 128-bit sum takes between two reductions:
 /// 2^(126 − 2·bits(q)) (at most 2^16), so that the sum stays below 2^127.
 fn products_between_reductions(q: u64) -> usize {
@@ -547,6 +567,8 @@ struct FusedScratch {
     values: Vec<u64>,
     placed: Vec<u64>,
     rows: Vec<u64>,
+    /// One plaintext's values at the stride, lifted ([`StridedNtt`]).
+    small: Vec<u64>,
 }
 
 thread_local! {
@@ -1445,17 +1467,23 @@ impl Bfv {
     /// block of plaintexts per group is held, and the sums live in a per-thread buffer
     /// (a fresh one would fault in new pages on every call). The same sums as
     /// [`Bfv::prepare_centred`] per plaintext and one `dot` per group and output.
+    ///
+    /// With `stride_log2` > 0 each plaintext is a polynomial in X^(2^stride_log2) (checked):
+    /// its values there are lifted and transformed in n/2^stride_log2 points and spread
+    /// ([`StridedNtt`]), the same rows.
     #[allow(clippy::too_many_arguments)]
     fn dot_encoded_fused(
         &self,
         encoding: crate::backend::Encoding,
         level: usize,
+        stride_log2: u32,
         groups: usize,
         terms: usize,
         fill: &(dyn Fn(usize, usize, &mut [u64]) + Sync),
         cts: &[Vec<&BfvCt>],
     ) -> Result<Vec<Vec<BfvCt>>> {
         crate::backend::check_encoded_level(encoding, level)?;
+        crate::backend::check_stride_encoding(encoding, stride_log2)?;
         self.check_level(level)?;
         let first = match cts.first().and_then(|c| c.first()) {
             Some(c) if terms > 0 && groups > 0 => *c,
@@ -1504,6 +1532,7 @@ impl Bfv {
             .iter()
             .map(|q| products_between_reductions(**q))
             .collect();
+        let strided = self.strided_plans(ops, stride_log2);
         // Taken out for the call (a nested call on this thread would find it empty and
         // allocate its own) and put back after it.
         let mut scratch = FUSED_SCRATCH.with_borrow_mut(std::mem::take);
@@ -1530,12 +1559,15 @@ impl Bfv {
             scratch.placed.resize(n, 0);
             scratch.rows.clear();
             scratch.rows.resize(groups * FUSED_BLOCK * n, 0);
+            scratch.small.clear();
+            scratch.small.resize(n, 0);
             let FusedScratch {
                 acc,
                 acc64,
                 values,
                 placed,
                 rows,
+                small,
             } = &mut scratch;
             // Terms per block: at most FUSED_BLOCK, and never more than a modulus's 128-bit
             // sums take between two reductions.
@@ -1551,6 +1583,7 @@ impl Bfv {
                         v.fill(0);
                         fill(g, start + k, v);
                         self.check_values(v)?;
+                        crate::backend::check_stride(v, stride_log2)?;
                         if encoding == crate::backend::Encoding::Slots {
                             self.place_slots(v, placed);
                             v.copy_from_slice(placed);
@@ -1577,10 +1610,17 @@ impl Bfv {
                         let vs = values[g * FUSED_BLOCK * n..].chunks_exact(n);
                         let rs = rows[g * FUSED_BLOCK * n..].chunks_exact_mut(n);
                         for (coeffs, r) in vs.zip(rs).take(block) {
-                            for (r, &c) in r.iter_mut().zip(coeffs) {
-                                *r = lift_centred(c, p, **q);
+                            match &strided {
+                                Some(plans) => {
+                                    lift_strided(coeffs, &plans[j], p, **q, small, r);
+                                }
+                                None => {
+                                    for (r, &c) in r.iter_mut().zip(coeffs) {
+                                        *r = lift_centred(c, p, **q);
+                                    }
+                                    self.ntt_ops[j].forward(r);
+                                }
                             }
-                            self.ntt_ops[j].forward(r);
                         }
                     }
                     // each group's transformed block
@@ -1665,6 +1705,39 @@ impl Bfv {
             self.ntt_ops[limb].forward(row);
         })?;
         Ok(BfvPrepared(PreparedForm::Ntt(w)))
+    }
+
+    /// [`Bfv::prepare_centred`] of a polynomial in X^(2^stride_log2) (checked), each row
+    /// transformed in n/2^stride_log2 points ([`StridedNtt`]) where the moduli allow.
+    fn prepare_centred_strided(
+        &self,
+        coeffs: &[u64],
+        level: usize,
+        stride_log2: u32,
+    ) -> Result<BfvPrepared> {
+        crate::backend::check_stride(coeffs, stride_log2)?;
+        let ctx = self.par().context_at_level(level)?;
+        let Some(plans) = self.strided_plans(ctx.moduli_operators(), stride_log2) else {
+            return self.prepare_centred(coeffs, level);
+        };
+        let p = self.info.p;
+        let mut small = vec![0u64; self.info.n];
+        let w = self.ntt_rows(level, |row, q, limb| {
+            lift_strided(coeffs, &plans[limb], p, q, &mut small, row);
+        })?;
+        Ok(BfvPrepared(PreparedForm::Ntt(w)))
+    }
+
+    /// The [`StridedNtt`]s of these moduli (the first of the chain) for polynomials in
+    /// X^(2^stride_log2), at the largest stride the ring affords
+    /// ([`crate::strided_transform_len`]); `None` for no stride or where a modulus has none.
+    fn strided_plans(&self, moduli: &[Modulus], stride_log2: u32) -> Option<Vec<Arc<StridedNtt>>> {
+        let n = self.info.n;
+        let a = (n / crate::ntt::strided_transform_len(n, stride_log2)).trailing_zeros();
+        if a == 0 {
+            return None;
+        }
+        crate::ntt::strided(moduli, n, a, self.ntt_ops.get(..moduli.len())?)
     }
 
     /// The NTT-form polynomial at `level` whose row of each modulus q (limb i)
@@ -2339,6 +2412,16 @@ impl Backend for Bfv {
         self.prepare_centred(&v, level)
     }
 
+    fn prepare_coeffs_strided(
+        &self,
+        values: &[u64],
+        level: usize,
+        stride_log2: u32,
+    ) -> Result<BfvPrepared> {
+        let v = self.padded(values)?;
+        self.prepare_centred_strided(&v, level, stride_log2)
+    }
+
     fn dot_coeffs(&self, cts: &[&BfvCt], pts: &[&BfvPrepared]) -> Result<BfvCt> {
         // A ciphertext × plaintext product multiplies polynomials in R_q whatever the
         // encoding: the slot path is the same operation.
@@ -2354,7 +2437,7 @@ impl Backend for Bfv {
         cts: &[Vec<&BfvCt>],
     ) -> Result<Vec<BfvCt>> {
         let one = |_: usize, i: usize, v: &mut [u64]| fill(i, v);
-        self.dot_encoded_fused(encoding, level, 1, terms, &one, cts)?
+        self.dot_encoded_fused(encoding, level, 0, 1, terms, &one, cts)?
             .pop()
             .ok_or(HeError::Empty {
                 what: "dot_encoded",
@@ -2365,12 +2448,13 @@ impl Backend for Bfv {
         &self,
         encoding: crate::backend::Encoding,
         level: usize,
+        stride_log2: u32,
         groups: usize,
         terms: usize,
         fill: &(dyn Fn(usize, usize, &mut [u64]) + Sync),
         cts: &[Vec<&BfvCt>],
     ) -> Result<Vec<Vec<BfvCt>>> {
-        self.dot_encoded_fused(encoding, level, groups, terms, fill, cts)
+        self.dot_encoded_fused(encoding, level, stride_log2, groups, terms, fill, cts)
     }
 
     fn decrypt_coeffs(&self, ct: &BfvCt) -> Result<Vec<u64>> {

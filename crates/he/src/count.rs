@@ -185,6 +185,18 @@ impl<B: Backend> Backend for Counting<B> {
         self.bump(|c| c.ntt += 1);
         Ok(r)
     }
+    fn prepare_coeffs_strided(
+        &self,
+        values: &[u64],
+        level: usize,
+        stride_log2: u32,
+    ) -> Result<Self::PreparedPt> {
+        let r = self
+            .inner
+            .prepare_coeffs_strided(values, level, stride_log2)?;
+        self.bump(|c| c.ntt += 1);
+        Ok(r)
+    }
     fn dot_coeffs(&self, cts: &[&Self::Ct], pts: &[&Self::PreparedPt]) -> Result<Self::Ct> {
         let r = self.inner.dot_coeffs(cts, pts)?;
         self.bump_dot(cts.len() as u64);
@@ -206,14 +218,21 @@ impl<B: Backend> Backend for Counting<B> {
         &self,
         encoding: crate::Encoding,
         level: usize,
+        stride_log2: u32,
         groups: usize,
         terms: usize,
         fill: &(dyn Fn(usize, usize, &mut [u64]) + Sync),
         cts: &[Vec<&Self::Ct>],
     ) -> Result<Vec<Vec<Self::Ct>>> {
-        let r = self
-            .inner
-            .dot_encoded_groups(encoding, level, groups, terms, fill, cts)?;
+        let r = self.inner.dot_encoded_groups(
+            encoding,
+            level,
+            stride_log2,
+            groups,
+            terms,
+            fill,
+            cts,
+        )?;
         // As the default: one `dot_encoded` per group.
         for _ in 0..groups {
             self.bump_dot_encoded(terms, cts);

@@ -190,6 +190,15 @@ pub enum HeError {
         /// Ring degree.
         n: usize,
     },
+    /// A coefficient plaintext declared to lie at multiples of 2^stride_log2
+    /// ([`crate::Backend::dot_encoded_groups`]) with a non-zero value elsewhere.
+    #[error("plaintext coefficient {index} is non-zero, off the declared stride 2^{stride_log2}")]
+    OffStride {
+        /// The coefficient.
+        index: usize,
+        /// The declared stride's exponent.
+        stride_log2: u32,
+    },
     /// An error reported by the fhe.rs engine.
     #[error("fhe.rs: {0}")]
     Engine(String),

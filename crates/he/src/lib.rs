@@ -39,6 +39,7 @@ pub use bfv::{
 };
 pub use count::{Count, Counting, Shape, ShapeCt};
 pub use error::{HeError, Result};
+pub use ntt::strided_transform_len;
 pub use params::{
     batching_prime, max_log_q_128, Moduli, Params, ParamsBuilder, ParamsSpec, NTT_BACKEND, P32,
     PRESETS, SECRET_KEY_VARIANCE,

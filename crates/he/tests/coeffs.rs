@@ -655,7 +655,7 @@ fn grouped_fused_sums_equal_each_groups_plaintext_sums() {
             let refs: Vec<Vec<&he::BfvCt>> = cts.iter().map(|c| c.iter().collect()).collect();
             b.take();
             let out = b
-                .dot_encoded_groups(encoding, 0, groups, terms, &fill, &refs)
+                .dot_encoded_groups(encoding, 0, 0, groups, terms, &fill, &refs)
                 .unwrap();
             let grouped = b.take();
             for g in 0..groups {
@@ -668,7 +668,7 @@ fn grouped_fused_sums_equal_each_groups_plaintext_sums() {
             let sim_refs: Vec<Vec<&he::SimCt>> =
                 sim_cts.iter().map(|c| c.iter().collect()).collect();
             s.take();
-            s.dot_encoded_groups(encoding, 0, groups, terms, &fill, &sim_refs)
+            s.dot_encoded_groups(encoding, 0, 0, groups, terms, &fill, &sim_refs)
                 .unwrap();
             assert_eq!(s.take(), grouped, "{encoding:?}: simulator counts");
             assert_eq!(out.len(), groups);
@@ -683,6 +683,139 @@ fn grouped_fused_sums_equal_each_groups_plaintext_sums() {
                     assert_eq!(got, want, "{encoding:?}, group {g}, output {t}");
                 }
             }
+        }
+    }
+}
+
+/// A polynomial in X^(2^a): `k` random values of Z_p at multiples of 2^a, with -1 and the
+/// largest centred magnitudes among them.
+fn strided(n: usize, a: u32, k: usize, p: u64, seed: u64) -> Vec<u64> {
+    let mut r = rng(seed);
+    let mut v = vec![0u64; n];
+    let m = n >> a;
+    for _ in 0..k {
+        v[r.random_range(0..m) << a] = r.random_range(0..p);
+    }
+    v[(m - 1) << a] = p - 1;
+    v[(m / 2) << a] = p / 2;
+    if m > 2 {
+        v[(m / 2 + 1) << a] = p / 2 + 1;
+    }
+    v
+}
+
+/// Plaintexts declared to be polynomials in X^(2^a) (Cheetah's 1x1 filters), which BFV
+/// transforms in n/2^a points and spreads: for every stride up to n (the shortest
+/// transform is 16 points), on n4096 at two levels, on 60-bit moduli and on n8192-p28 at
+/// the Cheetah layers' query level, the
+/// fused grouped sums and the prepared plaintexts' products equal the schoolbook
+/// negacyclic sums mod p; the counts are those without a stride on BFV and the
+/// simulator alike; a value off the stride and a stride on slots are refused.
+#[test]
+fn strided_plaintexts_give_the_same_sums() {
+    let q164 = he::Params::preset("n8192-q164").unwrap();
+    let p28 = he::Params::preset("n8192-p28").unwrap();
+    for (params, level) in [
+        (params().clone(), 0),
+        (params().clone(), 1),
+        (q164, 0),
+        (p28, 2),
+    ] {
+        let b = Counting::new(Bfv::keygen(&params, GaloisSpec::none()).unwrap());
+        let s = Counting::new(Sim::new(&params, GaloisSpec::none()));
+        let (n, p, groups, outs, terms) = (params.n(), params.p(), 2, 2, 5);
+        let inputs: Vec<Vec<Vec<u64>>> = (0..outs)
+            .map(|t| {
+                (0..terms)
+                    .map(|i| random_slots(n, p, &mut rng(9000 + (terms * t + i) as u64)))
+                    .collect()
+            })
+            .collect();
+        let cts: Vec<Vec<he::BfvCt>> = inputs
+            .iter()
+            .map(|xs| {
+                xs.iter()
+                    .map(|x| {
+                        b.encrypt_sym(&b.encode_coeffs_at(x, level).unwrap())
+                            .unwrap()
+                    })
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<Vec<&he::BfvCt>> = cts.iter().map(|c| c.iter().collect()).collect();
+        let sim_cts = encrypt_terms(&s, &inputs, Encoding::Coeffs);
+        let sim_refs: Vec<Vec<&he::SimCt>> = sim_cts.iter().map(|c| c.iter().collect()).collect();
+        let log_n = n.trailing_zeros();
+        for a in [1u32, 2, 6, log_n - 4, log_n - 3, log_n - 1, log_n] {
+            let weights: Vec<Vec<Vec<u64>>> = (0..groups)
+                .map(|g| {
+                    (0..terms)
+                        .map(|i| {
+                            strided(n, a, 3, p, 9500 + (g * terms + i) as u64 + 100 * a as u64)
+                        })
+                        .collect()
+                })
+                .collect();
+            let fill = |g: usize, i: usize, v: &mut [u64]| v.copy_from_slice(&weights[g][i]);
+            b.take();
+            let out = b
+                .dot_encoded_groups(Encoding::Coeffs, level, a, groups, terms, &fill, &refs)
+                .unwrap();
+            let counted = b.take();
+            b.dot_encoded_groups(Encoding::Coeffs, level, 0, groups, terms, &fill, &refs)
+                .unwrap();
+            assert_eq!(counted, b.take(), "stride 2^{a}: counts");
+            s.take();
+            s.dot_encoded_groups(Encoding::Coeffs, 0, a, groups, terms, &fill, &sim_refs)
+                .unwrap();
+            assert_eq!(s.take(), counted, "stride 2^{a}: simulator counts");
+            for (g, group) in out.iter().enumerate() {
+                for (t, (o, xs)) in group.iter().zip(&inputs).enumerate() {
+                    let want = plaintext_sum(Encoding::Coeffs, &weights[g], xs, p);
+                    assert_eq!(
+                        b.decrypt_coeffs(o).unwrap(),
+                        want,
+                        "level {level}, stride 2^{a}, group {g}, output {t}"
+                    );
+                }
+            }
+            // held: the same product as the plaintext prepared without a stride
+            let w = &weights[1][3];
+            let held = b.prepare_coeffs_strided(w, level, a).unwrap();
+            let plain = b.prepare_coeffs_at(w, level).unwrap();
+            let x = &refs[0][0];
+            assert_eq!(
+                b.decrypt_coeffs(&b.dot_coeffs(&[x], &[&held]).unwrap())
+                    .unwrap(),
+                b.decrypt_coeffs(&b.dot_coeffs(&[x], &[&plain]).unwrap())
+                    .unwrap(),
+                "level {level}, stride 2^{a}: prepared"
+            );
+            // a value off the stride
+            let mut off = w.clone();
+            off[(1 << a) - 1] = 1;
+            let bad = |_: usize, _: usize, v: &mut [u64]| v.copy_from_slice(&off);
+            let one = [vec![refs[0][0]]];
+            let sim_one = [vec![sim_refs[0][0]]];
+            for result in [
+                b.dot_encoded_groups(Encoding::Coeffs, level, a, 1, 1, &bad, &one)
+                    .map(|_| ()),
+                b.prepare_coeffs_strided(&off, level, a).map(|_| ()),
+                s.dot_encoded_groups(Encoding::Coeffs, 0, a, 1, 1, &bad, &sim_one)
+                    .map(|_| ()),
+            ] {
+                assert!(
+                    matches!(result, Err(HeError::OffStride { index, stride_log2 }) if index == (1 << a) - 1 && stride_log2 == a),
+                    "stride 2^{a}: {result:?}"
+                );
+            }
+        }
+        if level == 0 {
+            let slots = |_: usize, _: usize, v: &mut [u64]| v.fill(0);
+            assert!(matches!(
+                b.dot_encoded_groups(Encoding::Slots, 0, 1, 1, 1, &slots, &[vec![refs[0][0]]]),
+                Err(HeError::EncodingMismatch { .. })
+            ));
         }
     }
 }

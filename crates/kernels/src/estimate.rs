@@ -131,6 +131,13 @@ pub struct CostModel {
     /// the level's moduli.
     #[serde(default)]
     pub encode_in_product_coeffs_us: [Option<f64>; MEASURED_LEVELS],
+    /// A coefficient plaintext in X^(2^a) encoded in n/2^a points and spread
+    /// ([`he::Backend::prepare_coeffs_strided`]; Cheetah's 1x1 filters), priced against
+    /// a whole plaintext's encoding: index a (index 0 is 1; strides beyond the last index
+    /// take the last), measured inside fused products at the deepest coefficient query
+    /// level. Absent in older caches: the reference's.
+    #[serde(default)]
+    pub coeffs_stride_ratio: Option<[f64; STRIDE_RATIOS]>,
     /// Encoding one row-constant weight plaintext (the scalar path,
     /// [`he::Backend::prepare_row_constants`]). Absent in older caches: the reference's
     /// ratio to `prepare_us`.
@@ -219,6 +226,7 @@ impl CostModel {
             prepare_coeffs_us: Some(REFERENCE_PREPARE_COEFFS_US * w),
             encode_in_product_us: Some(REFERENCE_ENCODE_IN_PRODUCT_US * w),
             encode_in_product_coeffs_us: in_product_coeffs,
+            coeffs_stride_ratio: Some(REFERENCE_STRIDE_RATIO),
             prepare_rows_us: Some(REFERENCE_PREPARE_ROWS_US * w),
             sc_mult_rows_us: Some(REFERENCE_SC_MULT_US * REFERENCE_ROWS_PRODUCT_RATIO * w),
             galois_key_bytes: (params.levels() * params.ct_wire_size(0, true)) as u64,
@@ -274,8 +282,7 @@ impl CostModel {
             Ok(b.decrypt_as(&b.deserialize(bytes)?, e)?)
         };
         let sc_mult_us = busy_median_us(threads, reps, || b.dot(&terms, &pts)) / TERMS as f64;
-        let (in_product, in_product_coeffs) =
-            measure_encode_in_product(&b, &v, sc_mult_us, reps, threads)?;
+        let in_product = measure_encode_in_product(&b, &v, sc_mult_us, reps, threads)?;
         Ok(Self {
             perm_us: busy_median_us(threads, reps, || b.rotate_rows(&ct, 1)),
             dec_perm_us: busy_median_us(threads, reps, || b.hoist(&ct)),
@@ -285,8 +292,9 @@ impl CostModel {
             share_us: (share_us - one_flood_us).max(0.0),
             prepare_us: busy_median_us(threads, reps, || b.prepare(&v)),
             prepare_coeffs_us: Some(busy_median_us(threads, reps, || b.prepare_coeffs(&v))),
-            encode_in_product_us: Some(in_product),
-            encode_in_product_coeffs_us: in_product_coeffs,
+            encode_in_product_us: Some(in_product.slots),
+            encode_in_product_coeffs_us: in_product.coeffs,
+            coeffs_stride_ratio: Some(in_product.stride_ratio),
             prepare_rows_us: Some(busy_median_us(threads, reps, || {
                 b.prepare_row_constants([v[0], v[1]])
             })),
@@ -394,6 +402,18 @@ impl CostModel {
                 .flatten()
                 .unwrap_or_else(|| self.prepare_us_for(encoding) * limbs),
         }
+    }
+
+    /// The price of encoding a coefficient plaintext in X^(2^stride_log2) of a ring of
+    /// degree n against a whole plaintext's ([`CostModel::coeffs_stride_ratio`], at the
+    /// stride BFV transforms with, [`he::strided_transform_len`]).
+    pub fn stride_ratio(&self, n: usize, stride_log2: u32) -> f64 {
+        let a = (n / he::strided_transform_len(n, stride_log2).max(1)).trailing_zeros() as usize;
+        if a == 0 {
+            return 1.0;
+        }
+        let ratios = self.coeffs_stride_ratio.unwrap_or(REFERENCE_STRIDE_RATIO);
+        ratios[a.min(STRIDE_RATIOS - 1)]
     }
 
     /// One product by a row-constant plaintext inside a fused sum, µs.
@@ -513,8 +533,11 @@ pub fn estimate<L: LinearLayer>(
     b.take();
     // row-constant plaintexts (the scalar path) are prepared apart either way
     let rows_ms = prepared.row_constants as f64 * model.prepare_rows_us() * limbs;
+    // plaintexts in X^(2^a) are transformed in n/2^a points
+    let strided = model.stride_ratio(params.n(), layout.weight_stride_log2());
     let encode_ms =
-        (prepared.ntt as f64 * model.prepare_us_for(layout.encoding()) * limbs + rows_ms) / 1e3;
+        (prepared.ntt as f64 * model.prepare_us_for(layout.encoding()) * limbs * strided + rows_ms)
+            / 1e3;
     let (resp, _) = layout.respond(&b, &m, &q, &mut pool)?;
     let counts = b.take();
     let bytes_down = resp.iter().map(|c| b.wire_size(c) as u64).sum();
@@ -536,7 +559,9 @@ pub fn estimate<L: LinearLayer>(
             + prepared.row_constants * row_constants_bytes(params),
         encode_ms,
         encode_on_the_fly_ms: if layout.encodes_in_products() {
-            (prepared.ntt as f64 * model.encode_in_product_us_at(layout.encoding(), level, limbs)
+            (prepared.ntt as f64
+                * model.encode_in_product_us_at(layout.encoding(), level, limbs)
+                * strided
                 + rows_ms)
                 / 1e3
         } else {
@@ -552,47 +577,87 @@ pub fn estimate<L: LinearLayer>(
 /// Query levels [`CostModel::encode_in_product_coeffs_us`] holds figures for.
 pub const MEASURED_LEVELS: usize = 8;
 
+/// Strides [`CostModel::coeffs_stride_ratio`] holds figures for (2^0 to 2^9: at n = 8192
+/// down to the shortest transform, 16 points).
+pub const STRIDE_RATIOS: usize = 10;
+
+/// The reference [`CostModel::coeffs_stride_ratio`]: `bench ops --params n8192-p28`,
+/// level 2 (three moduli), on this project's machine kind (an AMD EPYC with AVX2 and no
+/// IFMA), middle of three runs on 2026-12-06 (the runs spread by ±0.1 at the largest
+/// strides, where the encoding is a few passes over n values).
+const REFERENCE_STRIDE_RATIO: [f64; STRIDE_RATIOS] =
+    [1.0, 0.70, 0.40, 0.27, 0.21, 0.19, 0.18, 0.17, 0.16, 0.16];
+
+/// What [`measure_encode_in_product`] measures.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EncodeInProduct {
+    /// A slot plaintext at the top level, µs ([`CostModel::encode_in_product_us`]).
+    pub slots: f64,
+    /// A coefficient plaintext per query level, µs
+    /// ([`CostModel::encode_in_product_coeffs_us`]).
+    pub coeffs: [Option<f64>; MEASURED_LEVELS],
+    /// A coefficient plaintext in X^(2^a) against a whole one, per a
+    /// ([`CostModel::coeffs_stride_ratio`]).
+    pub stride_ratio: [f64; STRIDE_RATIOS],
+}
+
 /// Encoding one weight plaintext inside a fused product ([`he::Backend::dot_encoded`],
 /// `TERMS` plaintexts per product, one output, run on `threads` threads at once): the
 /// time per plaintext less a held plaintext's product, `sc_mult_us` at the top level,
 /// scaled to each level's moduli. Slot encoding at the top level (the slot kernels query
-/// there); coefficient encoding at every level a query may take (all but the last).
+/// there); coefficient encoding at every level a query may take (all but the last), and
+/// at the deepest of them for plaintexts in X^(2^a), a = 1 to [`STRIDE_RATIOS`] − 1
+/// (the values of `v` at the multiples of 2^a).
 pub fn measure_encode_in_product(
     b: &Bfv,
     v: &[u64],
     sc_mult_us: f64,
     reps: usize,
     threads: usize,
-) -> Result<(f64, [Option<f64>; MEASURED_LEVELS])> {
+) -> Result<EncodeInProduct> {
     const TERMS: usize = 8;
     let params = b
         .params()
         .ok_or_else(|| he::HeError::Engine("no parameters".into()))?;
     let levels = params.levels();
-    let fill = |_: usize, out: &mut [u64]| out.copy_from_slice(v);
-    let at = |encoding: Encoding, level: usize| -> Result<f64> {
+    let at = |encoding: Encoding, level: usize, stride_log2: u32| -> Result<f64> {
         let pt = match encoding {
             Encoding::Slots => b.encode(v)?,
             Encoding::Coeffs => b.encode_coeffs_at(v, level)?,
         };
         let ct = b.encrypt_sym(&pt)?;
         let outputs = [vec![&ct; TERMS]];
+        let off = (1usize << stride_log2) - 1;
+        let fill = |_: usize, _: usize, out: &mut [u64]| {
+            for (k, (o, &x)) in out.iter_mut().zip(v).enumerate() {
+                *o = if k & off == 0 { x } else { 0 };
+            }
+        };
         let per_term = busy_median_us(threads, reps, || {
-            b.dot_encoded(encoding, level, TERMS, &fill, &outputs)
+            b.dot_encoded_groups(encoding, level, stride_log2, 1, TERMS, &fill, &outputs)
         }) / TERMS as f64;
         let limbs = (levels - level) as f64 / levels as f64;
         Ok((per_term - sc_mult_us * limbs).max(0.0))
     };
-    let slots = at(Encoding::Slots, 0)?;
+    let slots = at(Encoding::Slots, 0, 0)?;
     let mut coeffs = [None; MEASURED_LEVELS];
-    for (level, c) in coeffs
-        .iter_mut()
-        .enumerate()
-        .take(params.last_level().max(1))
-    {
-        *c = Some(at(Encoding::Coeffs, level)?);
+    let deepest = params.last_level().max(1) - 1;
+    for (level, c) in coeffs.iter_mut().enumerate().take(deepest + 1) {
+        *c = Some(at(Encoding::Coeffs, level, 0)?);
     }
-    Ok((slots, coeffs))
+    let mut stride_ratio = [1.0; STRIDE_RATIOS];
+    if let Some(whole) = coeffs[deepest.min(MEASURED_LEVELS - 1)].filter(|&w| w > 0.0) {
+        let log_n = params.n().trailing_zeros();
+        for (a, r) in stride_ratio.iter_mut().enumerate().skip(1) {
+            let a = (a as u32).min(log_n);
+            *r = (at(Encoding::Coeffs, deepest, a)? / whole).min(1.0);
+        }
+    }
+    Ok(EncodeInProduct {
+        slots,
+        coeffs,
+        stride_ratio,
+    })
 }
 
 /// The query rounding the client's costs are measured with: one modulus's digit dropped

@@ -83,6 +83,12 @@ pub trait LinearLayer {
     fn encodes_in_products(&self) -> bool {
         false
     }
+    /// The weight plaintexts are coefficient polynomials in X^(2^k) for this k
+    /// ([`he::Backend::prepare_coeffs_strided`]; 0: no such structure): the planner
+    /// prices their encoding by it ([`crate::CostModel::stride_ratio`]).
+    fn weight_stride_log2(&self) -> u32 {
+        0
+    }
     /// Offline: encode the weights.
     fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<Self::Encoded<B>>;
     /// Client: pack and encrypt the input (before the rounding of

@@ -936,6 +936,56 @@ fn conv_on_the_fly_equals_encoded_weights() {
         .unwrap();
     let c = layout.decrypt(client, &resp).unwrap();
     assert_eq!(reconstruct(&c, &s, p.p()), conv_ref(&sh, &x, &f, p.p()));
+    // Real BFV, 1x1 filters whose plaintexts are polynomials in X^(2^a) (transformed in
+    // n/2^a points, `prepare_coeffs_strided`), held and on the fly, with and without
+    // output-channel packing, at n8192-q164 and at the Cheetah layers' query level of
+    // n8192-p28: the reference's shares.
+    let p28 = Params::preset("n8192-p28").unwrap();
+    let p28_client = Bfv::keygen(&p28, GaloisSpec::none()).unwrap();
+    for (pp, client, sh, stride) in [
+        (p, client, shape(40, 16, 16, 24, 1, 1, Padding::Same), 8),
+        (p, client, shape(70, 14, 14, 20, 1, 1, Padding::Same), 2),
+        (p, client, shape(9, 7, 7, 300, 1, 1, Padding::Same), 0),
+        (
+            &p28,
+            &p28_client,
+            shape(64, 14, 14, 48, 1, 1, Padding::Same),
+            2,
+        ),
+        (
+            &p28,
+            &p28_client,
+            shape(16, 28, 28, 8, 1, 2, Padding::Same),
+            2,
+        ),
+    ] {
+        let (x, f) = conv_problem(&sh, 97);
+        let want = conv_ref(&sh, &x, &f, pp.p());
+        let layout = ConvLayout::new(ConvMethod::Cheetah, sh, real(pp)).unwrap();
+        assert_eq!(layout.weight_stride_log2(), stride, "{sh:?}");
+        let server = Bfv::server(pp, client.public_keys()).unwrap();
+        let xr: Vec<u64> = x.iter().map(|&v| pp.reduce(v)).collect();
+        for on_the_fly in [false, true] {
+            let q = layout.query(client, &xr).unwrap();
+            let mut pool = FloodPool::at_level(layout.flood_bits(pp).unwrap(), server.level(&q[0]));
+            pool.fill(&server, layout.output_cts()).unwrap();
+            let (resp, s) = if on_the_fly {
+                layout
+                    .respond_on_the_fly(&server, &f, &q, &mut pool)
+                    .unwrap()
+            } else {
+                let m = layout.encode_weights(&server, &f).unwrap();
+                layout.respond(&server, &m, &q, &mut pool).unwrap()
+            };
+            let c = layout.decrypt(client, &resp).unwrap();
+            assert_eq!(
+                reconstruct(&c, &s, pp.p()),
+                want,
+                "{sh:?} at {}, on the fly: {on_the_fly}",
+                pp.name()
+            );
+        }
+    }
     // Real BFV, slot methods at n8192 (`bsgs` and HELiKs encode their plaintexts inside
     // the products, GAZELLE's input rotation prepares one output's; several channels per
     // row): the reference's shares.

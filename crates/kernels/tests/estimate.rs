@@ -233,13 +233,36 @@ fn weights_encoded_inside_the_products_are_priced_at_their_level() {
     )
     .unwrap();
     assert!(cheetah.encodes_in_products());
+    // 1x1 filters on 14x14 tiles: polynomials in X^196, transformed in n/4 points
+    assert_eq!(cheetah.weight_stride_log2(), 2);
+    let strided = model.stride_ratio(params.n(), 2);
+    assert_eq!(strided, model.coeffs_stride_ratio.unwrap()[2]);
+    assert!(strided < 1.0);
     let level = cheetah.query_level(&params);
     let e = estimate(&cheetah, &params, &model).unwrap();
     let limbs = (params.levels() - level) as f64 / params.levels() as f64;
     let ntt = e.plaintexts as f64;
-    assert!((e.encode_on_the_fly_ms - ntt * 100.0 * (level + 1) as f64 / 1e3).abs() < 1e-9);
     assert!(
-        (e.encode_ms - ntt * model.prepare_us_for(he::Encoding::Coeffs) * limbs / 1e3).abs() < 1e-9
+        (e.encode_on_the_fly_ms - ntt * 100.0 * (level + 1) as f64 * strided / 1e3).abs() < 1e-9
+    );
+    assert!(
+        (e.encode_ms - ntt * model.prepare_us_for(he::Encoding::Coeffs) * limbs * strided / 1e3)
+            .abs()
+            < 1e-9
+    );
+    // a 3x3 filter's plaintexts have no stride
+    let three = ConvLayout::new(
+        ConvMethod::Cheetah,
+        ConvShape::new([64, 14, 14], [64, 3, 3], 1, Padding::Same),
+        slots,
+    )
+    .unwrap();
+    assert_eq!(three.weight_stride_log2(), 0);
+    assert_eq!(model.stride_ratio(params.n(), 0), 1.0);
+    // strides past the shortest transform are priced as it
+    assert_eq!(
+        model.stride_ratio(params.n(), 13),
+        model.stride_ratio(params.n(), 9)
     );
     let bsgs = ConvLayout::new(
         ConvMethod::Bsgs,

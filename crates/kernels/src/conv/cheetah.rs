@@ -108,6 +108,19 @@ impl CheetahGeometry {
     fn hw(&self) -> usize {
         self.th * self.tw
     }
+    /// The filter plaintexts are polynomials in X^(2^stride_log2)
+    /// ([`he::Backend::prepare_coeffs_strided`]): every coefficient sits at a multiple
+    /// of H_w·W_w plus a row offset l·W_w (k_h > 1) plus a column offset (k_w > 1), so the
+    /// stride is the twos of H_w·W_w for 1x1 filters, of W_w for k_h x 1 ones, else none.
+    pub fn stride_log2(&self, sh: &ConvShape) -> u32 {
+        if sh.k_w > 1 {
+            0
+        } else if sh.k_h > 1 {
+            self.tw.trailing_zeros()
+        } else {
+            self.hw().trailing_zeros()
+        }
+    }
 }
 
 /// The candidate extents of `len` items cut into t parts: for each t, the smallest
@@ -378,6 +391,7 @@ pub(crate) fn compute_on_the_fly<B: Backend>(
             Ok(b.dot_encoded_groups(
                 he::Encoding::Coeffs,
                 level,
+                e.stride_log2(sh),
                 groups,
                 e.in_groups,
                 &fill,
@@ -394,7 +408,7 @@ pub(crate) fn compute_on_the_fly<B: Backend>(
                     } else {
                         Vec::new()
                     };
-                    Ok(b.prepare_coeffs_at(&v, level)?)
+                    Ok(b.prepare_coeffs_strided(&v, level, e.stride_log2(sh))?)
                 })
                 .collect::<Result<Vec<_>>>()?;
             let ps: Vec<&B::PreparedPt> = pts.iter().collect();

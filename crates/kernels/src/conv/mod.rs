@@ -801,7 +801,7 @@ impl ConvLayout {
                         } else {
                             Vec::new()
                         };
-                        Ok(b.prepare_coeffs_at(&v, level)?)
+                        Ok(b.prepare_coeffs_strided(&v, level, e.stride_log2(&sh))?)
                     })
                     .collect::<Result<Vec<_>>>()
             })?;
@@ -908,6 +908,11 @@ impl crate::layer::LinearLayer for ConvLayout {
     fn weight_len(&self) -> usize {
         let s = self.geom.shape;
         s.c_o * s.c_i * s.k_h * s.k_w
+    }
+    fn weight_stride_log2(&self) -> u32 {
+        self.cheetah
+            .as_ref()
+            .map_or(0, |e| e.stride_log2(&self.geom.shape))
     }
     fn encodes_in_products(&self) -> bool {
         // as compute_on_the_fly streams them: Cheetah's filters (a layer with fewer
