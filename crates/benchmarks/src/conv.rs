@@ -201,7 +201,7 @@ pub fn run(a: &ConvOptions) -> Result<LinearReport> {
             return Err(format!("unknown packing `{other}` (auto, padded, compact, both)").into())
         }
     };
-    let slot_method = |m: ConvMethod| !matches!(m, ConvMethod::Ensei | ConvMethod::Cheetah);
+    let slot_method = |m: ConvMethod| !(m == ConvMethod::Ensei || m.is_cheetah());
     let runs: Vec<(ConvMethod, Option<Packing>)> = list
         .iter()
         .flat_map(|&m| {

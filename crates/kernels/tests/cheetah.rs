@@ -347,6 +347,68 @@ fn conv_reconstructs_on_sim() {
     .is_err());
 }
 
+/// Padded tiles (`cheetah-padded`): for filters one column wide, the tile's area (1x1)
+/// or width (k x 1) is a multiple of 8, so the filter plaintexts are polynomials in
+/// X^8 or finer; the shares reconstruct the reference on Sim (odd feature maps, strides,
+/// spatial tiles, 'valid' padding), the layout sends no fewer bytes than Cheetah's own,
+/// and wider filters are refused.
+#[test]
+fn padded_tiles_reconstruct_on_sim() {
+    let p = params();
+    let k_h = |c_i, h, w, c_o, k, s, pad| ConvShape {
+        k_w: 1,
+        ..shape(c_i, h, w, c_o, k, s, pad)
+    };
+    let shapes = [
+        shape(9, 7, 7, 300, 1, 1, Padding::Same),
+        shape(40, 14, 14, 24, 1, 1, Padding::Same),
+        shape(16, 28, 28, 8, 1, 2, Padding::Same), // subsampled to 14x14
+        shape(6, 15, 15, 4, 1, 3, Padding::Same),
+        shape(3, 100, 90, 2, 1, 1, Padding::Same), // spatial tiles
+        shape(130, 5, 5, 70, 1, 1, Padding::Valid),
+        k_h(5, 11, 13, 7, 3, 1, Padding::Valid),
+        k_h(4, 9, 7, 3, 5, 2, Padding::Same),
+    ];
+    for (i, sh) in shapes.iter().enumerate() {
+        let (x, f) = conv_problem(sh, 60 + i as u64);
+        let layout = ConvLayout::new(ConvMethod::CheetahPadded, *sh, real(p)).unwrap();
+        let own = ConvLayout::new(ConvMethod::Cheetah, *sh, real(p)).unwrap();
+        let e = layout.cheetah_geometry().unwrap();
+        let twos = if sh.k_h == 1 {
+            (e.th * e.tw).trailing_zeros()
+        } else {
+            e.tw.trailing_zeros()
+        };
+        assert!(
+            twos >= kernels::conv::cheetah::PADDED_TILE_TWOS,
+            "{sh:?}: {e:?}"
+        );
+        assert_eq!(layout.weight_stride_log2(), twos, "{sh:?}");
+        // Cheetah's own tiling has the fewest wire bytes
+        let wire = |l: &ConvLayout| {
+            let e = estimate(l, p, &CostModel::reference(p)).unwrap();
+            e.bytes_up + e.bytes_down
+        };
+        assert!(wire(&layout) >= wire(&own), "{sh:?}");
+        let sim = Sim::new(p, layout.galois());
+        let (c, s) = run(&sim, &layout, &f, &x, 0);
+        assert_eq!(
+            reconstruct(&c, &s, p.p()),
+            conv_ref(sh, &x, &f, p.p()),
+            "{sh:?}"
+        );
+    }
+    for sh in [
+        shape(3, 8, 8, 4, 3, 1, Padding::Same),
+        ConvShape {
+            k_h: 1,
+            ..shape(3, 8, 8, 4, 3, 1, Padding::Same)
+        },
+    ] {
+        assert!(ConvLayout::new(ConvMethod::CheetahPadded, sh, real(p)).is_err());
+    }
+}
+
 #[test]
 fn conv_reconstructs_in_small_ideal_rings() {
     // n = 1024: channels, tiles and output groups all split.
@@ -727,6 +789,12 @@ fn methods_are_registered() {
     assert!(Method::ALL.contains(&Method::Cheetah));
     assert_eq!(ConvMethod::parse("cheetah"), Some(ConvMethod::Cheetah));
     assert!(ConvMethod::ALL.contains(&ConvMethod::Cheetah));
+    assert_eq!(
+        ConvMethod::parse("cheetah-padded"),
+        Some(ConvMethod::CheetahPadded)
+    );
+    assert!(ConvMethod::ALL.contains(&ConvMethod::CheetahPadded));
+    assert!(ConvMethod::CheetahPadded.is_cheetah());
     assert_eq!(Method::Cheetah.to_string(), "cheetah");
     let layout = MatvecLayout::new(Method::Cheetah, 3, 3, real(params())).unwrap();
     assert_eq!(layout.encoding(), he::Encoding::Coeffs);
@@ -939,7 +1007,7 @@ fn conv_on_the_fly_equals_encoded_weights() {
     // Real BFV, 1x1 filters whose plaintexts are polynomials in X^(2^a) (transformed in
     // n/2^a points, `prepare_coeffs_strided`), held and on the fly, with and without
     // output-channel packing, at n8192-q164 and at the Cheetah layers' query level of
-    // n8192-p28: the reference's shares.
+    // n8192-p28, Cheetah's tiles and padded ones: the reference's shares.
     let p28 = Params::preset("n8192-p28").unwrap();
     let p28_client = Bfv::keygen(&p28, GaloisSpec::none()).unwrap();
     for (pp, client, sh, stride) in [
@@ -958,10 +1026,22 @@ fn conv_on_the_fly_equals_encoded_weights() {
             shape(16, 28, 28, 8, 1, 2, Padding::Same),
             2,
         ),
+        (
+            &p28,
+            &p28_client,
+            shape(64, 7, 7, 200, 1, 1, Padding::Same),
+            3,
+        ),
     ] {
         let (x, f) = conv_problem(&sh, 97);
         let want = conv_ref(&sh, &x, &f, pp.p());
-        let layout = ConvLayout::new(ConvMethod::Cheetah, sh, real(pp)).unwrap();
+        // a 7x7 map at p28: Cheetah's own 7x7 tiles have no stride, padded 7x8 ones 2^3
+        let method = if sh.h == 7 && pp.name() == "n8192-p28" {
+            ConvMethod::CheetahPadded
+        } else {
+            ConvMethod::Cheetah
+        };
+        let layout = ConvLayout::new(method, sh, real(pp)).unwrap();
         assert_eq!(layout.weight_stride_log2(), stride, "{sh:?}");
         let server = Bfv::server(pp, client.public_keys()).unwrap();
         let xr: Vec<u64> = x.iter().map(|&v| pp.reduce(v)).collect();

@@ -89,11 +89,25 @@ fn every_method_reconstructs_on_sim() {
         let (x, f) = problem(sh, i as u64);
         let want = reference(sh, &x, &f, params.p());
         for method in ConvMethod::ALL {
+            if !applies(method, sh) {
+                continue;
+            }
             let layout = ConvLayout::new(method, *sh, real(&params)).unwrap();
             let sim = Sim::new(&params, layout.galois());
             assert_eq!(run(&sim, &layout, &x, &f, 0), want, "{method} {sh:?}");
         }
     }
+}
+
+/// Whether `method` applies to `sh`: padded Cheetah tiles only for filters one column
+/// wide (checked: it refuses the others).
+fn applies(method: ConvMethod, sh: &ConvShape) -> bool {
+    if method == ConvMethod::CheetahPadded && sh.k_w > 1 {
+        let p = Params::preset("n8192").unwrap();
+        assert!(ConvLayout::new(method, *sh, real(&p)).is_err(), "{sh:?}");
+        return false;
+    }
+    true
 }
 
 /// The slot methods (the ones with a choice of packing).
@@ -292,7 +306,7 @@ fn bfv_small_convolutions() {
         let (x, f) = problem(sh, 10 + i as u64);
         let want = reference(sh, &x, &f, params.p());
         for method in ConvMethod::ALL {
-            if (method == ConvMethod::GazelleIn) != *input_rotation {
+            if (method == ConvMethod::GazelleIn) != *input_rotation || !applies(method, sh) {
                 continue;
             }
             let layout = ConvLayout::new(method, *sh, real(&params)).unwrap();
@@ -558,6 +572,9 @@ fn identical_counts_on_sim_and_count() {
         shape(2, 100, 90, 3, 3, 2, Padding::Same),
     ] {
         for method in ConvMethod::ALL {
+            if !applies(method, &sh) {
+                continue;
+            }
             let layout = ConvLayout::new(method, sh, real(&params)).unwrap();
             let (x, f) = problem(&sh, 3);
             let sim = Counting::new(Sim::new(&params, layout.galois()));

@@ -15,8 +15,9 @@ use serde::{Deserialize, Serialize};
 /// approximately; a MaxPool's comparisons track no signs. 9: a MaxPool of overlapping
 /// windows runs separably, rows then columns. 10: an approximate step's DReLU may be
 /// coarse, `nn::Step::Nonlinear::coarse_drelu_bits`. 11: the silent-OT PPRF runs on
-/// half-trees and sends no leaf correction).
-pub const PROTOCOL_VERSION: u32 = 11;
+/// half-trees and sends no leaf correction. 12: a convolution's method may be Cheetah's
+/// on padded tiles, `cheetah-padded`, whose layout both parties derive from it).
+pub const PROTOCOL_VERSION: u32 = 12;
 
 /// The public architecture of one linear layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

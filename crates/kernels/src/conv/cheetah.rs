@@ -23,6 +23,13 @@
 //! p = 2^20 with weights up to p/2, about 95 with a fixed point's 8-bit weights), a
 //! response n·(p + 12) bits of c1 plus its read coefficients (fixed by the layer).
 //!
+//! Padded tiles ([`crate::ConvMethod::CheetahPadded`]): H_w and W_w may exceed the
+//! stride-1 outputs' extents plus the halo; the products are the same, and the outputs
+//! at the extra rows and columns (which read the next tile's inputs or zeros) are not
+//! read. A 1x1 filter's plaintext Σ f X^(m·C_w·HW + O − c·HW) is then a polynomial in
+//! X^HW, which the server transforms in n/2^a points for the 2^a dividing HW
+//! ([`he::Backend::prepare_coeffs_strided`]).
+//!
 //! Strides: 1x1 filters subsample the input first (Cheetah's `strided_tshape`); other
 //! filters compute the stride-1 outputs of the rows and columns the strided output
 //! needs and the shares keep every s-th (the network lowering turns strided layers
@@ -68,9 +75,10 @@ pub struct CheetahGeometry {
     pub oh: usize,
     /// Stride-1 output columns per tile.
     pub ow: usize,
-    /// Tile height H_w = oh + k_h − 1.
+    /// Tile height H_w = oh + k_h − 1 (more with padded tiles: the extra rows' outputs
+    /// are not read).
     pub th: usize,
-    /// Tile width W_w = ow + k_w − 1.
+    /// Tile width W_w = ow + k_w − 1 (more with padded tiles).
     pub tw: usize,
     /// Tiles down.
     pub tiles_h: usize,
@@ -123,6 +131,28 @@ impl CheetahGeometry {
     }
 }
 
+/// The twos [`crate::ConvMethod::CheetahPadded`] pads a tile's area (1x1 filters) or
+/// width (k x 1) to: 2^3, so that a 1x1 filter's plaintext is transformed in n/8 points
+/// or fewer (`bench ops`: about a quarter of a whole transform's price at n = 8192).
+pub const PADDED_TILE_TWOS: u32 = 3;
+
+/// The smallest tile of at least `th0` x `tw0` pixels whose area (`area`) or width is a
+/// multiple of 2^`twos`: (H_w, W_w).
+fn padded_tile(th0: usize, tw0: usize, twos: u32, area: bool) -> (usize, usize) {
+    let up = |v: usize, t: u32| v.div_ceil(1 << t) << t;
+    if twos == 0 {
+        return (th0, tw0);
+    }
+    if !area {
+        return (th0, up(tw0, twos));
+    }
+    // the twos split between the two sides, the smallest area (then the narrower tile)
+    (0..=twos)
+        .map(|t| (up(th0, twos - t), up(tw0, t)))
+        .min_by_key(|&(h, w)| (h * w, w))
+        .unwrap_or((th0, tw0))
+}
+
 /// The candidate extents of `len` items cut into t parts: for each t, the smallest
 /// extent giving t parts (O(√len) distinct values).
 fn extents(len: usize) -> Vec<usize> {
@@ -131,9 +161,24 @@ fn extents(len: usize) -> Vec<usize> {
     v
 }
 
-pub(crate) fn geometry(g: &ConvGeometry, p: u64, weight_log2: f64) -> Result<CheetahGeometry> {
+/// The tiling of the fewest wire bytes (then products, then plaintexts); with
+/// `tile_twos` > 0, among tiles padded ([`padded_tile`]) so that the filters are
+/// polynomials in X^(2^tile_twos) or finer, which only filters one column wide have.
+pub(crate) fn geometry(
+    g: &ConvGeometry,
+    p: u64,
+    weight_log2: f64,
+    tile_twos: u32,
+) -> Result<CheetahGeometry> {
     let sh: ConvShape = g.shape;
     let n = g.n;
+    if tile_twos > 0 && sh.k_w > 1 {
+        return Err(KernelError::Shape {
+            what: "filter columns for padded tiles",
+            expected: 1,
+            actual: sh.k_w,
+        });
+    }
     if sh.k_h * sh.k_w > n {
         return Err(KernelError::Shape {
             what: "filter taps in one ciphertext: coefficients",
@@ -182,7 +227,7 @@ pub(crate) fn geometry(g: &ConvGeometry, p: u64, weight_log2: f64) -> Result<Che
     let (ohs, ows) = (aligned(h1), aligned(w1));
     for &oh in &ohs {
         for &ow in &ows {
-            let (th, tw) = (oh + sh.k_h - 1, ow + sh.k_w - 1);
+            let (th, tw) = padded_tile(oh + sh.k_h - 1, ow + sh.k_w - 1, tile_twos, pointwise);
             let hw = th * tw;
             if hw > n {
                 continue;
