@@ -267,7 +267,10 @@ fn with_client_edit(at: usize, edit: Edit) -> Result<Vec<u64>, GcError> {
         Some((at, edit)),
         None,
     );
-    if at < LABELS && c.is_err() {
+    // An evaluator that fails before the end leaves the garbler waiting for it; one
+    // that decodes an output out of range fails after its last message, when the
+    // garbler may have finished (a race, not an error).
+    if at < LABELS && c.is_err() && !matches!(c, Err(GcError::OutputOutOfRange { .. })) {
         assert!(s.is_err(), "the garbler must notice the evaluator leaving");
     }
     c
