@@ -42,8 +42,8 @@ use crate::session::{refill_rounds, Dir, OtSession, Role};
 use crate::silent::SilentParams;
 
 /// Wire-format version of the layer hello (4: the PPRF on half-trees without a leaf
-/// correction).
-pub const VERSION: u32 = 4;
+/// correction; 5: silent batches of 512 trees by default).
+pub const VERSION: u32 = 5;
 /// Most input shares per layer (bounds every allocation of a layer).
 pub const MAX_INPUTS: usize = 1 << 24;
 

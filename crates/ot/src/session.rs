@@ -14,8 +14,8 @@
 //! 3. The server sends a 32-byte seed for the common re-sharing masks and the first SC
 //!    batch message; the client answers with the first CS batch message.
 //!
-//! Cost with the default parameters: 2 × (4 128 B base OT + 64 000 B IKNP columns +
-//! 64 017 B batch) plus framing ≈ 264 kB, once per session.
+//! Cost with the default parameters: 2 × (4 128 B base OT + 81 920 B IKNP columns +
+//! 81 937 B batch) plus framing ≈ 336 kB, once per session.
 //!
 //! **Lockstep by construction.** A refill is a flight both parties must run at the
 //! same point. Whether one runs depends only on the pools' sizes and the request, so

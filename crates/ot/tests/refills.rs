@@ -59,7 +59,7 @@ fn layer() -> impl Strategy<Value = Layer> {
 /// Runs `inputs` passes over `layers` in one session; returns the number of batches
 /// each side ran per direction.
 fn run(p: u64, layers: &[Layer], inputs: usize, seed: u64) -> (u64, u64) {
-    // depth 5: 4 400 usable COTs per batch, a few elements of a 40-bit ReLU
+    // depth 5: 5 632 usable COTs per batch, a few elements of a 40-bit ReLU
     let params = SilentParams::with_depth(5);
     let specs: Vec<OtSpec> = (0..inputs)
         .flat_map(|_| layers.iter().map(|l| spec(p, l)))

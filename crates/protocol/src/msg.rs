@@ -16,8 +16,9 @@ use serde::{Deserialize, Serialize};
 /// windows runs separably, rows then columns. 10: an approximate step's DReLU may be
 /// coarse, `nn::Step::Nonlinear::coarse_drelu_bits`. 11: the silent-OT PPRF runs on
 /// half-trees and sends no leaf correction. 12: a convolution's method may be Cheetah's
-/// on padded tiles, `cheetah-padded`, whose layout both parties derive from it).
-pub const PROTOCOL_VERSION: u32 = 12;
+/// on padded tiles, `cheetah-padded`, whose layout both parties derive from it. 13:
+/// silent-OT batches of 512 trees, 2^18 COTs).
+pub const PROTOCOL_VERSION: u32 = 13;
 
 /// The public architecture of one linear layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
