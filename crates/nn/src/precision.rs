@@ -38,7 +38,10 @@
 //! inputs below `2^(f + c)`), the same `c` on every approximate step: the largest `c`
 //! up to the maximum whose calibration error, the server's shares modelled, stays
 //! within the same bound and whose values (with the margin of `2^(f + c)` the coarse
-//! DReLU needs) still fit `p`.
+//! DReLU needs) still fit `p`. The common outcome of the two, every step approximate
+//! with the largest `c`, is tried first in one evaluation (ResNet-50: one evaluation of
+//! the 32 calibration inputs, about 15 s on 2 cores, instead of two); the step-by-step
+//! search runs only when it fails.
 //!
 //! **Input range.** The program carries the range of input values it is safe for
 //! ([`InputRange`]): the calibration inputs' `[min, max]` widened by
@@ -459,18 +462,21 @@ pub fn choose_fixed_point(
     prog.p = p;
     prog.preset = preset;
     let (mut max_err, mut mean_err) = (e.max_err, e.mean_err);
+    let coarse_bits = opts.max_coarse_drelu_bits.min(ot::MAX_COARSE_DRELU_BITS);
     if opts.approximate_truncation {
+        // the common case first, in one evaluation: every approximable step approximate
+        // with the largest coarse DReLU; else the steps, then the bits, one by one
         if let Some((q, max, mean)) =
+            all_approximate_and_coarse(&prog, calibration, &search.floats, target, coarse_bits)?
+        {
+            (prog, max_err, mean_err) = (q, max, mean);
+        } else if let Some((q, max, mean)) =
             approximate_where_accurate(&prog, calibration, &search.floats, target)?
         {
             (prog, max_err, mean_err) = (q, max, mean);
-            if let Some((q, max, mean)) = coarse_where_accurate(
-                &prog,
-                calibration,
-                &search.floats,
-                target,
-                opts.max_coarse_drelu_bits.min(ot::MAX_COARSE_DRELU_BITS),
-            )? {
+            if let Some((q, max, mean)) =
+                coarse_where_accurate(&prog, calibration, &search.floats, target, coarse_bits)?
+            {
                 (prog, max_err, mean_err) = (q, max, mean);
             }
         }
@@ -513,6 +519,37 @@ fn approximable(prog: &Program) -> Vec<usize> {
         })
         .map(|(i, _)| i)
         .collect()
+}
+
+/// `prog` with every approximable step approximate and its DReLU coarse by `bits`, with
+/// its error, when the calibration error (server shares modelled) stays within `target`
+/// and every value fits `p`: what [`approximate_where_accurate`] and then
+/// [`coarse_where_accurate`] give when their first attempts pass, found in one
+/// evaluation instead of two. `None` otherwise (or where no step is approximable).
+fn all_approximate_and_coarse(
+    prog: &Program,
+    calibration: &[Vec<f32>],
+    floats: &[Vec<f32>],
+    target: f64,
+    bits: u32,
+) -> Result<Option<(Program, f64, f64)>, NnError> {
+    let steps = approximable(prog);
+    if steps.is_empty() {
+        return Ok(None);
+    }
+    let mut q = prog.clone();
+    for &i in &steps {
+        if let Step::Nonlinear {
+            approximate,
+            coarse_drelu_bits,
+            ..
+        } = &mut q.steps[i]
+        {
+            *approximate = true;
+            *coarse_drelu_bits = bits;
+        }
+    }
+    within_target(q, calibration, floats, target)
 }
 
 /// `prog` with approximate truncation on the approximable steps whose calibration
