@@ -102,7 +102,7 @@ fn every_method_reconstructs_on_sim() {
 /// Whether `method` applies to `sh`: padded Cheetah tiles only for filters one column
 /// wide (checked: it refuses the others).
 fn applies(method: ConvMethod, sh: &ConvShape) -> bool {
-    if method == ConvMethod::CheetahPadded && sh.k_w > 1 {
+    if !method.takes_filter_width(sh.k_w) {
         let p = Params::preset("n8192").unwrap();
         assert!(ConvLayout::new(method, *sh, real(&p)).is_err(), "{sh:?}");
         return false;

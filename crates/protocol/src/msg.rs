@@ -73,22 +73,28 @@ impl LayerShape {
             LayerShape::Grouped(s) => s.input_len(),
         }
     }
-    /// The methods that apply to this kind of layer.
+    /// The methods that apply to this layer (its kind, its filter width).
     pub fn methods(&self) -> Vec<LayerMethod> {
         match self {
             LayerShape::Matvec { .. } => Method::ALL
                 .iter()
                 .map(|&m| LayerMethod::Matvec(m))
                 .collect(),
-            LayerShape::Conv(_) => ConvMethod::ALL
+            LayerShape::Conv(s) => ConvMethod::ALL
                 .iter()
+                .filter(|m| m.takes_filter_width(s.k_w))
                 .map(|&m| LayerMethod::Conv(m))
                 .collect(),
             LayerShape::Grouped(s) => s
                 .is_depthwise()
                 .then_some(GroupedMethod::Depthwise)
                 .into_iter()
-                .chain(ConvMethod::ALL.iter().map(|&m| GroupedMethod::PerGroup(m)))
+                .chain(
+                    ConvMethod::ALL
+                        .iter()
+                        .filter(|m| m.takes_filter_width(s.k_w))
+                        .map(|&m| GroupedMethod::PerGroup(m)),
+                )
                 .map(LayerMethod::Grouped)
                 .collect(),
         }

@@ -123,6 +123,12 @@ impl ConvMethod {
     pub fn is_cheetah(self) -> bool {
         matches!(self, ConvMethod::Cheetah | ConvMethod::CheetahPadded)
     }
+    /// Whether the method takes filters `k_w` columns wide: every method but
+    /// [`ConvMethod::CheetahPadded`] takes any width, it only one column (a layout with a
+    /// wider filter is refused with [`KernelError::Shape`]).
+    pub fn takes_filter_width(self, k_w: usize) -> bool {
+        self != ConvMethod::CheetahPadded || k_w <= 1
+    }
     /// The twos [`cheetah::geometry`] pads a tile to: none for Cheetah's own tiling.
     fn tile_twos(self) -> u32 {
         match self {
