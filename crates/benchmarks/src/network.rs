@@ -848,6 +848,14 @@ fn ot_sample(spec: &ot::OtSpec, sample: usize) -> Res<Sample> {
     let own_ms = |r: &ot::OtReport| (r.offline_ms - r.refill_ms).max(0.0);
     runs.sort_by(|a, b| own_ms(a).total_cmp(&own_ms(b)));
     let r = &runs[runs.len() / 2];
+    tracing::debug!(
+        elements = sample,
+        own_offline_ms = own_ms(r),
+        refill_ms = r.refill_ms,
+        cots = r.cots,
+        online_ms = r.online_ms,
+        "silent-OT layer sample (median run)"
+    );
     Ok(Sample {
         offline_ms: own_ms(r),
         online_ms: r.online_ms,
@@ -924,7 +932,13 @@ fn silent_ms_per_cot() -> Res<f64> {
         (c, h.join())
     });
     let s = s.map_err(|_| "the silent-OT server thread panicked")?;
-    Ok(c?.max(s?))
+    let (c, s) = (c?, s?);
+    tracing::debug!(
+        client_ns = c * 1e6,
+        server_ns = s * 1e6,
+        "silent-OT generation per COT"
+    );
+    Ok(c.max(s))
 }
 
 /// GALA Table IX rows (GAZELLE → GALA: Perm, DecPerm, HstPerm, ScMult, Add).
