@@ -473,9 +473,13 @@ pub fn choose_fixed_point(
         } else if let Some((q, max, mean)) =
             approximate_where_accurate(&prog, calibration, &search.floats, target)?
         {
+            // with every approximable step approximate, `coarse_bits` is the program
+            // that just failed
+            let all = q.approximate_steps().len() == approximable(&prog).len();
+            let most_bits = coarse_bits.saturating_sub(all as u32);
             (prog, max_err, mean_err) = (q, max, mean);
             if let Some((q, max, mean)) =
-                coarse_where_accurate(&prog, calibration, &search.floats, target, coarse_bits)?
+                coarse_where_accurate(&prog, calibration, &search.floats, target, most_bits)?
             {
                 (prog, max_err, mean_err) = (q, max, mean);
             }
@@ -539,17 +543,11 @@ fn all_approximate_and_coarse(
     }
     let mut q = prog.clone();
     for &i in &steps {
-        if let Step::Nonlinear {
-            approximate,
-            coarse_drelu_bits,
-            ..
-        } = &mut q.steps[i]
-        {
+        if let Step::Nonlinear { approximate, .. } = &mut q.steps[i] {
             *approximate = true;
-            *coarse_drelu_bits = bits;
         }
     }
-    within_target(q, calibration, floats, target)
+    within_target(with_coarse_drelu(q, bits), calibration, floats, target)
 }
 
 /// `prog` with approximate truncation on the approximable steps whose calibration
@@ -590,20 +588,29 @@ fn coarse_where_accurate(
         return Ok(None);
     }
     largest_passing(max_bits as usize, |c| {
-        let mut q = prog.clone();
-        for st in &mut q.steps {
-            if let Step::Nonlinear {
-                approximate: true,
-                trunc_bits: 1..,
-                coarse_drelu_bits,
-                ..
-            } = st
-            {
-                *coarse_drelu_bits = c as u32;
-            }
-        }
-        within_target(q, calibration, floats, target)
+        within_target(
+            with_coarse_drelu(prog.clone(), c as u32),
+            calibration,
+            floats,
+            target,
+        )
     })
+}
+
+/// `q` with the coarse DReLU of `bits` on every approximate step that truncates.
+fn with_coarse_drelu(mut q: Program, bits: u32) -> Program {
+    for st in &mut q.steps {
+        if let Step::Nonlinear {
+            approximate: true,
+            trunc_bits: 1..,
+            coarse_drelu_bits,
+            ..
+        } = st
+        {
+            *coarse_drelu_bits = bits;
+        }
+    }
+    q
 }
 
 /// `q` with its calibration error when that stays within `target` and its values fit

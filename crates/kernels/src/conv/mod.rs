@@ -127,7 +127,7 @@ impl ConvMethod {
     /// [`ConvMethod::CheetahPadded`] takes any width, it only one column (a layout with a
     /// wider filter is refused with [`KernelError::Shape`]).
     pub fn takes_filter_width(self, k_w: usize) -> bool {
-        self != ConvMethod::CheetahPadded || k_w <= 1
+        self.tile_twos() == 0 || k_w <= 1
     }
     /// The twos [`cheetah::geometry`] pads a tile to: none for Cheetah's own tiling.
     fn tile_twos(self) -> u32 {
