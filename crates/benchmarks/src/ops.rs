@@ -161,9 +161,9 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
         "dot_term_rows",
         busy_median_us(threads, reps.div_ceil(4), || b.dot(&cr, &rr)) / TERMS as f64,
     );
-    // weights encoded on the fly inside a fused product, per plaintext, less the product
-    let in_product =
-        kernels::estimate::measure_encode_in_product(&b, &x, dot_term, reps.div_ceil(4), threads)?;
+    // weights encoded on the fly inside a fused product, per plaintext, less the same
+    // product with held plaintexts
+    let in_product = kernels::estimate::measure_encode_in_product(&b, &x, reps, threads)?;
     put("encode_in_product", in_product.slots);
     for (name, level) in [
         ("encode_in_product_coeffs", 0),

@@ -119,9 +119,9 @@ pub struct CostModel {
     pub prepare_coeffs_us: Option<f64>,
     /// Encoding one slot weight plaintext inside a fused product
     /// ([`he::Backend::dot_encoded`], how the streaming kernels encode weights on the
-    /// fly, [`LinearLayer::encodes_in_products`]), at the top level: the fused
-    /// product's time per plaintext less a held plaintext's product (`sc_mult_us`).
-    /// Absent in older caches: `prepare_us`.
+    /// fly, [`LinearLayer::encodes_in_products`]), at the top level: what a term adds to
+    /// a fused product beyond what it adds with a held plaintext
+    /// ([`measure_encode_in_product`]). Absent in older caches: `prepare_us`.
     #[serde(default)]
     pub encode_in_product_us: Option<f64>,
     /// As `encode_in_product_us`, coefficient encoding, per query level (index 0 the
@@ -135,7 +135,8 @@ pub struct CostModel {
     /// ([`he::Backend::prepare_coeffs_strided`]; Cheetah's 1x1 filters), priced against
     /// a whole plaintext's encoding: index a (index 0 is 1; strides beyond the last index
     /// take the last), measured inside fused products at the deepest coefficient query
-    /// level. Absent in older caches: the reference's.
+    /// level, each against the same held product ([`measure_encode_in_product`]). Absent
+    /// in older caches: the reference's.
     #[serde(default)]
     pub coeffs_stride_ratio: Option<[f64; STRIDE_RATIOS]>,
     /// Encoding one row-constant weight plaintext (the scalar path,
@@ -282,7 +283,7 @@ impl CostModel {
             Ok(b.decrypt_as(&b.deserialize(bytes)?, e)?)
         };
         let sc_mult_us = busy_median_us(threads, reps, || b.dot(&terms, &pts)) / TERMS as f64;
-        let in_product = measure_encode_in_product(&b, &v, sc_mult_us, reps, threads)?;
+        let in_product = measure_encode_in_product(&b, &v, reps, threads)?;
         Ok(Self {
             perm_us: busy_median_us(threads, reps, || b.rotate_rows(&ct, 1)),
             dec_perm_us: busy_median_us(threads, reps, || b.hoist(&ct)),
@@ -582,9 +583,12 @@ pub const MEASURED_LEVELS: usize = 8;
 pub const STRIDE_RATIOS: usize = 10;
 
 /// The reference [`CostModel::coeffs_stride_ratio`]: `bench ops --params n8192-p28`,
-/// level 2 (three moduli), on this project's machine kind (an AMD EPYC with AVX2 and no
-/// IFMA), middle of three runs on 2026-12-06 (the runs spread by ±0.1 at the largest
-/// strides, where the encoding is a few passes over n values).
+/// level 3 (two moduli), on this project's machine kind (an AMD EPYC with AVX2 and no
+/// IFMA), middle of three runs on 2026-12-06. Measured against the same held product in
+/// alternating rounds ([`measure_encode_in_product`]), four runs that evening gave these
+/// figures within ±0.05 (0.73-0.80 at a = 1, 0.14-0.20 at a = 9); measured before as
+/// one fused product of 8 terms less the top level's held product scaled to the level's
+/// moduli, single runs gave 0.03 to 0.41 at a = 5.
 const REFERENCE_STRIDE_RATIO: [f64; STRIDE_RATIOS] =
     [1.0, 0.70, 0.40, 0.27, 0.21, 0.19, 0.18, 0.17, 0.16, 0.16];
 
@@ -602,55 +606,107 @@ pub struct EncodeInProduct {
 }
 
 /// Encoding one weight plaintext inside a fused product ([`he::Backend::dot_encoded`],
-/// `TERMS` plaintexts per product, one output, run on `threads` threads at once): the
-/// time per plaintext less a held plaintext's product, `sc_mult_us` at the top level,
-/// scaled to each level's moduli. Slot encoding at the top level (the slot kernels query
-/// there); coefficient encoding at every level a query may take (all but the last), and
-/// at the deepest of them for plaintexts in X^(2^a), a = 1 to [`STRIDE_RATIOS`] − 1
-/// (the values of `v` at the multiples of 2^a).
+/// one output, run on `threads` threads at once): the time a further term adds to the
+/// fused product less what it adds to the same product with held plaintexts prepared at
+/// the same level ([`he::Backend::dot`], [`he::Backend::dot_coeffs`]). Each is the slope
+/// between products of `FEW` and `MANY` terms, so a call's own cost (its scratch, the
+/// output's reduction) cancels, as it does in a layer's products of many terms; and the
+/// two products are timed in turn, `reps` rounds, the median of the rounds' differences
+/// taken, so a machine whose speed drifts moves both alike. Slot encoding at the top level
+/// (the slot kernels query there); coefficient encoding at every level a query may take
+/// (all but the last), and at the deepest of them for plaintexts in X^(2^a), a = 1 to
+/// [`STRIDE_RATIOS`] − 1 (the values of `v` at the multiples of 2^a), against the whole
+/// plaintext's figure at that level, timed in the same rounds.
 pub fn measure_encode_in_product(
     b: &Bfv,
     v: &[u64],
-    sc_mult_us: f64,
     reps: usize,
     threads: usize,
 ) -> Result<EncodeInProduct> {
-    const TERMS: usize = 8;
+    const FEW: usize = 4;
+    const MANY: usize = 20;
     let params = b
         .params()
         .ok_or_else(|| he::HeError::Engine("no parameters".into()))?;
-    let levels = params.levels();
-    let at = |encoding: Encoding, level: usize, stride_log2: u32| -> Result<f64> {
-        let pt = match encoding {
-            Encoding::Slots => b.encode(v)?,
-            Encoding::Coeffs => b.encode_coeffs_at(v, level)?,
+    // per configuration, the rounds' differences: a fused term less a held term (µs)
+    let differences = |encoding: Encoding, level: usize, strides: &[u32]| -> Result<Vec<f64>> {
+        let (pt, held) = match encoding {
+            Encoding::Slots => (b.encode(v)?, b.prepare(v)?),
+            Encoding::Coeffs => (
+                b.encode_coeffs_at(v, level)?,
+                b.prepare_coeffs_at(v, level)?,
+            ),
         };
         let ct = b.encrypt_sym(&pt)?;
-        let outputs = [vec![&ct; TERMS]];
-        let off = (1usize << stride_log2) - 1;
-        let fill = |_: usize, _: usize, out: &mut [u64]| {
-            for (k, (o, &x)) in out.iter_mut().zip(v).enumerate() {
-                *o = if k & off == 0 { x } else { 0 };
-            }
+        let time = |f: &dyn Fn(usize) -> he::Result<()>| -> Result<f64> {
+            let few = Instant::now();
+            f(FEW)?;
+            let few = few.elapsed().as_secs_f64();
+            let many = Instant::now();
+            f(MANY)?;
+            let many = many.elapsed().as_secs_f64();
+            Ok((many - few) * 1e6 / (MANY - FEW) as f64)
         };
-        let per_term = busy_median_us(threads, reps, || {
-            b.dot_encoded_groups(encoding, level, stride_log2, 1, TERMS, &fill, &outputs)
-        }) / TERMS as f64;
-        let limbs = (levels - level) as f64 / levels as f64;
-        Ok((per_term - sc_mult_us * limbs).max(0.0))
+        let held_product = |terms: usize| {
+            let (cts, pts) = (vec![&ct; terms], vec![&held; terms]);
+            match encoding {
+                Encoding::Slots => b.dot(&cts, &pts),
+                Encoding::Coeffs => b.dot_coeffs(&cts, &pts),
+            }
+            .map(drop)
+        };
+        let fused = |stride_log2: u32, terms: usize| {
+            let off = (1usize << stride_log2) - 1;
+            let fill = move |_: usize, _: usize, out: &mut [u64]| {
+                for (k, (o, &x)) in out.iter_mut().zip(v).enumerate() {
+                    *o = if k & off == 0 { x } else { 0 };
+                }
+            };
+            let outputs = [vec![&ct; terms]];
+            b.dot_encoded_groups(encoding, level, stride_log2, 1, terms, &fill, &outputs)
+                .map(drop)
+        };
+        let round = || -> Result<Vec<f64>> {
+            let held = time(&held_product)?;
+            strides
+                .iter()
+                .map(|&a| Ok(time(&|terms| fused(a, terms))? - held))
+                .collect()
+        };
+        round()?; // warm-up
+        let mut per_stride: Vec<Vec<f64>> = vec![Vec::new(); strides.len()];
+        for _ in 0..reps.max(1) {
+            let runs = on_every_thread(threads, round);
+            for (i, d) in per_stride.iter_mut().enumerate() {
+                let mut sum = 0.0;
+                for r in &runs {
+                    sum += r.as_ref().map_err(Clone::clone)?[i];
+                }
+                d.push(sum / runs.len() as f64);
+            }
+        }
+        Ok(per_stride
+            .into_iter()
+            .map(|mut d| {
+                d.sort_by(|a, b| a.total_cmp(b));
+                d[d.len() / 2].max(0.0)
+            })
+            .collect())
     };
-    let slots = at(Encoding::Slots, 0, 0)?;
+    let slots = differences(Encoding::Slots, 0, &[0])?[0];
     let mut coeffs = [None; MEASURED_LEVELS];
-    let deepest = params.last_level().max(1) - 1;
-    for (level, c) in coeffs.iter_mut().enumerate().take(deepest + 1) {
-        *c = Some(at(Encoding::Coeffs, level, 0)?);
+    let deepest = (params.last_level().max(1) - 1).min(MEASURED_LEVELS - 1);
+    for (level, c) in coeffs.iter_mut().enumerate().take(deepest) {
+        *c = Some(differences(Encoding::Coeffs, level, &[0])?[0]);
     }
+    let log_n = params.n().trailing_zeros();
+    let strides: Vec<u32> = (0..STRIDE_RATIOS as u32).map(|a| a.min(log_n)).collect();
+    let at_deepest = differences(Encoding::Coeffs, deepest, &strides)?;
+    coeffs[deepest] = Some(at_deepest[0]);
     let mut stride_ratio = [1.0; STRIDE_RATIOS];
-    if let Some(whole) = coeffs[deepest.min(MEASURED_LEVELS - 1)].filter(|&w| w > 0.0) {
-        let log_n = params.n().trailing_zeros();
-        for (a, r) in stride_ratio.iter_mut().enumerate().skip(1) {
-            let a = (a as u32).min(log_n);
-            *r = (at(Encoding::Coeffs, deepest, a)? / whole).min(1.0);
+    if at_deepest[0] > 0.0 {
+        for (r, d) in stride_ratio.iter_mut().zip(&at_deepest).skip(1) {
+            *r = (d / at_deepest[0]).min(1.0);
         }
     }
     Ok(EncodeInProduct {
