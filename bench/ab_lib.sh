@@ -4,7 +4,8 @@
 # empty cost cache (both binaries plan with the reference costs), and
 # `ab_alternate ARGS...`, which runs
 # `BINARY --threads 2 ARGS...` alternately, before then after, `runs` times each, into
-# $out/{before,after}-<run>.json, so that both see the same machine state.
+# $out/{before,after}-<run>.json, so that both see the same machine state (first calling
+# `ab_prepare BINARY SIDE RUN` where the script defines it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -26,6 +27,9 @@ ab_alternate() {
     for side in before after; do
       bin=$before
       [ "$side" = after ] && bin=$after
+      if declare -F ab_prepare >/dev/null; then
+        ab_prepare "$bin" "$side" "$run"
+      fi
       "$bin" --threads 2 "$@" >"$out/$side-$run.json"
     done
   done

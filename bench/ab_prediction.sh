@@ -13,18 +13,14 @@
 #   bash bench/ab_prediction.sh BEFORE_BINARY AFTER_BINARY [runs]
 source "$(dirname "$0")/ab_lib.sh"
 ab_args 3 bench/results/ab-prediction "$@"
-for run in $(seq 1 "$runs"); do
-  for side in before after; do
-    bin=$before
-    [ "$side" = after ] && bin=$after
-    rm -rf "${HELINA_CACHE_DIR:?}"/*
-    "$bin" --threads 2 bench ops --params n8192-p28 --save >/dev/null
-    cp "$HELINA_CACHE_DIR"/costs-n8192-p28-*.json "$out/$side-$run-costs.json"
-    "$bin" --threads 2 bench network --net resnet50-imagenet --backend bfv --linear-only \
-      --params n8192-p28 --session-inputs 1 --layers 16 --reps 3 --mem-limit 0 --json \
-      >"$out/$side-$run.json"
-  done
-done
+# each run prices the machine with its own binary's measurement, from an empty cache
+ab_prepare() {
+  rm -rf "${HELINA_CACHE_DIR:?}"/*
+  "$1" --threads 2 bench ops --params n8192-p28 --save >/dev/null
+  cp "$HELINA_CACHE_DIR"/costs-n8192-p28-*.json "$out/$2-$3-costs.json"
+}
+ab_alternate bench network --net resnet50-imagenet --backend bfv --linear-only \
+  --params n8192-p28 --session-inputs 1 --layers 16 --reps 3 --mem-limit 0 --json
 python3 - "$out" "$runs" <<'PY'
 import json, statistics, sys
 out, runs = sys.argv[1], int(sys.argv[2])

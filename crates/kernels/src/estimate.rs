@@ -676,13 +676,11 @@ pub fn measure_encode_in_product(
         round()?; // warm-up
         let mut per_stride: Vec<Vec<f64>> = vec![Vec::new(); strides.len()];
         for _ in 0..reps.max(1) {
-            let runs = on_every_thread(threads, round);
+            let runs = on_every_thread(threads, round)
+                .into_iter()
+                .collect::<Result<Vec<_>>>()?;
             for (i, d) in per_stride.iter_mut().enumerate() {
-                let mut sum = 0.0;
-                for r in &runs {
-                    sum += r.as_ref().map_err(Clone::clone)?[i];
-                }
-                d.push(sum / runs.len() as f64);
+                d.push(runs.iter().map(|r| r[i]).sum::<f64>() / runs.len() as f64);
             }
         }
         Ok(per_stride
