@@ -1008,8 +1008,10 @@ pub fn approx_trunc(p: u64, f: u32, relu: bool, high: bool, coarse: u32, y: u64,
             v
         }
     };
+    // shares and reference values are normally reduced already: no division then
+    let reduce = |v: u64| if v < p { v } else { v % p };
     let yc = {
-        let v = (y % p) as i128;
+        let v = reduce(y) as i128;
         if v > (pi - 1) / 2 {
             v - pi
         } else {
@@ -1022,7 +1024,7 @@ pub fn approx_trunc(p: u64, f: u32, relu: bool, high: bool, coarse: u32, y: u64,
     let low = (1i128 << f) - 1;
     // ⌊yc / 2^f⌋ and yc mod 2^f (two's complement: both exact for negative yc)
     let exact = yc >> f;
-    let zs = below_p(2 * (y_s % p) as i128);
+    let zs = below_p(2 * reduce(y_s) as i128);
     let eps = (zs & ((1i128 << (f + 1)) - 1) > 2 * (yc & low)) as i128;
     let drop = crate::layer::dropped_bits(p, f, high, coarse);
     if relu && drop > 0 && yc < (1i128 << (drop - 1)) {
