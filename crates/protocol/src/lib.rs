@@ -51,8 +51,8 @@ pub use msg::{
 };
 pub use plan::{
     choose, default_weight_memory, layer_params, Candidate, Encoded, LayerLayout, LayerPick,
-    MethodChoice, NetworkPlan, Objective, Planner, ServerBackend, DEFAULT_TIME_SLACK,
-    DEFAULT_WEIGHT_MEMORY_CAP,
+    MethodChoice, MethodEstimate, NetworkPlan, Objective, Planner, ServerBackend,
+    DEFAULT_TIME_SLACK, DEFAULT_WEIGHT_MEMORY_CAP,
 };
 pub use server::{
     peak_rss_bytes, serve, serve_tcp, serve_with, serve_with_observed, Encodings, NetworkServer,

@@ -279,6 +279,17 @@ pub struct Candidate {
     pub predicted_ms: f64,
 }
 
+/// One method's estimate for a layer ([`Planner::estimates`]).
+#[derive(Clone, Debug)]
+pub struct MethodEstimate {
+    /// The method.
+    pub method: LayerMethod,
+    /// Its estimate, or why it cannot run.
+    pub estimate: std::result::Result<Estimate, ProtocolError>,
+    /// Threads its kernel runs on.
+    pub parallel: usize,
+}
+
 /// What the planner minimises.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Objective {
@@ -416,7 +427,14 @@ impl Planner {
         params: &Params,
         on_the_fly: bool,
     ) -> Result<(LayerSpec, Vec<Candidate>)> {
-        let candidates: Vec<Candidate> = shape
+        self.pick(shape, &self.estimates(shape, params), on_the_fly)
+    }
+
+    /// Every method's estimate for a layer, with the threads its kernel runs on: what
+    /// [`Planner::pick`] chooses from, the same whether the weights are held or encoded
+    /// per query.
+    pub fn estimates(&self, shape: &LayerShape, params: &Params) -> Vec<MethodEstimate> {
+        shape
             .methods()
             .into_iter()
             .map(|method| {
@@ -427,15 +445,32 @@ impl Planner {
                     Ok(p) => (p.estimate(params, &self.model), p.parallel()),
                     Err(e) => (Err(e), 1),
                 };
-                let predicted_ms = estimate
-                    .as_ref()
-                    .map(|e| self.predicted_ms(e, parallel, on_the_fly))
-                    .unwrap_or(f64::INFINITY);
-                Candidate {
+                MethodEstimate {
                     method,
                     estimate,
-                    predicted_ms,
+                    parallel,
                 }
+            })
+            .collect()
+    }
+
+    /// [`Planner::choose`] from a layer's [`Planner::estimates`].
+    pub fn pick(
+        &self,
+        shape: &LayerShape,
+        estimates: &[MethodEstimate],
+        on_the_fly: bool,
+    ) -> Result<(LayerSpec, Vec<Candidate>)> {
+        let candidates: Vec<Candidate> = estimates
+            .iter()
+            .map(|m| Candidate {
+                method: m.method,
+                predicted_ms: m
+                    .estimate
+                    .as_ref()
+                    .map(|e| self.predicted_ms(e, m.parallel, on_the_fly))
+                    .unwrap_or(f64::INFINITY),
+                estimate: m.estimate.clone(),
             })
             .collect();
         let bytes = |c: &Candidate| {
@@ -659,17 +694,6 @@ impl NetworkPlan {
         method: &MethodChoice,
         max_layers: Option<usize>,
     ) -> Result<Vec<LayerPick>> {
-        let plan_one = |i: usize,
-                        shape: &LayerShape,
-                        on_the_fly: bool|
-         -> Result<(LayerSpec, Vec<Candidate>)> {
-            let (auto, candidates) = planner.choose(shape, params, on_the_fly)?;
-            Ok(match method.fixed(i, shape) {
-                Some(m) => (shape.with(m)?, candidates),
-                None => (auto, candidates),
-            })
-        };
-        // the layers are planned independently: on all cores
         let linear: Vec<(usize, &nn::Step, LayerShape)> = program
             .steps
             .iter()
@@ -677,6 +701,32 @@ impl NetworkPlan {
             .filter_map(|(i, step)| crate::engine::layer_shape(step).map(|s| (i, step, s)))
             .take(max_layers.unwrap_or(usize::MAX))
             .collect();
+        // Each distinct layer shape is estimated once, on all cores (a network repeats
+        // its shapes: ResNet-50's blocks of a stage repeat theirs), and priced held or encoded
+        // per query from the same estimates.
+        let mut shapes: Vec<LayerShape> = Vec::new();
+        for (_, _, shape) in &linear {
+            if !shapes.contains(shape) {
+                shapes.push(*shape);
+            }
+        }
+        let estimates: std::collections::HashMap<LayerShape, Vec<MethodEstimate>> = shapes
+            .into_par_iter()
+            .map(|shape| (shape, planner.estimates(&shape, params)))
+            .collect();
+        let plan_one = |i: usize,
+                        shape: &LayerShape,
+                        on_the_fly: bool|
+         -> Result<(LayerSpec, Vec<Candidate>)> {
+            let (auto, candidates) = match estimates.get(shape) {
+                Some(e) => planner.pick(shape, e, on_the_fly)?,
+                None => planner.choose(shape, params, on_the_fly)?,
+            };
+            Ok(match method.fixed(i, shape) {
+                Some(m) => (shape.with(m)?, candidates),
+                None => (auto, candidates),
+            })
+        };
         let fixed: Vec<bool> = linear
             .iter()
             .map(|(i, _, shape)| method.fixed(*i, shape).is_some())

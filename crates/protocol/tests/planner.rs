@@ -319,3 +319,39 @@ fn a_memory_budget_holds_the_layers_that_save_the_most_time_per_byte() {
         }
     }
 }
+
+/// A network plan estimates each distinct layer shape once and prices it held or
+/// encoded per query from the same estimates: its picks and every candidate's
+/// prediction equal what `Planner::choose` gives layer by layer on the plan's
+/// parameters, for a network whose shapes repeat (ResNet-18's blocks).
+#[test]
+fn a_network_plan_prices_each_layer_as_its_own_choice_would() {
+    let (prog, params, planner) = resnet18_imagenet_planner();
+    for (limit, on_the_fly) in [(None, false), (Some(0), true)] {
+        let plan = NetworkPlan::new(
+            prog.clone(),
+            &params,
+            &planner,
+            limit,
+            &MethodChoice::Auto,
+            None,
+        )
+        .unwrap();
+        let mut shapes = Vec::new();
+        for l in &plan.layers {
+            if !shapes.contains(&l.shape) {
+                shapes.push(l.shape);
+            }
+            let (pick, cands) = planner.choose(&l.shape, &plan.params, on_the_fly).unwrap();
+            assert_eq!(l.on_the_fly, on_the_fly, "{}", l.name);
+            assert_eq!(l.pick, pick, "{}", l.name);
+            let priced = |c: &[Candidate]| {
+                c.iter()
+                    .map(|c| (c.method, c.predicted_ms, c.estimate.is_ok()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(priced(&l.candidates), priced(&cands), "{}", l.name);
+        }
+        assert!(shapes.len() < plan.layers.len(), "no shape repeats");
+    }
+}
