@@ -483,8 +483,7 @@ pub fn choose_fixed_point(
     let Some((s, p, preset, approximate)) = chosen else {
         return Err(no_plan(&mut search, opts));
     };
-    let approximate_chosen = approximate.is_some();
-    let (mut prog, mut max_err, mut mean_err) = match approximate {
+    let (mut prog, max_err, mean_err) = match approximate {
         Some(chosen) => chosen,
         None => {
             let Some(e) = search.cache[(s - lo_s) as usize].take() else {
@@ -497,35 +496,22 @@ pub fn choose_fixed_point(
             let mut prog = e.prog;
             prog.p = p;
             prog.preset = preset;
-            (prog, e.max_err, e.mean_err)
-        }
-    };
-    if opts.approximate_truncation && !approximate_chosen {
-        // the common case first, in one evaluation (unless it was tried at this
-        // lowering already): every approximable step approximate with the largest
-        // coarse DReLU; else the steps, then the bits, one by one
-        let all = if failed_approximate == Some((s, p)) {
-            None
-        } else {
-            all_approximate_and_coarse(&prog, calibration, &search.floats, target, coarse_bits)?
-        };
-        if let Some((q, max, mean)) = all {
-            (prog, max_err, mean_err) = (q, max, mean);
-        } else if let Some((q, max, mean)) =
-            approximate_where_accurate(&prog, calibration, &search.floats, target)?
-        {
-            // with every approximable step approximate, `coarse_bits` is the program
-            // that just failed
-            let all = q.approximate_steps().len() == approximable(&prog).len();
-            let most_bits = coarse_bits.saturating_sub(all as u32);
-            (prog, max_err, mean_err) = (q, max, mean);
-            if let Some((q, max, mean)) =
-                coarse_where_accurate(&prog, calibration, &search.floats, target, most_bits)?
-            {
-                (prog, max_err, mean_err) = (q, max, mean);
+            let exact = (prog, e.max_err, e.mean_err);
+            if opts.approximate_truncation {
+                let all_tried = failed_approximate == Some((s, p));
+                approximate_where_it_agrees(
+                    exact,
+                    calibration,
+                    &search.floats,
+                    target,
+                    coarse_bits,
+                    all_tried,
+                )?
+            } else {
+                exact
             }
         }
-    }
+    };
     prog.accuracy = Some(Accuracy {
         max_abs_err: max_err,
         mean_abs_err: mean_err,
@@ -550,6 +536,36 @@ pub fn choose_fixed_point(
     };
     prog.input_range = Some(InputRange { lo, hi, basis });
     Ok(prog)
+}
+
+/// The exact program `exact` (with its errors) made approximate where the calibration
+/// still agrees: the common case first, in one evaluation (skipped when `all_tried`: it
+/// failed at this lowering already), every approximable step approximate with the
+/// largest coarse DReLU (`coarse_bits`); else the steps, then the bits, one by one.
+fn approximate_where_it_agrees(
+    exact: (Program, f64, f64),
+    calibration: &[Vec<f32>],
+    floats: &[Vec<f32>],
+    target: f64,
+    coarse_bits: u32,
+    all_tried: bool,
+) -> Result<(Program, f64, f64), NnError> {
+    let prog = &exact.0;
+    if !all_tried {
+        if let Some(all) =
+            all_approximate_and_coarse(prog, calibration, floats, target, coarse_bits)?
+        {
+            return Ok(all);
+        }
+    }
+    let Some(steps) = approximate_where_accurate(prog, calibration, floats, target)? else {
+        return Ok(exact);
+    };
+    // with every approximable step approximate, `coarse_bits` is the program that just
+    // failed
+    let all = steps.0.approximate_steps().len() == approximable(prog).len();
+    let most_bits = coarse_bits.saturating_sub(all as u32);
+    Ok(coarse_where_accurate(&steps.0, calibration, floats, target, most_bits)?.unwrap_or(steps))
 }
 
 /// The steps approximate truncation may take, in program order: ReLU and Identity

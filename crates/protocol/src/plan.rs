@@ -702,14 +702,10 @@ impl NetworkPlan {
             .take(max_layers.unwrap_or(usize::MAX))
             .collect();
         // Each distinct layer shape is estimated once, on all cores (a network repeats
-        // its shapes: ResNet-50's blocks of a stage repeat theirs), and priced held or encoded
-        // per query from the same estimates.
-        let mut shapes: Vec<LayerShape> = Vec::new();
-        for (_, _, shape) in &linear {
-            if !shapes.contains(shape) {
-                shapes.push(*shape);
-            }
-        }
+        // its shapes: the blocks of a ResNet stage share theirs), and priced held or
+        // encoded per query from the same estimates.
+        let shapes: std::collections::HashSet<LayerShape> =
+            linear.iter().map(|(_, _, shape)| *shape).collect();
         let estimates: std::collections::HashMap<LayerShape, Vec<MethodEstimate>> = shapes
             .into_par_iter()
             .map(|shape| (shape, planner.estimates(&shape, params)))
@@ -718,10 +714,11 @@ impl NetworkPlan {
                         shape: &LayerShape,
                         on_the_fly: bool|
          -> Result<(LayerSpec, Vec<Candidate>)> {
-            let (auto, candidates) = match estimates.get(shape) {
-                Some(e) => planner.pick(shape, e, on_the_fly)?,
-                None => planner.choose(shape, params, on_the_fly)?,
-            };
+            let e = estimates.get(shape).ok_or(PlanError::Missing {
+                what: "estimates of the layer shape of step",
+                index: i,
+            })?;
+            let (auto, candidates) = planner.pick(shape, e, on_the_fly)?;
             Ok(match method.fixed(i, shape) {
                 Some(m) => (shape.with(m)?, candidates),
                 None => (auto, candidates),

@@ -165,6 +165,24 @@ fn resnet18_imagenet_planner() -> (nn::Program, Params, Planner) {
     (prog, params, planner)
 }
 
+/// The planner's own pick for every layer of `prog`, with a weight budget of `limit`.
+fn auto_plan(
+    prog: &nn::Program,
+    params: &Params,
+    planner: &Planner,
+    limit: Option<u64>,
+) -> NetworkPlan {
+    NetworkPlan::new(
+        prog.clone(),
+        params,
+        planner,
+        limit,
+        &MethodChoice::Auto,
+        None,
+    )
+    .unwrap()
+}
+
 /// The time slack: without it every layer takes its fastest candidate; with it the
 /// plan's predicted time stays within the allowance, its bytes per inference fall,
 /// every traded layer saves bytes against its fastest candidate, and no further switch
@@ -267,17 +285,7 @@ fn weights_beyond_the_programs_bound_are_refused() {
 #[test]
 fn a_memory_budget_holds_the_layers_that_save_the_most_time_per_byte() {
     let (prog, params, planner) = resnet18_imagenet_planner();
-    let plan = |limit: Option<u64>| {
-        NetworkPlan::new(
-            prog.clone(),
-            &params,
-            &planner,
-            limit,
-            &MethodChoice::Auto,
-            None,
-        )
-        .unwrap()
-    };
+    let plan = |limit: Option<u64>| auto_plan(&prog, &params, &planner, limit);
     let (all, none) = (plan(None), plan(Some(0)));
     let size =
         |l: &protocol::LayerPick| l.picked().unwrap().estimate.as_ref().unwrap().encoded_bytes;
@@ -328,15 +336,7 @@ fn a_memory_budget_holds_the_layers_that_save_the_most_time_per_byte() {
 fn a_network_plan_prices_each_layer_as_its_own_choice_would() {
     let (prog, params, planner) = resnet18_imagenet_planner();
     for (limit, on_the_fly) in [(None, false), (Some(0), true)] {
-        let plan = NetworkPlan::new(
-            prog.clone(),
-            &params,
-            &planner,
-            limit,
-            &MethodChoice::Auto,
-            None,
-        )
-        .unwrap();
+        let plan = auto_plan(&prog, &params, &planner, limit);
         let mut shapes = Vec::new();
         for l in &plan.layers {
             if !shapes.contains(&l.shape) {
