@@ -341,6 +341,7 @@ pub enum Msg {
         /// Step index.
         step: u32,
         /// Serialized ciphertexts.
+        #[serde(with = "ct_bytes")]
         cts: Vec<Vec<u8>>,
     },
     /// The response to a query.
@@ -348,6 +349,7 @@ pub enum Msg {
         /// Step index.
         step: u32,
         /// Serialized ciphertexts.
+        #[serde(with = "ct_bytes")]
         cts: Vec<Vec<u8>>,
     },
     /// The server's share of the output (when the offer reveals it).
@@ -719,6 +721,23 @@ impl ProtocolError {
     }
 }
 
+/// The ciphertexts of a `Query` or `Response` as byte strings (`serde_bytes`): on the
+/// wire exactly what `Vec<Vec<u8>>` is (a u64 count, then each length and its bytes),
+/// but each ciphertext is written and read as one copy instead of byte by byte.
+mod ct_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use serde_bytes::{ByteBuf, Bytes};
+
+    pub(super) fn serialize<S: Serializer>(cts: &[Vec<u8>], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(cts.iter().map(|c| Bytes::new(c)))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<u8>>, D::Error> {
+        let cts = Vec::<ByteBuf>::deserialize(d)?;
+        Ok(cts.into_iter().map(ByteBuf::into_vec).collect())
+    }
+}
+
 fn codec(limit: usize) -> impl Options {
     bincode::DefaultOptions::new()
         .with_fixint_encoding()
@@ -832,5 +851,56 @@ pub(crate) fn unexpected(expected: &'static str, got: &Msg) -> ProtocolError {
     ProtocolError::Unexpected {
         expected,
         got: got.kind(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The ciphertexts go on the wire exactly as a plain `Vec<Vec<u8>>` would (the
+    /// peer's format is unchanged), and come back equal.
+    #[test]
+    fn ciphertexts_keep_the_wire_format_of_byte_vectors() {
+        let cts = vec![vec![1u8, 2, 3], vec![], (0..=255).collect::<Vec<u8>>()];
+        for m in [
+            Msg::Query {
+                step: 7,
+                cts: cts.clone(),
+            },
+            Msg::Response {
+                step: 9,
+                cts: cts.clone(),
+            },
+        ] {
+            let frame = encode(&m).unwrap();
+            let plain = codec(usize::MAX).serialize(&cts).unwrap();
+            assert_eq!(&frame[8..], &plain[..]);
+            match (decode(&frame).unwrap(), m) {
+                (Msg::Query { step: a, cts: x }, Msg::Query { step: b, .. })
+                | (Msg::Response { step: a, cts: x }, Msg::Response { step: b, .. }) => {
+                    assert_eq!((a, &x), (b, &cts));
+                }
+                (got, _) => panic!("decoded {}", got.kind()),
+            }
+        }
+    }
+
+    /// A ciphertext whose announced length runs past the frame is refused before
+    /// anything of that length is allocated.
+    #[test]
+    fn a_ciphertext_longer_than_its_frame_is_refused() {
+        let mut frame = encode(&Msg::Query {
+            step: 0,
+            cts: vec![vec![5u8; 16]],
+        })
+        .unwrap();
+        // the first ciphertext's length sits after the variant, the step and the count
+        frame[16..24].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(matches!(
+            decode(&frame),
+            Err(ProtocolError::Malformed { .. })
+        ));
     }
 }
