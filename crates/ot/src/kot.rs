@@ -25,7 +25,6 @@
 //! the keys are the raw COT strings fed to the fixed-key TMMO hash with the node as
 //! tweak, which needs no key schedule and keeps a single hash assumption.
 
-use rayon::prelude::*;
 use zeroize::Zeroize;
 
 use crate::hash::{tweak, Tccr, DOMAIN_POOL};
@@ -36,83 +35,43 @@ const CHUNK_HASHES: usize = 4096;
 /// Sender: `2^k` pads per instance for `v.len() / k` instances (instance-major:
 /// instance `i` uses `v[i·k .. i·k + k]`, bit `s` ↔ `v[i·k + s]`). `first` is the
 /// global index of `v[0]`.
-pub(crate) fn sender_pads(delta: u128, v: &[u128], first: u64, dir: u8, k: usize) -> Vec<u128> {
+pub(crate) fn sender_pads(
+    delta: u128,
+    v: &[u128],
+    first: u64,
+    dir: u8,
+    k: usize,
+    hash: &mut Tccr,
+) -> Vec<u128> {
     let mut out = Vec::with_capacity((v.len() / k) << k);
-    sender_pads_map(delta, v, first, dir, k, &mut out, |x| x);
+    sender_pads_map(delta, v, first, dir, k, hash, &mut out, |x| x);
     out
 }
 
-/// Instances one parallel task hashes: large enough that a task's setup (a hash and
-/// its scratch) is noise, small enough that a window of COTs
-/// (`crate::session::TAKE_WINDOW`) splits over both cores.
-const TASK_INSTANCES: usize = 8192;
-
-/// Runs `work(range, out_slice)` for consecutive ranges of `inst` instances, each
-/// writing its `per` outputs per instance into its own part of `out` (extended by
-/// `inst·per` defaults first), on rayon's pool when there is more than one range.
-fn for_each_range<T: Send + Default + Clone>(
-    inst: usize,
-    per: usize,
-    out: &mut Vec<T>,
-    work: impl Fn(std::ops::Range<usize>, &mut [T]) + Sync,
-) {
-    let old = out.len();
-    out.resize(old + inst * per, T::default());
-    let dst = &mut out[old..];
-    if inst <= TASK_INSTANCES {
-        work(0..inst, dst);
-        return;
-    }
-    dst.par_chunks_mut(TASK_INSTANCES * per)
-        .enumerate()
-        .for_each(|(t, part)| {
-            let i0 = t * TASK_INSTANCES;
-            work(i0..i0 + part.len() / per, part)
-        });
-}
-
-/// [`sender_pads`] with each pad mapped by `f` and appended to `out`: ranges of
-/// instances in parallel, each hashed in chunks (no buffer of the size of the input).
+/// [`sender_pads`] with each pad mapped by `f` and appended to `out`, hashing in
+/// chunks (no buffer of the size of the input).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn sender_pads_map<T: Send + Default + Clone>(
+pub(crate) fn sender_pads_map<T>(
     delta: u128,
     v: &[u128],
     first: u64,
     dir: u8,
     k: usize,
+    hash: &mut Tccr,
     out: &mut Vec<T>,
-    f: impl Fn(u128) -> T + Sync,
+    f: impl Fn(u128) -> T,
 ) {
     debug_assert!((1..=8).contains(&k));
-    let inst = v.len() / k;
-    for_each_range(inst, 1 << k, out, |range, dst| {
-        let first = first + (range.start * k) as u64;
-        let v = &v[range.start * k..range.end * k];
-        sender_range(delta, v, first, dir, k, dst, &f);
-    });
-}
-
-/// The sender's pads of the instances in `v` into `dst` (`2^k` per instance).
-fn sender_range<T>(
-    delta: u128,
-    v: &[u128],
-    first: u64,
-    dir: u8,
-    k: usize,
-    dst: &mut [T],
-    f: &impl Fn(u128) -> T,
-) {
-    let mut hash = Tccr::new();
     let inst = v.len() / k;
     let nodes = (1usize << k) - 1; // prefix-tree nodes per instance
     let n = 1usize << k;
     let per_chunk = (CHUNK_HASHES / (2 * nodes)).max(1);
+    out.reserve(inst * n);
     // π(K) of each key once (`H(K, i) = π(π(K) ⊕ i) ⊕ π(K)`): a key serves 2^s
     // nodes, so 2k + 2(2^k − 1) AES calls per instance instead of 4(2^k − 1).
     let mut keys = Vec::with_capacity(per_chunk * k * 2);
     let mut xs = Vec::with_capacity(per_chunk * nodes * 2);
     let mut pads = [0u128; 256];
-    let mut outs = dst.chunks_exact_mut(n);
     let mut i0 = 0;
     while i0 < inst {
         let i1 = (i0 + per_chunk).min(inst);
@@ -137,7 +96,7 @@ fn sender_range<T>(
         }
         hash.permute(&mut xs);
         let instances = xs.chunks_exact(2 * nodes).zip(keys.chunks_exact(2 * k));
-        for ((h, pk), o) in instances.zip(outs.by_ref()) {
+        for (h, pk) in instances {
             // pad(x) by prefix doubling: P_{s+1}(x) = P_s(x mod 2^s) ⊕ H(K_s^{x_s},
             // node (s, x mod 2^s)), in place from the top so that P_s(low) is still
             // there when read; H = π(π(K) ⊕ node) ⊕ π(K), its second π(K) added here
@@ -151,9 +110,7 @@ fn sender_range<T>(
                 node0 += width;
                 width *= 2;
             }
-            for (o, &p) in o.iter_mut().zip(&pads[..n]) {
-                *o = f(p);
-            }
+            out.extend(pads[..n].iter().map(|&p| f(p)));
         }
         i0 = i1;
     }
@@ -164,58 +121,37 @@ fn sender_range<T>(
 
 /// Receiver: the random choice `c` (bit `s` = `lsb(w[i·k + s])`) and `pad(c)` of each
 /// instance.
-pub(crate) fn receiver_pads(w: &[u128], first: u64, dir: u8, k: usize) -> (Vec<u8>, Vec<u128>) {
+pub(crate) fn receiver_pads(
+    w: &[u128],
+    first: u64,
+    dir: u8,
+    k: usize,
+    hash: &mut Tccr,
+) -> (Vec<u8>, Vec<u128>) {
     let inst = w.len() / k;
     let (mut c, mut p) = (Vec::with_capacity(inst), Vec::with_capacity(inst));
-    receiver_pads_map(w, first, dir, k, &mut c, &mut p, |x| x);
+    receiver_pads_map(w, first, dir, k, hash, &mut c, &mut p, |x| x);
     (c, p)
 }
 
-/// [`receiver_pads`] with each pad mapped by `f`, appended to `choice` and `out`:
-/// ranges of instances in parallel, each hashed in chunks.
-pub(crate) fn receiver_pads_map<T: Send + Default + Clone>(
+/// [`receiver_pads`] with each pad mapped by `f`, appended to `choice` and `out`,
+/// hashing in chunks.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn receiver_pads_map<T>(
     w: &[u128],
     first: u64,
     dir: u8,
     k: usize,
+    hash: &mut Tccr,
     choice: &mut Vec<u8>,
     out: &mut Vec<T>,
-    f: impl Fn(u128) -> T + Sync,
+    f: impl Fn(u128) -> T,
 ) {
     debug_assert!((1..=8).contains(&k));
     let inst = w.len() / k;
-    let (c0, p0) = (choice.len(), out.len());
-    choice.resize(c0 + inst, 0);
-    out.resize(p0 + inst, T::default());
-    let (cs, ps) = (&mut choice[c0..], &mut out[p0..]);
-    let work = |t: usize, cs: &mut [u8], ps: &mut [T]| {
-        let i0 = t * TASK_INSTANCES;
-        let first = first + (i0 * k) as u64;
-        receiver_range(&w[i0 * k..(i0 + cs.len()) * k], first, dir, k, cs, ps, &f);
-    };
-    if inst <= TASK_INSTANCES {
-        work(0, cs, ps);
-    } else {
-        cs.par_chunks_mut(TASK_INSTANCES)
-            .zip(ps.par_chunks_mut(TASK_INSTANCES))
-            .enumerate()
-            .for_each(|(t, (cs, ps))| work(t, cs, ps));
-    }
-}
-
-/// The receiver's choices and pads of the instances in `w` into `choice` and `dst`.
-fn receiver_range<T>(
-    w: &[u128],
-    first: u64,
-    dir: u8,
-    k: usize,
-    choice: &mut [u8],
-    dst: &mut [T],
-    f: &impl Fn(u128) -> T,
-) {
-    let mut hash = Tccr::new();
-    let inst = w.len() / k;
     let per_chunk = (CHUNK_HASHES / k).max(1);
+    choice.reserve(inst);
+    out.reserve(inst);
     let mut xs = Vec::with_capacity(per_chunk * k);
     let mut tw = Vec::with_capacity(per_chunk * k);
     let mut i0 = 0;
@@ -228,7 +164,7 @@ fn receiver_range<T>(
             for s in 0..k {
                 c |= ((w[i * k + s] & 1) as usize) << s;
             }
-            choice[i] = c as u8;
+            choice.push(c as u8);
             for s in 0..k {
                 let g = first + (i * k + s) as u64;
                 let pref = c & ((1 << s) - 1);
@@ -237,12 +173,10 @@ fn receiver_range<T>(
             }
         }
         hash.hash(&mut xs, &tw);
-        let pads = xs
-            .chunks_exact(k)
-            .map(|h| f(h.iter().fold(0, |a, b| a ^ b)));
-        for (o, p) in dst[i0..i1].iter_mut().zip(pads) {
-            *o = p;
-        }
+        out.extend(
+            xs.chunks_exact(k)
+                .map(|h| f(h.iter().fold(0, |a, b| a ^ b))),
+        );
         i0 = i1;
     }
     xs.zeroize();
@@ -255,28 +189,22 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha20Rng;
 
-    /// Correlated pairs `(v, w)` for `inst` instances of `k` COTs.
-    fn cots(rng: &mut ChaCha20Rng, delta: u128, inst: usize, k: usize) -> (Vec<u128>, Vec<u128>) {
-        let v: Vec<u128> = (0..inst * k).map(|_| rng.random::<u128>() & !1).collect();
-        let w = v
-            .iter()
-            .map(|v| if rng.random() { v ^ delta } else { *v })
-            .collect();
-        (v, w)
-    }
-
     #[test]
     fn receiver_gets_the_pad_of_its_choice_only() {
         let mut rng = ChaCha20Rng::seed_from_u64(9);
         let delta = rng.random::<u128>() | 1;
-        // 20 instances run as one task; the larger counts split over parallel tasks
-        let sizes = (1..=8)
-            .map(|k| (k, 20))
-            .chain([(1, 2 * TASK_INSTANCES + 77), (3, 3 * TASK_INSTANCES + 5)]);
-        for (k, inst) in sizes {
-            let (v, w) = cots(&mut rng, delta, inst, k);
-            let pads = sender_pads(delta, &v, 100, 1, k);
-            let (ch, pc) = receiver_pads(&w, 100, 1, k);
+        for k in 1..=8 {
+            let inst = 20;
+            let v: Vec<u128> = (0..inst * k).map(|_| rng.random::<u128>() & !1).collect();
+            let c: Vec<bool> = (0..inst * k).map(|_| rng.random()).collect();
+            let w: Vec<u128> = v
+                .iter()
+                .zip(&c)
+                .map(|(v, &c)| if c { v ^ delta } else { *v })
+                .collect();
+            let mut h = Tccr::new();
+            let pads = sender_pads(delta, &v, 100, 1, k, &mut h);
+            let (ch, pc) = receiver_pads(&w, 100, 1, k, &mut h);
             for i in 0..inst {
                 let n = 1 << k;
                 let row = &pads[i * n..(i + 1) * n];
@@ -286,23 +214,6 @@ mod tests {
                 sorted.dedup();
                 assert_eq!(sorted.len(), n, "pads of one instance are distinct");
             }
-        }
-    }
-
-    /// Split over parallel tasks, every instance gets the pads (and tweaks) of its
-    /// global index: the same as hashing the whole window as one range.
-    #[test]
-    fn parallel_ranges_hash_as_one_range_would() {
-        let mut rng = ChaCha20Rng::seed_from_u64(10);
-        let delta = rng.random::<u128>() | 1;
-        for (k, inst) in [(1, 2 * TASK_INSTANCES + 3), (3, 2 * TASK_INSTANCES + 1000)] {
-            let (v, w) = cots(&mut rng, delta, inst, k);
-            let mut one = vec![0u128; inst << k];
-            sender_range(delta, &v, 5000, 0, k, &mut one, &|x| x);
-            assert_eq!(sender_pads(delta, &v, 5000, 0, k), one);
-            let (mut c, mut p) = (vec![0u8; inst], vec![0u128; inst]);
-            receiver_range(&w, 5000, 0, k, &mut c, &mut p, &|x| x);
-            assert_eq!(receiver_pads(&w, 5000, 0, k), (c, p));
         }
     }
 }

@@ -28,6 +28,7 @@ use net::Channel;
 use crate::bits::{bytes_for, BitReader, BitVec, BitWriter};
 use crate::circuit::{self, Circuit, Eval, Wire};
 use crate::error::{expect_len, OtError, Result};
+use crate::hash::Tccr;
 use crate::kot;
 use crate::mill::{self, LeafPre, LeafWires, MillShape};
 use crate::pprf::wipe_bytes;
@@ -233,6 +234,7 @@ pub(crate) fn precompute<C: Channel>(
     p: u64,
 ) -> Result<Pre> {
     let role = session.role();
+    let mut hash = Tccr::new();
     let mut takes = shape.cot_takes().into_iter();
     let mut take = |session: &mut OtSession,
                     dir: Dir,
@@ -254,11 +256,18 @@ pub(crate) fn precompute<C: Channel>(
             let (mut pads, mut c, mut recv_pads) = (Vec::new(), Vec::new(), Vec::new());
             take(session, dir, m.n * dm, dm, &mut |cots| match cots {
                 Cots::Send { delta, v, first } => {
-                    kot::sender_pads_map(*delta, v, *first, dir.id(), dm, &mut pads, low)
+                    kot::sender_pads_map(*delta, v, *first, dir.id(), dm, &mut hash, &mut pads, low)
                 }
-                Cots::Recv { w, first } => {
-                    kot::receiver_pads_map(w, *first, dir.id(), dm, &mut c, &mut recv_pads, low)
-                }
+                Cots::Recv { w, first } => kot::receiver_pads_map(
+                    w,
+                    *first,
+                    dir.id(),
+                    dm,
+                    &mut hash,
+                    &mut c,
+                    &mut recv_pads,
+                    low,
+                ),
             })?;
             if m.recv == role {
                 per_digit_r.push((c, recv_pads));
@@ -282,11 +291,11 @@ pub(crate) fn precompute<C: Channel>(
         for dir in Dir::CANONICAL {
             take(session, dir, len, 1, &mut |cots| match cots {
                 Cots::Send { delta, v, first } => {
-                    kot::sender_pads_map(*delta, v, *first, dir.id(), 1, &mut sent, low)
+                    kot::sender_pads_map(*delta, v, *first, dir.id(), 1, &mut hash, &mut sent, low)
                 }
                 Cots::Recv { w, first } => {
                     let (c, p) = (&mut recvd_c, &mut recvd_p);
-                    kot::receiver_pads_map(w, *first, dir.id(), 1, c, p, low)
+                    kot::receiver_pads_map(w, *first, dir.id(), 1, &mut hash, c, p, low)
                 }
             })?;
         }
@@ -306,10 +315,10 @@ pub(crate) fn precompute<C: Channel>(
         let (mut pads, mut c) = (Vec::new(), Vec::new());
         take(session, o.dir(), o.n * k, k, &mut |cots| match cots {
             Cots::Send { delta, v, first } => {
-                kot::sender_pads_map(*delta, v, *first, d, k, &mut pads, modp)
+                kot::sender_pads_map(*delta, v, *first, d, k, &mut hash, &mut pads, modp)
             }
             Cots::Recv { w, first } => {
-                kot::receiver_pads_map(w, *first, d, k, &mut c, &mut pads, modp)
+                kot::receiver_pads_map(w, *first, d, k, &mut hash, &mut c, &mut pads, modp)
             }
         })?;
         ots.push(if o.dir().sender() == role {

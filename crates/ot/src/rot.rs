@@ -17,6 +17,7 @@ use net::Channel;
 
 use crate::bits::{BitReader, BitWriter};
 use crate::error::{expect_len, OtError, Result};
+use crate::hash::Tccr;
 use crate::kot;
 use crate::session::{Cots, Dir, OtSession};
 use crate::silent::bytes_to_blocks;
@@ -67,7 +68,7 @@ impl OtSession {
     pub fn rot_send<C: Channel>(&mut self, ch: &mut C, n: usize) -> Result<Vec<[u128; 2]>> {
         let (d, v, first) = self.take_sent(ch, n)?;
         let dir = Dir::sent_by(self.role()).id();
-        let pads = kot::sender_pads(d, &v, first, dir, 1);
+        let pads = kot::sender_pads(d, &v, first, dir, 1, &mut Tccr::new());
         Ok(pads.chunks_exact(2).map(|p| [p[0], p[1]]).collect())
     }
 
@@ -79,7 +80,7 @@ impl OtSession {
     ) -> Result<(Vec<bool>, Vec<u128>)> {
         let (w, first) = self.take_received(ch, n)?;
         let dir = Dir::sent_by(self.role().other()).id();
-        let (c, p) = kot::receiver_pads(&w, first, dir, 1);
+        let (c, p) = kot::receiver_pads(&w, first, dir, 1, &mut Tccr::new());
         Ok((c.into_iter().map(|c| c == 1).collect(), p))
     }
 
@@ -109,7 +110,7 @@ impl OtSession {
         let inst = msgs.len();
         let (d, v, first) = self.take_sent(ch, inst * k)?;
         let dir = Dir::sent_by(self.role()).id();
-        let pads = kot::sender_pads(d, &v, first, dir, k);
+        let pads = kot::sender_pads(d, &v, first, dir, k, &mut Tccr::new());
         let derand = ch.recv_at_most((inst * k).div_ceil(8))?;
         expect_len(
             "1-of-2^k derandomisation bits",
@@ -147,7 +148,7 @@ impl OtSession {
         let inst = choices.len();
         let (w, first) = self.take_received(ch, inst * k)?;
         let dir = Dir::sent_by(self.role().other()).id();
-        let (c, pads) = kot::receiver_pads(&w, first, dir, k);
+        let (c, pads) = kot::receiver_pads(&w, first, dir, k, &mut Tccr::new());
         let mut bw = BitWriter::with_capacity(inst * k);
         for (x, ci) in choices.iter().zip(&c) {
             bw.push((x ^ ci) as u64, k as u32);
