@@ -389,7 +389,9 @@ pub trait Backend: Sync {
     /// [`Backend::prepare_coeffs_at`] of a polynomial in X^(2^stride_log2): every
     /// non-zero value at a multiple of 2^stride_log2 ([`HeError::OffStride`] otherwise).
     /// The same plaintext, counted as one prepare; a backend may transform only the
-    /// n/2^stride_log2 values there (BFV: [`crate::strided_transform_len`]).
+    /// n/2^stride_log2 values there and hold only those (BFV:
+    /// [`crate::strided_transform_len`] values per modulus; its products read each
+    /// 2^stride_log2 times).
     fn prepare_coeffs_strided(
         &self,
         values: &[u64],

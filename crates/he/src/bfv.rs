@@ -198,7 +198,10 @@ pub struct BfvPt {
 
 /// A plaintext prepared for multiplication: centred coefficients, NTT form; or, for a
 /// plaintext constant on each row (the conv scalar path), its NTT form's four distinct
-/// values per modulus (`RowBasis`): 128 bytes at n = 8192 instead of 256 KiB.
+/// values per modulus (`RowBasis`): 128 bytes at n = 8192 instead of 256 KiB; or, for a
+/// polynomial in X^(2^a) (a Cheetah 1x1 filter, [`Backend::prepare_coeffs_strided`]),
+/// the n/2^a values of its small transform per modulus, each of which its NTT form
+/// repeats 2^a times in a row ([`StridedNtt`]): 2^a times smaller.
 #[derive(Clone, Debug)]
 pub struct BfvPrepared(PreparedForm);
 
@@ -207,6 +210,12 @@ enum PreparedForm {
     Ntt(Poly),
     /// Per modulus of the top level, the value at each class of NTT position.
     Rows(Vec<[u64; 4]>),
+    /// Per modulus of its level, the n/2^log2 values of the NTT form, each filling
+    /// 2^log2 neighbouring positions.
+    Strided {
+        log2: u32,
+        limbs: Vec<Vec<u64>>,
+    },
 }
 
 /// The shared decomposition of a ciphertext for hoisted rotations: the ciphertext, and the L RNS
@@ -574,6 +583,74 @@ struct FusedScratch {
 thread_local! {
     static FUSED_SCRATCH: std::cell::RefCell<FusedScratch> =
         std::cell::RefCell::new(FusedScratch::default());
+}
+
+/// One plaintext's row for one modulus in [`Bfv::dot_rows`], by its prepared form.
+#[derive(Clone, Copy)]
+enum Term<'a> {
+    Ntt(&'a [u64]),
+    Rows(&'a [u64]),
+    Strided(&'a [u64], u32),
+}
+
+impl<'a> Term<'a> {
+    fn ntt(&self) -> Option<&'a [u64]> {
+        match *self {
+            Term::Ntt(y) => Some(y),
+            _ => None,
+        }
+    }
+    fn rows(&self) -> Option<&'a [u64]> {
+        match *self {
+            Term::Rows(v) => Some(v),
+            _ => None,
+        }
+    }
+    /// A strided row of run length 2^`log2`.
+    fn strided(&self, log2: Option<u32>) -> Option<&'a [u64]> {
+        match *self {
+            Term::Strided(v, a) if Some(a) == log2 => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// acc\[k\] += Σ_g xs\[g\]\[k\]·vs\[g\]\[k >> log2\] (128-bit, no reduction): products
+/// with plaintexts held as their strided transforms ([`PreparedForm::Strided`]), four
+/// terms per pass as [`multiply_accumulate_block`] does.
+fn multiply_accumulate_strided(acc: &mut [u128], xs: &[&[u64]], vs: &[&[u64]], log2: u32) {
+    fn fixed<const G: usize>(acc: &mut [u128], xs: &[&[u64]], vs: &[&[u64]], log2: u32) {
+        let run = 1usize << log2;
+        let len = xs
+            .iter()
+            .map(|v| v.len())
+            .chain(vs.iter().map(|v| v.len() << log2))
+            .fold(acc.len(), usize::min);
+        let x: [&[u64]; G] = std::array::from_fn(|g| &xs[g][..len]);
+        for (r, a_run) in acc[..len].chunks_exact_mut(run).enumerate() {
+            let y: [u128; G] = std::array::from_fn(|g| vs[g][r] as u128);
+            let at = r * run;
+            for (k, a) in a_run.iter_mut().enumerate() {
+                let mut s = *a;
+                for g in 0..G {
+                    s += x[g][at + k] as u128 * y[g];
+                }
+                *a = s;
+            }
+        }
+    }
+    let mut start = 0;
+    let terms = xs.len().min(vs.len());
+    while start < terms {
+        let (x, v) = (&xs[start..], &vs[start..]);
+        match terms - start {
+            1 => fixed::<1>(acc, x, v, log2),
+            2 => fixed::<2>(acc, x, v, log2),
+            3 => fixed::<3>(acc, x, v, log2),
+            _ => fixed::<4>(acc, x, v, log2),
+        }
+        start += 4;
+    }
 }
 
 /// acc\[k\] += Σ_g xs\[g\]\[k\]·ys\[g\]\[k\] (128-bit, no reduction), four terms per
@@ -1133,6 +1210,7 @@ impl Bfv {
             let m = match &p.0 {
                 PreparedForm::Ntt(w) => w.ctx().moduli().len(),
                 PreparedForm::Rows(limbs) => limbs.len(),
+                PreparedForm::Strided { limbs, .. } => limbs.len(),
             };
             if m != moduli {
                 return Err(HeError::LevelMismatch {
@@ -1329,6 +1407,14 @@ impl Bfv {
                     }
                 })?))
             }
+            PreparedForm::Strided { log2, limbs } => {
+                let level = self.params.levels().saturating_sub(limbs.len());
+                Ok(Cow::Owned(self.ntt_rows(level, |row, _, limb| {
+                    for (run, &v) in row.chunks_exact_mut(1 << log2).zip(&limbs[limb]) {
+                        run.fill(v);
+                    }
+                })?))
+            }
         }
     }
 
@@ -1376,17 +1462,21 @@ impl Bfv {
     /// through its position's class. Terms go in blocks of up to [`FUSED_BLOCK`] of one
     /// kind, each sum read and written once per block.
     fn dot_rows(&self, cts: &[&BfvCt], pts: &[&BfvPrepared], i: usize) -> Result<Poly> {
-        let basis = self
-            .row_basis
-            .as_ref()
-            .ok_or_else(|| HeError::Engine("row constants without a row basis".into()))?;
+        let rows = pts.iter().any(|p| matches!(p.0, PreparedForm::Rows(_)));
+        let basis = match &self.row_basis {
+            Some(b) => Some(b),
+            None if rows => {
+                return Err(HeError::Engine("row constants without a row basis".into()));
+            }
+            None => None,
+        };
         let ctx = cts[0].ct.ctx().clone();
         let n = self.info.n;
         let not_contiguous = || HeError::Engine("polynomial rows not contiguous".into());
         let mut arr = ndarray::Array2::<u64>::zeros((ctx.moduli().len(), n));
         let mut acc = vec![0u128; n];
         for (j, (mut out, q)) in arr.outer_iter_mut().zip(ctx.moduli_operators()).enumerate() {
-            let class = &basis.limbs[j].0;
+            let class = basis.map_or(&[][..], |b| &b.limbs[j].0[..]);
             let batch = products_between_reductions(**q);
             let per_block = FUSED_BLOCK.min(batch);
             acc.fill(0);
@@ -1409,7 +1499,7 @@ impl Bfv {
                         x.get(j * n..(j + 1) * n).ok_or_else(not_contiguous)
                     })
                     .collect::<Result<Vec<&[u64]>>>()?;
-                // each plaintext's row for this modulus: Ok(NTT form) or Err(row constants)
+                // each plaintext's row for this modulus, of its kind
                 let terms_j = pts[start..end]
                     .iter()
                     .map(|p| match &p.0 {
@@ -1417,25 +1507,42 @@ impl Bfv {
                             .coefficients()
                             .to_slice()
                             .and_then(|w| w.get(j * n..(j + 1) * n))
-                            .map(Ok)
+                            .map(Term::Ntt)
                             .ok_or_else(not_contiguous),
                         PreparedForm::Rows(limbs) => limbs
                             .get(j)
-                            .map(|v| Err(v.as_slice()))
+                            .map(|v| Term::Rows(v.as_slice()))
+                            .ok_or_else(not_contiguous),
+                        PreparedForm::Strided { log2, limbs } => limbs
+                            .get(j)
+                            .filter(|v| v.len() << log2 == n)
+                            .map(|v| Term::Strided(v.as_slice(), *log2))
                             .ok_or_else(not_contiguous),
                     })
-                    .collect::<Result<Vec<std::result::Result<&[u64], &[u64]>>>>()?;
-                let ntt: Option<Vec<&[u64]>> = terms_j.iter().map(|t| t.ok()).collect();
-                let rows: Option<Vec<&[u64]>> = terms_j.iter().map(|t| t.err()).collect();
-                match (ntt, rows) {
-                    (Some(ys), _) => multiply_accumulate_block(&mut acc, &xs, &ys),
-                    (_, Some(vs)) => multiply_accumulate_rows(&mut acc, &xs, &vs, class),
-                    // a block mixing the two kinds: term by term
+                    .collect::<Result<Vec<Term>>>()?;
+                let ntt: Option<Vec<&[u64]>> = terms_j.iter().map(Term::ntt).collect();
+                let rows: Option<Vec<&[u64]>> = terms_j.iter().map(Term::rows).collect();
+                let log2 = match terms_j.first() {
+                    Some(Term::Strided(_, a)) => Some(*a),
+                    _ => None,
+                };
+                let strided: Option<Vec<&[u64]>> =
+                    terms_j.iter().map(|t| t.strided(log2)).collect();
+                match (ntt, rows, strided, log2) {
+                    (Some(ys), _, _, _) => multiply_accumulate_block(&mut acc, &xs, &ys),
+                    (_, Some(vs), _, _) => multiply_accumulate_rows(&mut acc, &xs, &vs, class),
+                    (_, _, Some(vs), Some(a)) => multiply_accumulate_strided(&mut acc, &xs, &vs, a),
+                    // a block mixing kinds: term by term
                     _ => {
                         for (x, t) in xs.iter().zip(&terms_j) {
-                            match t {
-                                Ok(y) => multiply_accumulate_block(&mut acc, &[x], &[y]),
-                                Err(v) => multiply_accumulate_rows(&mut acc, &[x], &[v], class),
+                            match *t {
+                                Term::Ntt(y) => multiply_accumulate_block(&mut acc, &[x], &[y]),
+                                Term::Rows(v) => {
+                                    multiply_accumulate_rows(&mut acc, &[x], &[v], class)
+                                }
+                                Term::Strided(v, a) => {
+                                    multiply_accumulate_strided(&mut acc, &[x], &[v], a)
+                                }
                             }
                         }
                     }
@@ -1721,6 +1828,24 @@ impl Bfv {
             return self.prepare_centred(coeffs, level);
         };
         let p = self.info.p;
+        if plans.iter().all(|plan| plan.runs()) {
+            // held compact: the small transforms only, spread as products read them
+            let log2 = plans.first().map_or(0, |plan| plan.log2());
+            let limbs = plans
+                .iter()
+                .zip(ctx.moduli())
+                .map(|(plan, &q)| {
+                    let mut small = vec![0u64; plan.small_len()];
+                    let stride = coeffs.len() / small.len().max(1);
+                    for (s, &c) in small.iter_mut().zip(coeffs.iter().step_by(stride.max(1))) {
+                        *s = lift_centred(c, p, q);
+                    }
+                    plan.forward_small(&mut small);
+                    small
+                })
+                .collect();
+            return Ok(BfvPrepared(PreparedForm::Strided { log2, limbs }));
+        }
         let mut small = vec![0u64; self.info.n];
         let w = self.ntt_rows(level, |row, q, limb| {
             lift_strided(coeffs, &plans[limb], p, q, &mut small, row);
@@ -2380,7 +2505,7 @@ impl Backend for Bfv {
             .iter()
             .map(|p| match &p.0 {
                 PreparedForm::Ntt(w) => Some(w),
-                PreparedForm::Rows(_) => None,
+                PreparedForm::Rows(_) | PreparedForm::Strided { .. } => None,
             })
             .collect();
         let (c0, c1) = match full {
@@ -2856,6 +2981,40 @@ mod tests {
                         .map(|(x, y)| (x + y) % params.p())
                         .collect();
                     assert_eq!(fhe_values, sum);
+                }
+            }
+        }
+    }
+
+    /// A plaintext in X^(2^a) is held as its small transform on every preset, at every
+    /// stride a coefficient layer uses, and expands to the NTT form of the same
+    /// polynomial prepared without a stride (`tests/coeffs.rs` checks its products).
+    #[test]
+    fn strided_plaintexts_are_held_small() {
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        for name in crate::params::PRESETS {
+            let params = Params::preset(name).unwrap();
+            let b = Bfv::keygen(&params, GaloisSpec::new(vec![])).unwrap();
+            let (n, p) = (params.n(), params.p());
+            for level in 0..params.levels() {
+                for a in [3u32, 6, 8] {
+                    let mut v = vec![0u64; n];
+                    for x in v.iter_mut().step_by(1 << a) {
+                        *x = rng.random_range(0..p);
+                    }
+                    let held = b.prepare_centred_strided(&v, level, a).unwrap();
+                    let PreparedForm::Strided { log2, limbs } = &held.0 else {
+                        panic!("{name} level {level} stride 2^{a}: not held small");
+                    };
+                    assert_eq!(*log2, a, "{name}");
+                    assert_eq!(limbs.len(), params.levels() - level, "{name}");
+                    assert!(limbs.iter().all(|l| l.len() == n >> a), "{name}");
+                    let full = b.prepare_centred(&v, level).unwrap();
+                    assert_eq!(
+                        b.prepared_ntt(&held).unwrap().coefficients(),
+                        b.prepared_ntt(&full).unwrap().coefficients(),
+                        "{name} level {level} stride 2^{a}"
+                    );
                 }
             }
         }

@@ -157,6 +157,20 @@ impl StridedNtt {
     pub(crate) fn small_len(&self) -> usize {
         self.spread.len() >> self.log2
     }
+    /// a: each small output stands for 2^a outputs of the full transform.
+    pub(crate) fn log2(&self) -> u32 {
+        self.log2
+    }
+    /// Whether the full transform is the small one with each output repeated 2^a times
+    /// in a row (`out[j] = small[j >> a]`), so that it can be held small.
+    pub(crate) fn runs(&self) -> bool {
+        self.runs
+    }
+    /// `small` (the n/2^a coefficients of V, reduced) transformed in place: the values
+    /// [`StridedNtt::forward`] spreads.
+    pub(crate) fn forward_small(&self, small: &mut [u64]) {
+        self.small.forward(small);
+    }
     /// `small` (the n/2^a coefficients of V, reduced) transformed in place, and `out` (n
     /// values) the transform of V(X^(2^a)).
     pub(crate) fn forward(&self, small: &mut [u64], out: &mut [u64]) {

@@ -557,6 +557,7 @@ pub fn estimate<L: LinearLayer>(
         galois_keys,
         plaintexts,
         encoded_bytes: prepared.ntt * prepared_bytes(params, level)
+            / strided_held_ratio(params.n(), layout.weight_stride_log2())
             + prepared.row_constants * row_constants_bytes(params),
         encode_ms,
         encode_on_the_fly_ms: if layout.encodes_in_products() {
@@ -830,6 +831,13 @@ fn measure_flood_alone(b: &Bfv, reps: usize) -> FloodCosts {
 /// per modulus of the top level.
 pub fn row_constants_bytes(params: &Params) -> u64 {
     (params.levels() * 4 * 8) as u64
+}
+
+/// How many times smaller a held plaintext in X^(2^stride_log2) is than one in NTT form:
+/// BFV holds the n/2^a values of its small transform
+/// ([`he::Backend::prepare_coeffs_strided`]; 1 without a stride).
+pub fn strided_held_ratio(n: usize, stride_log2: u32) -> u64 {
+    (n / he::strided_transform_len(n, stride_log2).max(1)).max(1) as u64
 }
 
 /// Bytes of one prepared plaintext held in memory: NTT form with the moduli of `level`

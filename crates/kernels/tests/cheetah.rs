@@ -1043,6 +1043,16 @@ fn conv_on_the_fly_equals_encoded_weights() {
         };
         let layout = ConvLayout::new(method, sh, real(pp)).unwrap();
         assert_eq!(layout.weight_stride_log2(), stride, "{sh:?}");
+        // held, each plaintext takes its small transform's n/2^a words per modulus
+        let est =
+            kernels::estimate::estimate(&layout, pp, &kernels::CostModel::reference(pp)).unwrap();
+        let limbs = pp.levels() - layout.query_level(pp);
+        let words = he::strided_transform_len(pp.n(), stride) * limbs;
+        assert_eq!(
+            est.encoded_bytes,
+            (layout.encoded_plaintexts() * words * 8) as u64,
+            "{sh:?}"
+        );
         let server = Bfv::server(pp, client.public_keys()).unwrap();
         let xr: Vec<u64> = x.iter().map(|&v| pp.reduce(v)).collect();
         for on_the_fly in [false, true] {
