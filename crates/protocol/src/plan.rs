@@ -594,8 +594,9 @@ pub const DEFAULT_WEIGHT_MEMORY_CAP: u64 = 2 << 30;
 /// The default memory budget for a server's encoded weights: a third of the memory
 /// available now (`MemAvailable` in /proc/meminfo), at most
 /// [`DEFAULT_WEIGHT_MEMORY_CAP`]; the cap alone where the available memory cannot be
-/// read. ResNet-50's coefficient-encoded filters alone take ~75 GB, so a server that held
-/// everything by default would not start.
+/// read. ResNet-50's coefficient-encoded filters alone take ~13 GB (the 1x1 filters held
+/// as their small transforms, `he::Backend::prepare_coeffs_strided`), so a server that
+/// held everything by default would not start on a common machine.
 pub fn default_weight_memory() -> Option<u64> {
     let available = || -> Option<u64> {
         let s = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -772,6 +773,38 @@ impl NetworkPlan {
                 } else {
                     let l = &mut layers[k];
                     (l.pick, l.candidates, l.on_the_fly) = (pick, candidates, true);
+                }
+            }
+            // A layer whose pick did not fit may still hold another method's smaller
+            // encoding (a Cheetah 1x1 layer in padded tiles holds its filters 2^a times
+            // smaller) if that beats encoding its pick per query: per layer the held
+            // candidate that saves the most time per byte, layers in that order, while
+            // they fit.
+            let mut smaller = Vec::new();
+            for (k, l) in layers.iter().enumerate() {
+                if !l.on_the_fly || fixed[k] {
+                    continue;
+                }
+                let fly_ms = l.picked().map_or(f64::INFINITY, |c| c.predicted_ms);
+                let (_, candidates) = plan_one(l.step, &l.shape, false)?;
+                let best = candidates
+                    .iter()
+                    .filter_map(|c| {
+                        let bytes = c.estimate.as_ref().ok()?.encoded_bytes;
+                        let rate = (fly_ms - c.predicted_ms) / bytes.max(1) as f64;
+                        (rate > 0.0 && held + bytes <= limit).then_some((rate, bytes, c.method))
+                    })
+                    .max_by(|a, b| a.0.total_cmp(&b.0));
+                if let Some((rate, bytes, m)) = best {
+                    smaller.push((rate, k, bytes, l.shape.with(m)?, candidates));
+                }
+            }
+            smaller.sort_by(|a, b| b.0.total_cmp(&a.0));
+            for (_, k, bytes, pick, candidates) in smaller {
+                if held + bytes <= limit {
+                    held += bytes;
+                    let l = &mut layers[k];
+                    (l.pick, l.candidates, l.on_the_fly) = (pick, candidates, false);
                 }
             }
         }
