@@ -201,7 +201,7 @@ pub struct BfvPt {
 /// values per modulus (`RowBasis`): 128 bytes at n = 8192 instead of 256 KiB; or, for a
 /// polynomial in X^(2^a) (a Cheetah 1x1 filter, [`Backend::prepare_coeffs_strided`]),
 /// the n/2^a values of its small transform per modulus, each of which its NTT form
-/// repeats 2^a times in a row ([`StridedNtt`]): 2^a times smaller.
+/// repeats 2^a times in a row: 2^a times smaller.
 #[derive(Clone, Debug)]
 pub struct BfvPrepared(PreparedForm);
 
