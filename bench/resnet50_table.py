@@ -1,13 +1,23 @@
 """Prints the ResNet-50 table of BENCHMARKS.md (bench/resnet50.sh) beside HELiKs's
 published figures (HELiKs §6.2 Fig. 9: all linear layers on 4 threads; §6.3 Fig. 10:
 end to end with CrypTFlow2's nonlinear layers, and Cheetah in the same run), and the
-projection (`bench network --backend count --as-served`) against the measured inference."""
+projection (`bench network --backend count --as-served`) against the measured inference.
+
+Usage: resnet50_table.py LINEAR.json PROJECTED.json INFER.json [INFER.json ...]; with
+several runs of the inference, the table shows the median run (by total time) and lists
+every run's total."""
 import json
+import statistics
 import sys
 
 linear = json.load(open(sys.argv[1]))
-infer = json.load(open(sys.argv[2]))
-projected = json.load(open(sys.argv[3]))
+projected = json.load(open(sys.argv[2]))
+runs = [json.load(open(f)) for f in sys.argv[3:]]
+if not runs:
+    sys.exit("usage: resnet50_table.py LINEAR.json PROJECTED.json INFER.json [INFER.json ...]")
+# the median run by total time (the lower middle one for an even count)
+by_total = sorted(runs, key=lambda r: r["outputs"][0]["total_ms"])
+infer = by_total[(len(by_total) - 1) // 2]
 out = infer["outputs"][0]
 gb = lambda b: f"{b / 1e9:.2f} GB"
 mb = lambda b: f"{b / 1e6:.0f} MB"
@@ -26,6 +36,15 @@ print(
 )
 print("| one inference end to end | HELiKs + CrypTFlow2 nonlinear (paper, Fig. 10) | 4 | 183 s | close to CF2's | n/a |")
 print("| one inference end to end | Cheetah (HELiKs's run, Fig. 10) | 4 | 273 s | n/a | n/a |")
+print()
+totals = [r["outputs"][0]["total_ms"] / 1e3 for r in runs]
+equal = sum(r["outputs"][0]["matches_fixed_reference"] for r in runs)
+print(
+    f"{len(runs)} runs of the inference (in order): "
+    + ", ".join(f"{t:.1f} s" for t in totals)
+    + f"; median {statistics.median(totals):.1f} s; equal to the fixed-point reference in {equal} of {len(runs)}; "
+    f"peak RSS up to {gb(max(r['peak_rss_bytes'] for r in runs))}. The rows above and below are the median run's."
+)
 print()
 print(
     f"helina's check: {'equal' if out['matches_fixed_reference'] else 'NOT equal'} to the fixed-point "
@@ -56,8 +75,6 @@ for k in ("online", "offline", "total"):
 # over 50 ms only). Online, the client's time in the step: the inference's online time is
 # the client's, and its steps sum to it (the server's step also holds its wait for the
 # client's previous step). Offline, the longer party's.
-import statistics
-
 measured = {l["layer"]: l for l in infer["layers"]}
 errors = {}
 for row in projected["rows"]:
