@@ -1418,54 +1418,34 @@ impl Bfv {
         }
     }
 
-    /// Polynomial `i` of Σ_k cts[k]·pts[k] on IFMA lanes, each product reduced as it
-    /// is added ([`NttPlan::mul_accumulate_ifma`]), for plaintexts held in NTT form or as
-    /// their strided transforms (each strided row spread to its n positions first, 2^a
-    /// copies of each value); `None` where a modulus of the level has no IFMA plan or a
-    /// plaintext is a row constant (the caller's 128-bit sums run those).
-    fn dot_ifma(&self, cts: &[&BfvCt], pts: &[&BfvPrepared], i: usize) -> Result<Option<Poly>> {
+    /// Polynomial `i` of Σ_k cts[k]·ws[k] (NTT-form plaintexts) on IFMA lanes, each
+    /// product reduced as it is added ([`NttPlan::mul_accumulate_ifma`]); `None` where
+    /// a modulus of the level has no IFMA plan (the caller's 128-bit sums are faster
+    /// there).
+    fn dot_ifma(&self, cts: &[&BfvCt], ws: &[&Poly], i: usize) -> Result<Option<Poly>> {
         let ctx = cts[0].ct.ctx().clone();
         let (limbs, n) = (ctx.moduli().len(), self.info.n);
-        if limbs > self.ntt_ops.len()
-            || !self.ntt_ops[..limbs].iter().all(NttPlan::has_ifma)
-            || pts.iter().any(|p| matches!(p.0, PreparedForm::Rows(_)))
-        {
+        if limbs > self.ntt_ops.len() || !self.ntt_ops[..limbs].iter().all(NttPlan::has_ifma) {
             return Ok(None);
         }
         let not_contiguous = || HeError::Engine("polynomial rows not contiguous".into());
         let mut arr = ndarray::Array2::<u64>::zeros((limbs, n));
-        let mut spread = Vec::new();
-        for (c, p) in cts.iter().zip(pts) {
+        for (c, w) in cts.iter().zip(ws) {
             let x = c.ct[i]
                 .coefficients()
                 .to_slice()
                 .ok_or_else(not_contiguous)?;
-            if x.len() < limbs * n {
+            let y = w.coefficients().to_slice().ok_or_else(not_contiguous)?;
+            if x.len() < limbs * n || y.len() < limbs * n {
                 return Err(not_contiguous());
             }
             for (j, mut out) in arr.outer_iter_mut().enumerate() {
                 let out = out.as_slice_mut().ok_or_else(not_contiguous)?;
-                let y: &[u64] = match &p.0 {
-                    PreparedForm::Ntt(w) => w
-                        .coefficients()
-                        .to_slice()
-                        .and_then(|w| w.get(j * n..(j + 1) * n))
-                        .ok_or_else(not_contiguous)?,
-                    PreparedForm::Strided { log2, limbs } => {
-                        let v = limbs
-                            .get(j)
-                            .filter(|v| v.len() << log2 == n)
-                            .ok_or_else(not_contiguous)?;
-                        spread.clear();
-                        spread.extend(
-                            v.iter()
-                                .flat_map(|&y| std::iter::repeat_n(y, 1usize << log2)),
-                        );
-                        &spread
-                    }
-                    PreparedForm::Rows(_) => return Err(not_contiguous()),
-                };
-                self.ntt_ops[j].mul_accumulate_ifma(out, &x[j * n..(j + 1) * n], y);
+                self.ntt_ops[j].mul_accumulate_ifma(
+                    out,
+                    &x[j * n..(j + 1) * n],
+                    &y[j * n..(j + 1) * n],
+                );
             }
         }
         Ok(Some(Poly::try_convert_from(
@@ -2528,15 +2508,15 @@ impl Backend for Bfv {
                 PreparedForm::Rows(_) | PreparedForm::Strided { .. } => None,
             })
             .collect();
-        let (c0, c1) = match (self.dot_ifma(cts, pts, 0)?, self.dot_ifma(cts, pts, 1)?) {
-            (Some(c0), Some(c1)) => (c0, c1),
-            _ => match full {
-                Some(w) => (
+        let (c0, c1) = match full {
+            Some(w) => match (self.dot_ifma(cts, &w, 0)?, self.dot_ifma(cts, &w, 1)?) {
+                (Some(c0), Some(c1)) => (c0, c1),
+                _ => (
                     dot_product(cts.iter().map(|c| &c.ct[0]), w.iter().copied())?,
                     dot_product(cts.iter().map(|c| &c.ct[1]), w.iter().copied())?,
                 ),
-                None => (self.dot_rows(cts, pts, 0)?, self.dot_rows(cts, pts, 1)?),
             },
+            None => (self.dot_rows(cts, pts, 0)?, self.dot_rows(cts, pts, 1)?),
         };
         self.wrap(vec![c0, c1])
     }
