@@ -3020,6 +3020,66 @@ mod tests {
         }
     }
 
+    /// A product with plaintexts held as their strided transforms, alone or in a block
+    /// mixed with an NTT-form one, equals the product with their NTT forms word for word,
+    /// on every preset and level.
+    #[test]
+    fn strided_products_equal_their_ntt_forms() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for name in crate::params::PRESETS {
+            let params = Params::preset(name).unwrap();
+            let b = Bfv::keygen(&params, GaloisSpec::new(vec![])).unwrap();
+            let (n, p) = (params.n(), params.p());
+            for level in 0..params.levels() {
+                let terms = 6;
+                let cts: Vec<BfvCt> = (0..terms)
+                    .map(|_| {
+                        let x = crate::random_slots(n, p, &mut rng);
+                        b.encrypt_sym(&b.encode_coeffs_at(&x, level).unwrap())
+                            .unwrap()
+                    })
+                    .collect();
+                let cts: Vec<&BfvCt> = cts.iter().collect();
+                for a in [3u32, 5] {
+                    let held: Vec<BfvPrepared> = (0..terms)
+                        .map(|k| {
+                            let mut v = vec![0u64; n];
+                            for x in v.iter_mut().step_by(1 << a) {
+                                *x = rng.random_range(0..p);
+                            }
+                            // the last term in NTT form: a block mixing kinds
+                            if k + 1 == terms {
+                                b.prepare_centred(&v, level).unwrap()
+                            } else {
+                                b.prepare_centred_strided(&v, level, a).unwrap()
+                            }
+                        })
+                        .collect();
+                    assert!(matches!(held[0].0, PreparedForm::Strided { .. }), "{name}");
+                    let full: Vec<BfvPrepared> = held
+                        .iter()
+                        .map(|h| {
+                            BfvPrepared(PreparedForm::Ntt(b.prepared_ntt(h).unwrap().into_owned()))
+                        })
+                        .collect();
+                    for k in [1, terms - 1, terms] {
+                        let h: Vec<&BfvPrepared> = held[..k].iter().collect();
+                        let f: Vec<&BfvPrepared> = full[..k].iter().collect();
+                        let ours = b.dot(&cts[..k], &h).unwrap();
+                        let want = b.dot(&cts[..k], &f).unwrap();
+                        for i in 0..2 {
+                            assert_eq!(
+                                ours.ct[i].coefficients(),
+                                want.ct[i].coefficients(),
+                                "{name} level {level} stride 2^{a}, {k} terms"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// The scalar path's plaintext equals the slot path's, word for word, on every
     /// preset (so products and noise are the same), and multiplies like it.
     #[test]
