@@ -388,6 +388,7 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                 row.predicted_server_ms = planner.server_ms(
                     est.server_ms,
                     est.encode_on_the_fly_ms,
+                    est.held_products_ms,
                     parallel,
                     l.on_the_fly,
                 );
@@ -422,6 +423,7 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                         } else {
                             m.offline_ms
                         },
+                        est.held_products_ms,
                         parallel,
                         on_the_fly,
                     ));
@@ -429,6 +431,7 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                         row.predicted_server_ms = planner.server_ms(
                             est.server_ms,
                             est.encode_on_the_fly_ms,
+                            est.held_products_ms,
                             parallel,
                             true,
                         );

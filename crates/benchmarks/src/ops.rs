@@ -161,6 +161,22 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
         "dot_term_rows",
         busy_median_us(threads, reps.div_ceil(4), || b.dot(&cr, &rr)) / TERMS as f64,
     );
+    // products by plaintexts held as strided transforms (Cheetah's 1x1 filters)
+    let strided: Vec<_> = w
+        .iter()
+        .map(|v| {
+            b.prepare_coeffs_strided(
+                &kernels::estimate::stride_sample(v),
+                0,
+                kernels::estimate::SAMPLE_STRIDE_LOG2,
+            )
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    let sr: Vec<_> = strided.iter().collect();
+    put(
+        "dot_term_strided",
+        busy_median_us(threads, reps.div_ceil(4), || b.dot(&cr, &sr)) / TERMS as f64,
+    );
     // weights encoded on the fly inside a fused product, per plaintext, less the same
     // product with held plaintexts
     let in_product = kernels::estimate::measure_encode_in_product(&b, &x, reps, threads)?;
@@ -312,6 +328,7 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
             coeffs_stride_ratio: Some(in_product.stride_ratio),
             prepare_rows_us: Some(m["prepare_row_constants"]),
             sc_mult_rows_us: Some(m["dot_term_rows"]),
+            sc_mult_strided_us: Some(m["dot_term_strided"]),
             galois_key_bytes: (b.public_keys().galois_bytes() / GROUP) as u64,
             encrypt_us: Some(m["client_encrypt"]),
             encrypt_coeffs_us: Some(m["client_encrypt_coeffs"]),

@@ -221,6 +221,8 @@ fn the_cost_cache_is_written_and_read() {
     assert!(model["perm_us"].as_f64().unwrap() > 0.0);
     // the scalar path's products are priced apart
     assert!(model["sc_mult_rows_us"].as_f64().unwrap() > 0.0);
+    // and the products by plaintexts held as strided transforms
+    assert!(model["sc_mult_strided_us"].as_f64().unwrap() > 0.0);
     let plan = run(
         &["plan", "--net", "mlp", "--mem-limit", "0", "--json"],
         &cache,

@@ -149,6 +149,14 @@ pub struct CostModel {
     /// older caches: the reference's ratio to `sc_mult_us`.
     #[serde(default)]
     pub sc_mult_rows_us: Option<f64>,
+    /// One product by a coefficient plaintext held as its strided transform (a Cheetah
+    /// 1x1 filter in X^(2^a), [`he::Backend::prepare_coeffs_strided`]) inside a fused
+    /// sum, at the top level: such products run as 128-bit sums reading each held value
+    /// 2^a times, also where the products by NTT-form plaintexts (`sc_mult_us`) run on
+    /// IFMA lanes. Absent in older caches and in [`CostModel::reference`] (a machine
+    /// without IFMA, where the two cost the same): `sc_mult_us`.
+    #[serde(default)]
+    pub sc_mult_strided_us: Option<f64>,
     /// Bytes of one Galois key on the wire (uploaded once per session).
     pub galois_key_bytes: u64,
     /// The client's work per query ciphertext at the top level: encode, encrypt
@@ -230,6 +238,7 @@ impl CostModel {
             coeffs_stride_ratio: Some(REFERENCE_STRIDE_RATIO),
             prepare_rows_us: Some(REFERENCE_PREPARE_ROWS_US * w),
             sc_mult_rows_us: Some(REFERENCE_SC_MULT_US * REFERENCE_ROWS_PRODUCT_RATIO * w),
+            sc_mult_strided_us: None,
             galois_key_bytes: (params.levels() * params.ct_wire_size(0, true)) as u64,
             encrypt_us: Some(ENCRYPT_US * s),
             encrypt_coeffs_us: Some(ENCRYPT_COEFFS_US * s),
@@ -303,6 +312,12 @@ impl CostModel {
                 let row = b.prepare_row_constants([v[0], v[1]])?;
                 let rows: Vec<&he::BfvPrepared> = vec![&row; TERMS];
                 Some(busy_median_us(threads, reps, || b.dot(&terms, &rows)) / TERMS as f64)
+            },
+            sc_mult_strided_us: {
+                let strided =
+                    b.prepare_coeffs_strided(&stride_sample(&v), 0, SAMPLE_STRIDE_LOG2)?;
+                let strided: Vec<&he::BfvPrepared> = vec![&strided; TERMS];
+                Some(busy_median_us(threads, reps, || b.dot(&terms, &strided)) / TERMS as f64)
             },
             galois_key_bytes: keys,
             encrypt_us: Some(busy_median_us(threads, reps, || {
@@ -423,6 +438,12 @@ impl CostModel {
             .unwrap_or(self.sc_mult_us * REFERENCE_ROWS_PRODUCT_RATIO)
     }
 
+    /// One product by a plaintext held as its strided transform inside a fused sum, µs
+    /// ([`CostModel::sc_mult_strided_us`]).
+    pub fn sc_mult_strided_us(&self) -> f64 {
+        self.sc_mult_strided_us.unwrap_or(self.sc_mult_us)
+    }
+
     /// Encoding one row-constant weight plaintext (the scalar path), µs.
     pub fn prepare_rows_us(&self) -> f64 {
         self.or_reference(self.prepare_rows_us, REFERENCE_PREPARE_ROWS_US)
@@ -482,6 +503,11 @@ pub struct Estimate {
     /// where the layer's kernel streams them ([`LinearLayer::encodes_in_products`],
     /// [`CostModel::encode_in_product_us_at`]), else as `encode_ms`.
     pub encode_on_the_fly_ms: f64,
+    /// Predicted time (ms) the products add when the weights are held rather than
+    /// encoded in them: held as strided transforms (Cheetah's 1x1 filters), a layer's
+    /// products cost [`CostModel::sc_mult_strided_us`] instead of `sc_mult_us`; zero
+    /// for any other layer.
+    pub held_products_ms: f64,
     /// Predicted offline time (ms, one thread) per query: the flooding encryptions of
     /// zero for its responses.
     pub flood_ms: f64,
@@ -569,11 +595,39 @@ pub fn estimate<L: LinearLayer>(
         } else {
             encode_ms
         },
+        held_products_ms: if strided_held_ratio(params.n(), layout.weight_stride_log2()) > 1 {
+            counts.sc_mult as f64
+                * (1.0 - row_share)
+                * (model.sc_mult_strided_us() - model.sc_mult_us)
+                * limbs
+                / 1e3
+        } else {
+            0.0
+        },
         flood_ms: layout.output_cts() as f64 * model.flood_us_at(pool.bits(), level, params) / 1e3,
         client_ms: (q.len() as f64 * model.encrypt_us_for(layout.encoding()) * limbs
             + resp.len() as f64 * model.decrypt_us_for(layout.encoding()))
             / 1e3,
     })
+}
+
+/// The stride (2^3) of the plaintexts [`CostModel::sc_mult_strided_us`] is measured
+/// with: the product reads each held value 2^a times whatever a.
+pub const SAMPLE_STRIDE_LOG2: u32 = 3;
+
+/// `v` with every value off the stride 2^[`SAMPLE_STRIDE_LOG2`] set to zero: a
+/// polynomial in X^8, as a strided plaintext must be.
+pub fn stride_sample(v: &[u64]) -> Vec<u64> {
+    v.iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            if i % (1 << SAMPLE_STRIDE_LOG2) == 0 {
+                x
+            } else {
+                0
+            }
+        })
+        .collect()
 }
 
 /// Query levels [`CostModel::encode_in_product_coeffs_us`] holds figures for.

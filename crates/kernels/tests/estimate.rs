@@ -186,6 +186,58 @@ fn row_constant_products_are_priced_apart() {
     );
 }
 
+/// A layer whose held weights are strided transforms (Cheetah's 1x1 filters) prices its
+/// products held at the strided product's cost, beyond the fused product's
+/// (`held_products_ms`, which the planner adds only when the weights are held); any other
+/// layer adds nothing held.
+#[test]
+fn strided_held_products_are_priced_apart() {
+    use kernels::{ConvLayout, ConvMethod, ConvShape, Padding};
+    let params = Params::preset("n8192").unwrap();
+    let slots = SlotInfo {
+        n: params.n(),
+        p: params.p(),
+        layout: Layout::TwoRows,
+    };
+    let reference = CostModel::reference(&params);
+    // without a figure of its own, the strided product costs the fused product's
+    assert_eq!(reference.sc_mult_strided_us(), reference.sc_mult_us);
+    let dearer = CostModel {
+        sc_mult_strided_us: Some(reference.sc_mult_us + 100.0),
+        ..reference
+    };
+    let strided = ConvLayout::new(
+        ConvMethod::Cheetah,
+        ConvShape::new([64, 14, 14], [64, 1, 1], 1, Padding::Same),
+        slots,
+    )
+    .unwrap();
+    assert!(strided.weight_stride_log2() > 0);
+    let (a, b) = (
+        estimate(&strided, &params, &reference).unwrap(),
+        estimate(&strided, &params, &dearer).unwrap(),
+    );
+    assert_eq!(a.held_products_ms, 0.0);
+    assert_eq!(a.server_ms, b.server_ms);
+    let level = strided.query_level(&params);
+    let limbs = (params.levels() - level) as f64 / params.levels() as f64;
+    assert!(b.counts.sc_mult > 0);
+    let extra = b.counts.sc_mult as f64 * 100.0 * limbs / 1e3;
+    assert!((b.held_products_ms - extra).abs() < 1e-6, "{b:?}");
+    // a 3x3 filter is not strided: nothing added held
+    let full = ConvLayout::new(
+        ConvMethod::Cheetah,
+        ConvShape::new([64, 14, 14], [64, 3, 3], 1, Padding::Same),
+        slots,
+    )
+    .unwrap();
+    assert_eq!(full.weight_stride_log2(), 0);
+    assert_eq!(
+        estimate(&full, &params, &dearer).unwrap().held_products_ms,
+        0.0
+    );
+}
+
 /// The measured costs time each operation on every thread at once: all copies run
 /// together, and each thread's median comes back.
 #[test]

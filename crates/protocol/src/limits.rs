@@ -151,7 +151,8 @@ impl SessionLimits {
                     galois = galois.union(&layout.galois());
                     if predict {
                         let e = layout.estimate(params, &model)?;
-                        predicted.input_ms += e.server_ms + e.client_ms + e.encode_ms;
+                        predicted.input_ms +=
+                            e.server_ms + e.client_ms + e.encode_ms + e.held_products_ms;
                         predicted.input_bytes += (e.bytes_up + e.bytes_down) as f64;
                     }
                     let (q, r) = (layout.query_cts(), layout.output_cts());

@@ -377,10 +377,11 @@ impl Planner {
         &self,
         server_ms: f64,
         encode_ms: f64,
+        held_ms: f64,
         parallel: usize,
         on_the_fly: bool,
     ) -> f64 {
-        (server_ms + if on_the_fly { encode_ms } else { 0.0 }) / self.speedup(parallel)
+        (server_ms + if on_the_fly { encode_ms } else { held_ms }) / self.speedup(parallel)
     }
 
     /// The threads a layer of `parallel` independent units can use.
@@ -413,8 +414,13 @@ impl Planner {
     pub fn predicted_ms(&self, e: &Estimate, parallel: usize, on_the_fly: bool) -> f64 {
         let keys = e.galois_keys as u64 * self.model.galois_key_bytes;
         let keys_ms = self.wire_ms(keys) - self.wire_ms(0);
-        self.server_ms(e.server_ms, e.encode_on_the_fly_ms, parallel, on_the_fly)
-            + self.client_ms(e.client_ms, parallel)
+        self.server_ms(
+            e.server_ms,
+            e.encode_on_the_fly_ms,
+            e.held_products_ms,
+            parallel,
+            on_the_fly,
+        ) + self.client_ms(e.client_ms, parallel)
             + self.wire_ms(e.bytes_up + e.bytes_down)
             + keys_ms
     }
