@@ -548,13 +548,18 @@ fn lift_strided(
     small: &mut [u64],
     row: &mut [u64],
 ) {
-    let len = plan.small_len();
-    let stride = coeffs.len() / len.max(1);
-    let small = &mut small[..len];
+    let small = &mut small[..plan.small_len()];
+    lift_at_stride(coeffs, p, q, small);
+    plan.forward(small, row);
+}
+
+/// `small` = the values of `coeffs` (n values of Z_p) at the multiples of
+/// n/`small.len()`, lifted centred mod q: the coefficients of V for V(X^(2^a)).
+fn lift_at_stride(coeffs: &[u64], p: u64, q: u64, small: &mut [u64]) {
+    let stride = coeffs.len() / small.len().max(1);
     for (s, &c) in small.iter_mut().zip(coeffs.iter().step_by(stride.max(1))) {
         *s = lift_centred(c, p, q);
     }
-    plan.forward(small, row);
 }
 
 /// Products of residues mod `q` a 128-bit sum takes between two reductions:
@@ -1836,10 +1841,7 @@ impl Bfv {
                 .zip(ctx.moduli())
                 .map(|(plan, &q)| {
                     let mut small = vec![0u64; plan.small_len()];
-                    let stride = coeffs.len() / small.len().max(1);
-                    for (s, &c) in small.iter_mut().zip(coeffs.iter().step_by(stride.max(1))) {
-                        *s = lift_centred(c, p, q);
-                    }
+                    lift_at_stride(coeffs, p, q, &mut small);
                     plan.forward_small(&mut small);
                     small
                 })
@@ -2986,6 +2988,16 @@ mod tests {
         }
     }
 
+    /// n random values of Z_p at the multiples of 2^a, zero elsewhere: a polynomial in
+    /// X^(2^a).
+    fn strided_values(n: usize, p: u64, a: u32, rng: &mut ChaCha8Rng) -> Vec<u64> {
+        let mut v = vec![0u64; n];
+        for x in v.iter_mut().step_by(1 << a) {
+            *x = rng.random_range(0..p);
+        }
+        v
+    }
+
     /// A plaintext in X^(2^a) is held as its small transform on every preset, at every
     /// stride a coefficient layer uses, and expands to the NTT form of the same
     /// polynomial prepared without a stride (`tests/coeffs.rs` checks its products).
@@ -2998,10 +3010,7 @@ mod tests {
             let (n, p) = (params.n(), params.p());
             for level in 0..params.levels() {
                 for a in [3u32, 6, 8] {
-                    let mut v = vec![0u64; n];
-                    for x in v.iter_mut().step_by(1 << a) {
-                        *x = rng.random_range(0..p);
-                    }
+                    let v = strided_values(n, p, a, &mut rng);
                     let held = b.prepare_centred_strided(&v, level, a).unwrap();
                     let PreparedForm::Strided { log2, limbs } = &held.0 else {
                         panic!("{name} level {level} stride 2^{a}: not held small");
@@ -3043,10 +3052,7 @@ mod tests {
                 for a in [3u32, 5] {
                     let held: Vec<BfvPrepared> = (0..terms)
                         .map(|k| {
-                            let mut v = vec![0u64; n];
-                            for x in v.iter_mut().step_by(1 << a) {
-                                *x = rng.random_range(0..p);
-                            }
+                            let v = strided_values(n, p, a, &mut rng);
                             // the last term in NTT form: a block mixing kinds
                             if k + 1 == terms {
                                 b.prepare_centred(&v, level).unwrap()

@@ -565,6 +565,8 @@ pub fn estimate<L: LinearLayer>(
     let encode_ms =
         (prepared.ntt as f64 * model.prepare_us_for(layout.encoding()) * limbs * strided + rows_ms)
             / 1e3;
+    // held plaintexts in X^(2^a) keep the n/2^a values of their small transforms
+    let held_ratio = strided_held_ratio(params.n(), layout.weight_stride_log2());
     let (resp, _) = layout.respond(&b, &m, &q, &mut pool)?;
     let counts = b.take();
     let bytes_down = resp.iter().map(|c| b.wire_size(c) as u64).sum();
@@ -582,8 +584,7 @@ pub fn estimate<L: LinearLayer>(
         bytes_down,
         galois_keys,
         plaintexts,
-        encoded_bytes: prepared.ntt * prepared_bytes(params, level)
-            / strided_held_ratio(params.n(), layout.weight_stride_log2())
+        encoded_bytes: prepared.ntt * prepared_bytes(params, level) / held_ratio
             + prepared.row_constants * row_constants_bytes(params),
         encode_ms,
         encode_on_the_fly_ms: if layout.encodes_in_products() {
@@ -595,7 +596,7 @@ pub fn estimate<L: LinearLayer>(
         } else {
             encode_ms
         },
-        held_products_ms: if strided_held_ratio(params.n(), layout.weight_stride_log2()) > 1 {
+        held_products_ms: if held_ratio > 1 {
             counts.sc_mult as f64
                 * (1.0 - row_share)
                 * (model.sc_mult_strided_us() - model.sc_mult_us)
