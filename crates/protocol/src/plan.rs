@@ -749,11 +749,15 @@ impl NetworkPlan {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        // Which weights are held: by the time their encoding per query would add, per
-        // byte held, the most first, while they fit the budget; the others are planned
-        // as encoded per query.
+        // Which weights are held: those whose encoding per query would add time, by
+        // that time per byte held, the most first, while they fit the budget; the
+        // others are planned as encoded per query (a layer whose held weights are
+        // predicted no faster than encoding per query, such as a 1x1 layer held as
+        // strided transforms on a CPU whose NTT-form products are faster, is encoded
+        // per query whatever the budget).
         let mut held: u64 = layers.iter().map(LayerPick::encoded_bytes).sum();
-        if let Some(limit) = mem_limit.filter(|&limit| held > limit) {
+        let limit = mem_limit.unwrap_or(u64::MAX);
+        {
             let mut gains = layers
                 .par_iter()
                 .enumerate()
@@ -773,8 +777,8 @@ impl NetworkPlan {
                 .collect::<Result<Vec<_>>>()?;
             gains.sort_by(|a, b| b.0.total_cmp(&a.0));
             held -= gains.iter().map(|g| g.2).sum::<u64>();
-            for (_, k, bytes, (pick, candidates)) in gains {
-                if held + bytes <= limit {
+            for (rate, k, bytes, (pick, candidates)) in gains {
+                if rate > 0.0 && held + bytes <= limit {
                     held += bytes;
                 } else {
                     let l = &mut layers[k];

@@ -278,7 +278,7 @@ fn weights_beyond_the_programs_bound_are_refused() {
 }
 
 /// A memory budget holds the layers whose encoding per query would cost the most time
-/// per byte held, greedily while they fit; then a layer left out holds, if one fits and
+/// per byte held (of those for which it would cost any), greedily while they fit; then a layer left out holds, if one fits and
 /// beats its encoding per query, the held candidate of another method that saves the most
 /// time per byte (Cheetah's padded tiles hold 1x1 filters 2^a times smaller), greedily in
 /// that order. The held set and methods equal those two greedy passes made here from the
@@ -306,9 +306,10 @@ fn a_memory_budget_holds_the_layers_that_save_the_most_time_per_byte() {
                 let saved = fly_ms(k) - h.picked().unwrap().predicted_ms;
                 (saved / size(h) as f64, k, size(h))
             })
+            .filter(|(rate, _, _)| *rate > 0.0)
             .collect();
         order.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let (mut held, mut want) = (0u64, vec![None; order.len()]);
+        let (mut held, mut want) = (0u64, vec![None; all.layers.len()]);
         for &(_, k, bytes) in &order {
             if held + bytes <= budget {
                 held += bytes;
@@ -362,6 +363,52 @@ fn a_memory_budget_holds_the_layers_that_save_the_most_time_per_byte() {
         other_method > 0,
         "no budget held a layer's smaller encoding"
     );
+}
+
+/// A layer is held only where holding its weights is predicted faster than encoding
+/// them per query, whatever the budget: with held strided transforms priced far above
+/// NTT-form products (as on a CPU whose NTT-form products run on IFMA lanes), the 1x1
+/// layers Cheetah would hold as strided transforms are encoded per query even with no
+/// budget, each with the pick and prediction of the plan that holds nothing; every
+/// layer still held is predicted faster held than per query; with the reference costs
+/// (strided products priced as NTT-form ones) the same network holds every layer.
+#[test]
+fn a_layer_is_held_only_where_holding_is_faster() {
+    let (prog, params, mut planner) = resnet18_imagenet_planner();
+    let all = auto_plan(&prog, &params, &planner, None);
+    assert!(all.layers.iter().all(|l| !l.on_the_fly));
+    planner.model.sc_mult_strided_us = Some(planner.model.sc_mult_us * 20.0);
+    let (got, none) = (
+        auto_plan(&prog, &params, &planner, None),
+        auto_plan(&prog, &params, &planner, Some(0)),
+    );
+    let strided_held = |l: &protocol::LayerPick| {
+        l.picked()
+            .and_then(|c| c.estimate.as_ref().ok())
+            .is_some_and(|e| e.held_products_ms > 0.0)
+    };
+    let mut per_query = 0;
+    for (k, l) in got.layers.iter().enumerate() {
+        let fly = none.layers[k].picked().unwrap().predicted_ms;
+        if l.on_the_fly {
+            per_query += 1;
+            assert_eq!(l.pick, none.layers[k].pick, "{}", l.name);
+            assert_eq!(l.picked().unwrap().predicted_ms, fly, "{}", l.name);
+        } else {
+            assert!(
+                l.picked().unwrap().predicted_ms < fly,
+                "{} held, slower",
+                l.name
+            );
+            assert!(
+                !strided_held(l),
+                "{} held as slow strided transforms",
+                l.name
+            );
+        }
+    }
+    assert!(per_query > 0, "no layer went per query");
+    assert!(got.held_bytes() < all.held_bytes());
 }
 
 /// A network plan estimates each distinct layer shape once and prices it held or
