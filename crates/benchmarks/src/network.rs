@@ -346,7 +346,10 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
     };
     let nonlinear = a.nonlinear;
     let mut sample_cache: BTreeMap<String, Sample> = BTreeMap::new();
-    let mut ms_per_cot: Option<f64> = None;
+    // the silent batches each silent-OT row runs in the session (row index, batches),
+    // priced once every sample has run: the refills the samples ran are the measurement
+    let mut row_refills: Vec<(usize, f64)> = Vec::new();
+    let mut sampled_refills = RefillTiming::default();
     let silent = ot::SilentParams::DEFAULT;
     let refills = session_refills(&prog, silent, nonlinear)?;
 
@@ -514,6 +517,7 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                             }
                             protocol::NonlinearProtocol::SilentOt => ot_sample(&ospec, sample)?,
                         };
+                        sampled_refills += v.refills;
                         sample_cache.insert(key, v);
                         v
                     }
@@ -522,20 +526,14 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                 let online_bytes = (per.online_bytes as f64 * scale) as u64;
                 let is_ot = nonlinear == protocol::NonlinearProtocol::SilentOt;
                 // the silent batches this layer runs in the session, each at the
-                // measured time and bytes per COT
-                let (refill_ms, refill_bytes) = if is_ot {
+                // batch's bytes (its time is added below, once every sample has run)
+                let refill_bytes = if is_ot {
                     let batches = refills.get(&i).copied().unwrap_or(0.0);
-                    let ms = match ms_per_cot {
-                        Some(t) => t,
-                        None => *ms_per_cot.insert(silent_ms_per_cot()?),
-                    };
+                    row_refills.push((rows.len(), batches));
                     let batch_bytes = silent.message_bytes() as u64 + net::FRAME_HEADER_BYTES;
-                    (
-                        batches * silent.usable() as f64 * ms,
-                        (batches * batch_bytes as f64).round() as u64,
-                    )
+                    (batches * batch_bytes as f64).round() as u64
                 } else {
-                    (0.0, 0)
+                    0
                 };
                 rows.push(LayerRow {
                     step: i,
@@ -547,7 +545,7 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                     measured: bfv && spec.count <= per.elements,
                     ms: per.online_ms * scale + planner.wire_ms(online_bytes),
                     server_ms: per.online_ms * scale,
-                    offline_ms: per.offline_ms * scale + refill_ms,
+                    offline_ms: per.offline_ms * scale,
                     bytes: online_bytes,
                     bytes_down: online_bytes,
                     offline_bytes: (per.offline_bytes as f64 * scale) as u64 + refill_bytes,
@@ -593,6 +591,12 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
         }
     }
     pb.finish_and_clear();
+    if !row_refills.is_empty() {
+        let ms_per_cot = silent_ms_per_cot(sampled_refills)?;
+        for (r, batches) in row_refills {
+            rows[r].offline_ms += batches * silent.usable() as f64 * ms_per_cot;
+        }
+    }
 
     let picks: Vec<&LayerRow> = rows.iter().filter(|r| r.pick).collect();
     let is_linear = |r: &LayerRow| r.kind == "matvec" || r.kind == "conv";
@@ -794,6 +798,23 @@ struct Sample {
     /// Correlated OTs consumed (silent OT).
     cots: u64,
     elements: usize,
+    /// The silent-OT refills the sample's runs ran (all of them, not only the median
+    /// run's).
+    refills: RefillTiming,
+}
+
+/// Wall time of silent-OT refills and the usable COTs they produced.
+#[derive(Clone, Copy, Debug, Default)]
+struct RefillTiming {
+    ms: f64,
+    cots: f64,
+}
+
+impl std::ops::AddAssign for RefillTiming {
+    fn add_assign(&mut self, o: Self) {
+        self.ms += o.ms;
+        self.cots += o.cots;
+    }
 }
 
 /// `spec` with `sample` elements, and random shares of its inputs for each party.
@@ -822,6 +843,7 @@ fn gc_sample(spec: &gc::NonlinSpec, garbler: gc::Garbler, sample: usize) -> Res<
         online_bytes: r.bytes_online,
         cots: 0,
         elements: sample,
+        refills: RefillTiming::default(),
     })
 }
 
@@ -849,6 +871,15 @@ fn ot_sample(spec: &ot::OtSpec, sample: usize) -> Res<Sample> {
         })
         .collect::<Res<Vec<_>>>()?;
     let own_ms = |r: &ot::OtReport| (r.offline_ms - r.refill_ms).max(0.0);
+    let silent = ot::SilentParams::DEFAULT;
+    let batch_bytes = (silent.message_bytes() as u64 + net::FRAME_HEADER_BYTES) as f64;
+    let mut refills = RefillTiming::default();
+    for r in &runs {
+        refills += RefillTiming {
+            ms: r.refill_ms,
+            cots: (r.bytes_refill as f64 / batch_bytes).round() * silent.usable() as f64,
+        };
+    }
     runs.sort_by(|a, b| own_ms(a).total_cmp(&own_ms(b)));
     let r = &runs[runs.len() / 2];
     tracing::debug!(
@@ -866,6 +897,7 @@ fn ot_sample(spec: &ot::OtSpec, sample: usize) -> Res<Sample> {
         online_bytes: r.bytes_online,
         cots: r.cots,
         elements: sample,
+        refills,
     })
 }
 
@@ -911,23 +943,45 @@ fn session_refills(
     Ok(batches)
 }
 
-/// Wall time of silent-OT generation per COT, ms: both parties in this process set up
-/// a session, refill each direction once (warm-up), then three more times (timed).
-fn silent_ms_per_cot() -> Res<f64> {
+/// Silent batches whose refills price a COT: fewer and one slow moment moves the price
+/// (a session's first refills also pay for fresh memory).
+const PRICED_BATCHES: f64 = 32.0;
+
+/// Wall time of silent-OT generation per COT, ms: the refills the layer samples ran
+/// (`sampled`: in their sessions, as the inference runs them), and when those are fewer
+/// than [`PRICED_BATCHES`], refills of a session of their own run in this process (both
+/// parties; one round of each direction to warm up, then as many rounds as make up the
+/// difference, timed), pooled with them.
+fn silent_ms_per_cot(sampled: RefillTiming) -> Res<f64> {
+    let params = ot::SilentParams::DEFAULT;
+    let per = params.usable();
+    let short = (PRICED_BATCHES - sampled.cots / per as f64).max(0.0);
+    // rounds of two batches (one each way)
+    let rounds = (short / 2.0).ceil() as usize;
+    if rounds == 0 {
+        tracing::debug!(
+            sampled_ns = sampled.ms / sampled.cots * 1e6,
+            sampled_batches = sampled.cots / per as f64,
+            "silent-OT generation per COT"
+        );
+        return Ok(sampled.ms / sampled.cots);
+    }
     let (mut cch, mut sch) = net::MemChannel::pair(
         net::DEFAULT_MAX_FRAME,
         std::time::Duration::from_secs(300),
         net::Link::NONE,
     );
-    let per = ot::SilentParams::DEFAULT.usable();
-    let refill = |ch: &mut net::MemChannel, role: ot::Role| -> ot::Result<f64> {
-        let mut s = ot::OtSession::new(ch, role, ot::SilentParams::DEFAULT)?;
+    let refill = |ch: &mut net::MemChannel, role: ot::Role| -> ot::Result<RefillTiming> {
+        let mut s = ot::OtSession::new(ch, role, params)?;
         s.reserve(ch, per, per)?;
         let warm = s.stats().refill_ms;
         let have = |s: &ot::OtSession| s.available(ot::Dir::Sc) + s.available(ot::Dir::Cs);
         let before = have(&s);
-        s.reserve(ch, 4 * per, 4 * per)?;
-        Ok((s.stats().refill_ms - warm) / (have(&s) - before).max(1) as f64)
+        s.reserve(ch, (rounds + 1) * per, (rounds + 1) * per)?;
+        Ok(RefillTiming {
+            ms: s.stats().refill_ms - warm,
+            cots: (have(&s) - before) as f64,
+        })
     };
     let (c, s) = std::thread::scope(|scope| {
         let h = scope.spawn(|| refill(&mut sch, ot::Role::Server));
@@ -936,12 +990,16 @@ fn silent_ms_per_cot() -> Res<f64> {
     });
     let s = s.map_err(|_| "the silent-OT server thread panicked")?;
     let (c, s) = (c?, s?);
+    let mut own = if c.ms >= s.ms { c } else { s };
     tracing::debug!(
-        client_ns = c * 1e6,
-        server_ns = s * 1e6,
+        client_ns = c.ms / c.cots.max(1.0) * 1e6,
+        server_ns = s.ms / s.cots.max(1.0) * 1e6,
+        sampled_ns = sampled.ms / sampled.cots.max(1.0) * 1e6,
+        sampled_batches = sampled.cots / per as f64,
         "silent-OT generation per COT"
     );
-    Ok(c.max(s))
+    own += sampled;
+    Ok(own.ms / own.cots.max(1.0))
 }
 
 /// GALA Table IX rows (GAZELLE → GALA: Perm, DecPerm, HstPerm, ScMult, Add).
