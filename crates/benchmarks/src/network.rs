@@ -847,19 +847,23 @@ fn gc_sample(spec: &gc::NonlinSpec, garbler: gc::Garbler, sample: usize) -> Res<
     })
 }
 
+/// Runs of each silent-OT layer sample ([`ot_sample`]).
+const OT_SAMPLE_RUNS: usize = 5;
+
 /// Runs a silent-OT layer (its truncation and MaxPool bound as `spec` says) of `sample`
 /// elements in memory with random shares, in a fresh session after one layer of the
 /// same description (which takes the session's first refill and warms its buffers),
-/// three times; the median run counts. The offline figures are the layer's own
-/// offline work without the session's refills; the caller adds the silent batches the
-/// layer runs in the projected session ([`ot::PoolModel`]).
+/// [`OT_SAMPLE_RUNS`] times; the online and the own offline time are each the median
+/// over the runs (a run of 10 ms moves ±15% from run to run). The offline figures are
+/// the layer's own offline work without the session's refills; the caller adds the
+/// silent batches the layer runs in the projected session ([`ot::PoolModel`]).
 fn ot_sample(spec: &ot::OtSpec, sample: usize) -> Res<Sample> {
     let (s, c, v) = sample_shares(&spec.spec, sample);
     let opts = ot::RunOptions {
         warmup: 1,
         ..ot::RunOptions::default()
     };
-    let mut runs = (0..3)
+    let runs = (0..OT_SAMPLE_RUNS)
         .map(|_| -> Res<ot::OtReport> {
             let (cch, sch) = net::MemChannel::pair(
                 net::DEFAULT_MAX_FRAME,
@@ -880,19 +884,25 @@ fn ot_sample(spec: &ot::OtSpec, sample: usize) -> Res<Sample> {
             cots: (r.bytes_refill as f64 / batch_bytes).round() * silent.usable() as f64,
         };
     }
-    runs.sort_by(|a, b| own_ms(a).total_cmp(&own_ms(b)));
-    let r = &runs[runs.len() / 2];
+    let median = |f: &dyn Fn(&ot::OtReport) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (offline_ms, online_ms) = (median(&own_ms), median(&|r| r.online_ms));
+    // bytes and COTs are the same in every run
+    let r = &runs[0];
     tracing::debug!(
         elements = sample,
-        own_offline_ms = own_ms(r),
+        own_offline_ms = offline_ms,
         refill_ms = r.refill_ms,
         cots = r.cots,
-        online_ms = r.online_ms,
-        "silent-OT layer sample (median run)"
+        online_ms,
+        "silent-OT layer sample (medians)"
     );
     Ok(Sample {
-        offline_ms: own_ms(r),
-        online_ms: r.online_ms,
+        offline_ms,
+        online_ms,
         offline_bytes: r.bytes_offline.saturating_sub(r.bytes_refill),
         online_bytes: r.bytes_online,
         cots: r.cots,
