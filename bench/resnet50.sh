@@ -5,10 +5,11 @@
 # (`infer --net resnet50-imagenet`: linear layers, ReLU, MaxPool and truncation on
 # silent OT, the result checked against the fixed-point reference and float), RUNS times
 # (default 3: the machine's speed moves from minute to minute, so the table reports the
-# median run and every run's total). Raw JSON goes to bench/results/resnet50-*.json;
-# bench/resnet50_table.py prints the table of BENCHMARKS.md beside HELiKs's published
-# figures, and the planner's projection of the same inference (`bench network --backend
-# count --as-served`) against the median run.
+# median run and every run's total), each followed by the planner's projection of the same
+# inference (`bench network --backend count --as-served`). Raw JSON goes to
+# bench/results/resnet50-*.json; bench/resnet50_table.py prints the table of
+# BENCHMARKS.md beside HELiKs's published figures, and the median projection against the
+# median run.
 source "$(dirname "$0")/lib.sh"
 # The planner's per-op costs measured on this machine now (`bench ops --save`, into a
 # scratch cache that only this script's runs read), for the 20-bit p of the linear-only
@@ -23,15 +24,19 @@ done
 # sessions of one input, as `infer --limit 1` plans them (the flooding sized for it)
 "$bin" --threads 2 bench network --net resnet50-imagenet --backend bfv --linear-only \
   --session-inputs 1 --json >"$out/resnet50-linear.json"
-# the default budget for held weights: a third of the free memory, at most 2 GiB
+# the default budget for held weights: a third of the free memory, at most 2 GiB. Each
+# inference is followed by the planner's projection of that same inference (count
+# backend, the served program), so that the two see the same stretch of the machine
 runs="${RUNS:-3}"
-rm -f "$out"/resnet50-infer*.json
+rm -f "$out"/resnet50-infer*.json "$out"/resnet50-projected*.json
 for r in $(seq 1 "$runs"); do
   "$bin" --threads 2 infer --net resnet50-imagenet --limit 1 --json \
     >"$out/resnet50-infer-$r.json"
+  "$bin" --threads 2 bench network --net resnet50-imagenet --backend count --as-served \
+    --session-inputs 1 --json >"$out/resnet50-projected-$r.json"
 done
-# the planner's projection of that same inference (count backend, the served program)
-"$bin" --threads 2 bench network --net resnet50-imagenet --backend count --as-served \
-  --session-inputs 1 --json >"$out/resnet50-projected.json"
-python3 bench/resnet50_table.py "$out/resnet50-linear.json" "$out/resnet50-projected.json" \
-  "$out"/resnet50-infer-*.json
+files=()
+for r in $(seq 1 "$runs"); do
+  files+=("$out/resnet50-infer-$r.json" "$out/resnet50-projected-$r.json")
+done
+python3 bench/resnet50_table.py "$out/resnet50-linear.json" "${files[@]}"

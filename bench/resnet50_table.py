@@ -3,21 +3,27 @@ published figures (HELiKs §6.2 Fig. 9: all linear layers on 4 threads; §6.3 Fi
 end to end with CrypTFlow2's nonlinear layers, and Cheetah in the same run), and the
 projection (`bench network --backend count --as-served`) against the measured inference.
 
-Usage: resnet50_table.py LINEAR.json PROJECTED.json INFER.json [INFER.json ...]; with
-several runs of the inference, the table shows the median run (by total time) and lists
-every run's total."""
+Usage: resnet50_table.py LINEAR.json RUN.json [RUN.json ...]: each RUN is a run of the
+inference (`infer --json`) or a projection (`bench network --json`), told apart by their
+content, in the order they ran. The tables show the median inference run (by total time)
+against the median projection (by predicted total), and list every run's total; the
+machine's speed moves by ±25% from minute to minute, so bench/resnet50.sh alternates the
+two."""
 import json
 import statistics
 import sys
 
 linear = json.load(open(sys.argv[1]))
-projected = json.load(open(sys.argv[2]))
-runs = [json.load(open(f)) for f in sys.argv[3:]]
-if not runs:
-    sys.exit("usage: resnet50_table.py LINEAR.json PROJECTED.json INFER.json [INFER.json ...]")
+loaded = [json.load(open(f)) for f in sys.argv[2:]]
+runs = [r for r in loaded if "outputs" in r]
+projections = [r for r in loaded if "rows" in r]
+if not runs or not projections:
+    sys.exit("usage: resnet50_table.py LINEAR.json RUN.json [RUN.json ...] (inferences and projections)")
 # the median run by total time (the lower middle one for an even count)
 by_total = sorted(runs, key=lambda r: r["outputs"][0]["total_ms"])
 infer = by_total[(len(by_total) - 1) // 2]
+predicted_total = lambda p: p["total_ms"] + p["offline_ms"]
+projected = sorted(projections, key=predicted_total)[(len(projections) - 1) // 2]
 out = infer["outputs"][0]
 gb = lambda b: f"{b / 1e9:.2f} GB"
 mb = lambda b: f"{b / 1e6:.0f} MB"
@@ -52,6 +58,13 @@ print(
     f"{infer['planning']['fixed_point_ms'] / 1e3:.1f} s (fixed point) + {infer['planning']['methods_ms'] / 1e3:.1f} s (methods); "
     f"approximate truncation on {len(infer.get('approximate_truncation', []))} of {infer.get('truncating_steps', 0)} truncating steps "
     f"({infer['p'].bit_length()}-bit p, {infer['frac_bits']} fractional bits)."
+)
+
+print()
+print(
+    f"{len(projections)} projections (in order, each after the run above it): predicted "
+    + ", ".join(f"{predicted_total(p) / 1e3:.1f} s" for p in projections)
+    + f"; the median one ({predicted_total(projected) / 1e3:.1f} s) below."
 )
 
 # the projection against the measurement: online (linear + nonlinear online), offline
