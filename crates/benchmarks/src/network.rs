@@ -959,23 +959,39 @@ const PRICED_BATCHES: f64 = 32.0;
 
 /// Wall time of silent-OT generation per COT, ms: the refills the layer samples ran
 /// (`sampled`: in their sessions, as the inference runs them), and when those are fewer
-/// than [`PRICED_BATCHES`], refills of a session of their own run in this process (both
-/// parties; one round of each direction to warm up, then as many rounds as make up the
-/// difference, timed), pooled with them.
+/// than [`PRICED_BATCHES`], refills in sessions of their own run in this process (both
+/// parties; per session one round of each direction to warm up, then up to
+/// [`ROUNDS_PER_SESSION`] rounds timed, since the pools keep what they are not asked
+/// for), as many as make up the difference, pooled with them.
 fn silent_ms_per_cot(sampled: RefillTiming) -> Res<f64> {
     let params = ot::SilentParams::DEFAULT;
     let per = params.usable();
     let short = (PRICED_BATCHES - sampled.cots / per as f64).max(0.0);
     // rounds of two batches (one each way)
-    let rounds = (short / 2.0).ceil() as usize;
-    if rounds == 0 {
-        tracing::debug!(
-            sampled_ns = sampled.ms / sampled.cots * 1e6,
-            sampled_batches = sampled.cots / per as f64,
-            "silent-OT generation per COT"
-        );
-        return Ok(sampled.ms / sampled.cots);
+    let mut rounds = (short / 2.0).ceil() as usize;
+    let mut priced = sampled;
+    while rounds > 0 {
+        let now = rounds.min(ROUNDS_PER_SESSION);
+        priced += silent_session_refills(params, now)?;
+        rounds -= now;
     }
+    tracing::debug!(
+        sampled_ns = sampled.ms / sampled.cots.max(1.0) * 1e6,
+        sampled_batches = sampled.cots / per as f64,
+        priced_ns = priced.ms / priced.cots.max(1.0) * 1e6,
+        priced_batches = priced.cots / per as f64,
+        "silent-OT generation per COT"
+    );
+    Ok(priced.ms / priced.cots.max(1.0))
+}
+
+/// Timed rounds of one session of [`silent_ms_per_cot`].
+const ROUNDS_PER_SESSION: usize = 4;
+
+/// A fresh silent-OT session of both parties in this process: one round of each
+/// direction (warm-up), then `rounds` rounds timed; the slower party's refill time.
+fn silent_session_refills(params: ot::SilentParams, rounds: usize) -> Res<RefillTiming> {
+    let per = params.usable();
     let (mut cch, mut sch) = net::MemChannel::pair(
         net::DEFAULT_MAX_FRAME,
         std::time::Duration::from_secs(300),
@@ -1000,16 +1016,7 @@ fn silent_ms_per_cot(sampled: RefillTiming) -> Res<f64> {
     });
     let s = s.map_err(|_| "the silent-OT server thread panicked")?;
     let (c, s) = (c?, s?);
-    let mut own = if c.ms >= s.ms { c } else { s };
-    tracing::debug!(
-        client_ns = c.ms / c.cots.max(1.0) * 1e6,
-        server_ns = s.ms / s.cots.max(1.0) * 1e6,
-        sampled_ns = sampled.ms / sampled.cots.max(1.0) * 1e6,
-        sampled_batches = sampled.cots / per as f64,
-        "silent-OT generation per COT"
-    );
-    own += sampled;
-    Ok(own.ms / own.cots.max(1.0))
+    Ok(if c.ms >= s.ms { c } else { s })
 }
 
 /// GALA Table IX rows (GAZELLE → GALA: Perm, DecPerm, HstPerm, ScMult, Add).
