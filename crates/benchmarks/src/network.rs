@@ -530,8 +530,7 @@ pub fn run(a: &NetworkOptions) -> Res<Report> {
                 let refill_bytes = if is_ot {
                     let batches = refills.get(&i).copied().unwrap_or(0.0);
                     row_refills.push((rows.len(), batches));
-                    let batch_bytes = silent.message_bytes() as u64 + net::FRAME_HEADER_BYTES;
-                    (batches * batch_bytes as f64).round() as u64
+                    (batches * batch_bytes(silent) as f64).round() as u64
                 } else {
                     0
                 };
@@ -847,6 +846,11 @@ fn gc_sample(spec: &gc::NonlinSpec, garbler: gc::Garbler, sample: usize) -> Res<
     })
 }
 
+/// Bytes of one silent batch on the wire: its message and the frame header.
+fn batch_bytes(params: ot::SilentParams) -> u64 {
+    params.message_bytes() as u64 + net::FRAME_HEADER_BYTES
+}
+
 /// Runs of each silent-OT layer sample ([`ot_sample`]).
 const OT_SAMPLE_RUNS: usize = 5;
 
@@ -875,13 +879,12 @@ fn ot_sample(spec: &ot::OtSpec, sample: usize) -> Res<Sample> {
         })
         .collect::<Res<Vec<_>>>()?;
     let own_ms = |r: &ot::OtReport| (r.offline_ms - r.refill_ms).max(0.0);
-    let silent = ot::SilentParams::DEFAULT;
-    let batch_bytes = (silent.message_bytes() as u64 + net::FRAME_HEADER_BYTES) as f64;
     let mut refills = RefillTiming::default();
     for r in &runs {
+        let batches = (r.bytes_refill as f64 / batch_bytes(opts.params) as f64).round();
         refills += RefillTiming {
             ms: r.refill_ms,
-            cots: (r.bytes_refill as f64 / batch_bytes).round() * silent.usable() as f64,
+            cots: batches * opts.params.usable() as f64,
         };
     }
     let median = |f: &dyn Fn(&ot::OtReport) -> f64| {

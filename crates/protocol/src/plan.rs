@@ -755,67 +755,64 @@ impl NetworkPlan {
         // predicted no faster than encoding per query, such as a 1x1 layer held as
         // strided transforms on a CPU whose NTT-form products are faster, is encoded
         // per query whatever the budget).
-        let mut held: u64 = layers.iter().map(LayerPick::encoded_bytes).sum();
         let limit = mem_limit.unwrap_or(u64::MAX);
-        {
-            let mut gains = layers
-                .par_iter()
-                .enumerate()
-                .filter(|(_, l)| l.encoded_bytes() > 0)
-                .map(|(k, l)| {
-                    let bytes = l.encoded_bytes();
-                    let per_query = plan_one(l.step, &l.shape, true)?;
-                    let ms = |c: Option<&Candidate>| c.map_or(f64::INFINITY, |c| c.predicted_ms);
-                    let saved = ms(per_query
-                        .1
-                        .iter()
-                        .find(|c| c.method == per_query.0.method()))
-                        - ms(l.picked());
-                    let rate = saved / bytes as f64;
-                    Ok((if rate.is_nan() { 0.0 } else { rate }, k, bytes, per_query))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            gains.sort_by(|a, b| b.0.total_cmp(&a.0));
-            held -= gains.iter().map(|g| g.2).sum::<u64>();
-            for (rate, k, bytes, (pick, candidates)) in gains {
-                if rate > 0.0 && held + bytes <= limit {
-                    held += bytes;
-                } else {
-                    let l = &mut layers[k];
-                    (l.pick, l.candidates, l.on_the_fly) = (pick, candidates, true);
-                }
-            }
-            // A layer whose pick did not fit may still hold another method's smaller
-            // encoding (a Cheetah 1x1 layer in padded tiles holds its filters 2^a times
-            // smaller) if that beats encoding its pick per query: per layer the held
-            // candidate that saves the most time per byte, layers in that order, while
-            // they fit.
-            let mut smaller = Vec::new();
-            for (k, l) in layers.iter().enumerate() {
-                if !l.on_the_fly || fixed[k] {
-                    continue;
-                }
-                let fly_ms = l.picked().map_or(f64::INFINITY, |c| c.predicted_ms);
-                let (_, candidates) = plan_one(l.step, &l.shape, false)?;
-                let best = candidates
+        let mut held: u64 = 0;
+        let mut gains = layers
+            .par_iter()
+            .enumerate()
+            .filter(|(_, l)| l.encoded_bytes() > 0)
+            .map(|(k, l)| {
+                let bytes = l.encoded_bytes();
+                let per_query = plan_one(l.step, &l.shape, true)?;
+                let ms = |c: Option<&Candidate>| c.map_or(f64::INFINITY, |c| c.predicted_ms);
+                let saved = ms(per_query
+                    .1
                     .iter()
-                    .filter_map(|c| {
-                        let bytes = c.estimate.as_ref().ok()?.encoded_bytes;
-                        let rate = (fly_ms - c.predicted_ms) / bytes.max(1) as f64;
-                        (rate > 0.0 && held + bytes <= limit).then_some((rate, bytes, c.method))
-                    })
-                    .max_by(|a, b| a.0.total_cmp(&b.0));
-                if let Some((rate, bytes, m)) = best {
-                    smaller.push((rate, k, bytes, l.shape.with(m)?, candidates));
-                }
+                    .find(|c| c.method == per_query.0.method()))
+                    - ms(l.picked());
+                let rate = saved / bytes as f64;
+                Ok((if rate.is_nan() { 0.0 } else { rate }, k, bytes, per_query))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        gains.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for (rate, k, bytes, (pick, candidates)) in gains {
+            if rate > 0.0 && held + bytes <= limit {
+                held += bytes;
+            } else {
+                let l = &mut layers[k];
+                (l.pick, l.candidates, l.on_the_fly) = (pick, candidates, true);
             }
-            smaller.sort_by(|a, b| b.0.total_cmp(&a.0));
-            for (_, k, bytes, pick, candidates) in smaller {
-                if held + bytes <= limit {
-                    held += bytes;
-                    let l = &mut layers[k];
-                    (l.pick, l.candidates, l.on_the_fly) = (pick, candidates, false);
-                }
+        }
+        // A layer whose pick did not fit may still hold another method's smaller
+        // encoding (a Cheetah 1x1 layer in padded tiles holds its filters 2^a times
+        // smaller) if that beats encoding its pick per query: per layer the held
+        // candidate that saves the most time per byte, layers in that order, while
+        // they fit.
+        let mut smaller = Vec::new();
+        for (k, l) in layers.iter().enumerate() {
+            if !l.on_the_fly || fixed[k] {
+                continue;
+            }
+            let fly_ms = l.picked().map_or(f64::INFINITY, |c| c.predicted_ms);
+            let (_, candidates) = plan_one(l.step, &l.shape, false)?;
+            let best = candidates
+                .iter()
+                .filter_map(|c| {
+                    let bytes = c.estimate.as_ref().ok()?.encoded_bytes;
+                    let rate = (fly_ms - c.predicted_ms) / bytes.max(1) as f64;
+                    (rate > 0.0 && held + bytes <= limit).then_some((rate, bytes, c.method))
+                })
+                .max_by(|a, b| a.0.total_cmp(&b.0));
+            if let Some((rate, bytes, m)) = best {
+                smaller.push((rate, k, bytes, l.shape.with(m)?, candidates));
+            }
+        }
+        smaller.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for (_, k, bytes, pick, candidates) in smaller {
+            if held + bytes <= limit {
+                held += bytes;
+                let l = &mut layers[k];
+                (l.pick, l.candidates, l.on_the_fly) = (pick, candidates, false);
             }
         }
         if planner.objective == Objective::Time && planner.time_slack > 0.0 {
