@@ -177,6 +177,10 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
         "dot_term_strided",
         busy_median_us(threads, reps.div_ceil(4), || b.dot(&cr, &sr)) / TERMS as f64,
     );
+    // reading held plaintexts from memory inside a fused product, per MB, beyond the
+    // same product with its plaintext in the cache
+    let held_read = kernels::estimate::measure_held_read(&b, &x, reps.div_ceil(4), threads)?;
+    put("held_read_per_mb", held_read);
     // weights encoded on the fly inside a fused product, per plaintext, less the same
     // product with held plaintexts
     let in_product = kernels::estimate::measure_encode_in_product(&b, &x, reps, threads)?;
@@ -329,6 +333,7 @@ pub fn run(a: &OpsOptions) -> Result<OpsReport> {
             prepare_rows_us: Some(m["prepare_row_constants"]),
             sc_mult_rows_us: Some(m["dot_term_rows"]),
             sc_mult_strided_us: Some(m["dot_term_strided"]),
+            held_read_us_per_mb: Some(m["held_read_per_mb"]),
             galois_key_bytes: (b.public_keys().galois_bytes() / GROUP) as u64,
             encrypt_us: Some(m["client_encrypt"]),
             encrypt_coeffs_us: Some(m["client_encrypt_coeffs"]),

@@ -15,9 +15,13 @@
 //! serialisation of a query ciphertext 1.5 ms and deserialisation and decryption of a
 //! response 0.23 ms; encoding a weight plaintext 250 µs (slots), 190 µs (coefficients),
 //! 17 µs (one constant per row), a product by a row-constant plaintext 1.6 times one by
-//! a full plaintext. Other sets scale linearly in n·L (fhe.rs's operations) or in n times
-//! the moduli weighted by width (helina's transforms and products, which run on IFMA
-//! lanes below 2^50).
+//! a full plaintext; a held weight plaintext read from memory adds 100 µs per MB to its
+//! product (measured on the IFMA machine kind, where the product itself took 45-57 µs
+//! per 0.33 MB term in the same runs; priced for every held layer, also where a small
+//! network's few MB of weights might stay in the cache: well under a millisecond).
+//! Other sets scale linearly in n·L (fhe.rs's operations) or in n times the moduli
+//! weighted by width (helina's transforms and products, which run on IFMA lanes below
+//! 2^50).
 //!
 //! Measured costs ([`CostModel::measure`], `helina bench ops --save`) time each
 //! operation on every thread of the pool at once ([`busy_median_us`]): a layer runs its
@@ -54,6 +58,9 @@ const REFERENCE_PREPARE_COEFFS_US: f64 = 190.0;
 const REFERENCE_PREPARE_ROWS_US: f64 = 17.0;
 /// Reference product inside a fused sum (one term), µs.
 const REFERENCE_SC_MULT_US: f64 = 43.0;
+/// Reference time a fused product adds per MB of held weight plaintexts for reading
+/// them from memory rather than from the cache, µs ([`measure_held_read`]).
+pub const REFERENCE_HELD_READ_US_PER_MB: f64 = 100.0;
 /// A product by a row-constant plaintext against one by a full plaintext (both per term
 /// of a fused sum), as measured on this machine kind (`bench ops`: `dot_term_rows` /
 /// `dot_term`; the row constants' sums stay 128-bit, the full plaintexts' run on IFMA).
@@ -157,6 +164,13 @@ pub struct CostModel {
     /// without IFMA, where the two cost the same): `sc_mult_us`.
     #[serde(default)]
     pub sc_mult_strided_us: Option<f64>,
+    /// What a product by a held weight plaintext adds, per MB of that plaintext, for
+    /// reading it from memory: a held layer's plaintexts are read once per query, and a
+    /// network's held weights (gigabytes for ResNet-50) are far beyond any cache, where
+    /// `sc_mult_us` is measured with plaintexts in the cache ([`measure_held_read`]).
+    /// Absent in older caches: [`REFERENCE_HELD_READ_US_PER_MB`].
+    #[serde(default)]
+    pub held_read_us_per_mb: Option<f64>,
     /// Bytes of one Galois key on the wire (uploaded once per session).
     pub galois_key_bytes: u64,
     /// The client's work per query ciphertext at the top level: encode, encrypt
@@ -239,6 +253,7 @@ impl CostModel {
             prepare_rows_us: Some(REFERENCE_PREPARE_ROWS_US * w),
             sc_mult_rows_us: Some(REFERENCE_SC_MULT_US * REFERENCE_ROWS_PRODUCT_RATIO * w),
             sc_mult_strided_us: None,
+            held_read_us_per_mb: Some(REFERENCE_HELD_READ_US_PER_MB),
             galois_key_bytes: (params.levels() * params.ct_wire_size(0, true)) as u64,
             encrypt_us: Some(ENCRYPT_US * s),
             encrypt_coeffs_us: Some(ENCRYPT_COEFFS_US * s),
@@ -293,6 +308,7 @@ impl CostModel {
         };
         let sc_mult_us = busy_median_us(threads, reps, || b.dot(&terms, &pts)) / TERMS as f64;
         let in_product = measure_encode_in_product(&b, &v, reps, threads)?;
+        let held_read_us_per_mb = measure_held_read(&b, &v, reps, threads)?;
         Ok(Self {
             perm_us: busy_median_us(threads, reps, || b.rotate_rows(&ct, 1)),
             dec_perm_us: busy_median_us(threads, reps, || b.hoist(&ct)),
@@ -319,6 +335,7 @@ impl CostModel {
                 let strided: Vec<&he::BfvPrepared> = vec![&strided; TERMS];
                 Some(busy_median_us(threads, reps, || b.dot(&terms, &strided)) / TERMS as f64)
             },
+            held_read_us_per_mb: Some(held_read_us_per_mb),
             galois_key_bytes: keys,
             encrypt_us: Some(busy_median_us(threads, reps, || {
                 encrypt(&v, Encoding::Slots)
@@ -444,6 +461,13 @@ impl CostModel {
         self.sc_mult_strided_us.unwrap_or(self.sc_mult_us)
     }
 
+    /// Reading one MB of held weight plaintexts from memory inside fused products, µs
+    /// ([`CostModel::held_read_us_per_mb`]).
+    pub fn held_read_us_per_mb(&self) -> f64 {
+        self.held_read_us_per_mb
+            .unwrap_or(REFERENCE_HELD_READ_US_PER_MB)
+    }
+
     /// Encoding one row-constant weight plaintext (the scalar path), µs.
     pub fn prepare_rows_us(&self) -> f64 {
         self.or_reference(self.prepare_rows_us, REFERENCE_PREPARE_ROWS_US)
@@ -567,6 +591,8 @@ pub fn estimate<L: LinearLayer>(
             / 1e3;
     // held plaintexts in X^(2^a) keep the n/2^a values of their small transforms
     let held_ratio = strided_held_ratio(params.n(), layout.weight_stride_log2());
+    let encoded_bytes = prepared.ntt * prepared_bytes(params, level) / held_ratio
+        + prepared.row_constants * row_constants_bytes(params);
     let (resp, _) = layout.respond(&b, &m, &q, &mut pool)?;
     let counts = b.take();
     let bytes_down = resp.iter().map(|c| b.wire_size(c) as u64).sum();
@@ -584,8 +610,7 @@ pub fn estimate<L: LinearLayer>(
         bytes_down,
         galois_keys,
         plaintexts,
-        encoded_bytes: prepared.ntt * prepared_bytes(params, level) / held_ratio
-            + prepared.row_constants * row_constants_bytes(params),
+        encoded_bytes,
         encode_ms,
         encode_on_the_fly_ms: if layout.encodes_in_products() {
             (prepared.ntt as f64
@@ -604,7 +629,7 @@ pub fn estimate<L: LinearLayer>(
                 / 1e3
         } else {
             0.0
-        },
+        } + encoded_bytes as f64 / 1e6 * model.held_read_us_per_mb() / 1e3,
         flood_ms: layout.output_cts() as f64 * model.flood_us_at(pool.bits(), level, params) / 1e3,
         client_ms: (q.len() as f64 * model.encrypt_us_for(layout.encoding()) * limbs
             + resp.len() as f64 * model.decrypt_us_for(layout.encoding()))
@@ -824,6 +849,37 @@ pub fn on_every_thread<R: Send>(threads: usize, f: impl Fn() -> R + Sync) -> Vec
 pub fn busy_median_us<T>(threads: usize, reps: usize, f: impl Fn() -> T + Sync) -> f64 {
     let medians = on_every_thread(threads, || median_us(reps, &f));
     medians.iter().sum::<f64>() / medians.len() as f64
+}
+
+/// Plaintext bytes each thread streams through in [`measure_held_read`]: beyond the
+/// last-level cache of any machine this runs on, as a network's held weights are.
+pub const HELD_READ_SAMPLE_BYTES: usize = 192 << 20;
+
+/// What a fused product adds per MB of held weight plaintexts for reading them from
+/// memory (µs): on `threads` threads at once, each thread's fused product over
+/// [`HELD_READ_SAMPLE_BYTES`] of distinct NTT-form plaintexts (top level), each read once
+/// per product as a held layer reads its plaintexts once per query, against the same
+/// product over one plaintext repeated (in the cache), per MB. The median of `reps` on
+/// each thread, the mean over the threads; never below zero.
+pub fn measure_held_read(b: &Bfv, v: &[u64], reps: usize, threads: usize) -> Result<f64> {
+    let params = b
+        .params()
+        .ok_or_else(|| he::HeError::Engine("no parameters".into()))?;
+    let pt = b.prepare(v)?;
+    let ct = b.encrypt_pk(&b.encode(v)?)?;
+    let mb = prepared_bytes(params, 0) as f64 / 1e6;
+    let terms = (HELD_READ_SAMPLE_BYTES as f64 / (mb * 1e6)).ceil().max(1.0) as usize;
+    let runs = on_every_thread(threads, || {
+        // each thread its own copies: distinct memory, written here once
+        let held: Vec<he::BfvPrepared> = vec![pt.clone(); terms];
+        let cts: Vec<&he::BfvCt> = vec![&ct; terms];
+        let streamed: Vec<&he::BfvPrepared> = held.iter().collect();
+        let cached: Vec<&he::BfvPrepared> = vec![&pt; terms];
+        let read = median_us(reps, || b.dot(&cts, &streamed));
+        let in_cache = median_us(reps, || b.dot(&cts, &cached));
+        (read - in_cache) / terms as f64 / mb
+    });
+    Ok((runs.iter().sum::<f64>() / runs.len().max(1) as f64).max(0.0))
 }
 
 /// The flooding encryptions' costs (µs per ciphertext, one thread) that

@@ -188,8 +188,9 @@ fn row_constant_products_are_priced_apart() {
 
 /// A layer whose held weights are strided transforms (Cheetah's 1x1 filters) prices its
 /// products held at the strided product's cost, beyond the fused product's
-/// (`held_products_ms`, which the planner adds only when the weights are held); any other
-/// layer adds nothing held.
+/// (`held_products_ms`, which the planner adds only when the weights are held); every
+/// held layer also pays for reading its plaintexts from memory, by their bytes, and
+/// nothing else.
 #[test]
 fn strided_held_products_are_priced_apart() {
     use kernels::{ConvLayout, ConvMethod, ConvShape, Padding};
@@ -213,8 +214,17 @@ fn strided_held_products_are_priced_apart() {
     )
     .unwrap();
     assert!(strided.weight_stride_log2() > 0);
+    // reading held plaintexts from memory priced apart: 0 here, 30 µs per MB below
+    let no_read = CostModel {
+        held_read_us_per_mb: Some(0.0),
+        ..reference
+    };
+    let dearer = CostModel {
+        held_read_us_per_mb: Some(0.0),
+        ..dearer
+    };
     let (a, b) = (
-        estimate(&strided, &params, &reference).unwrap(),
+        estimate(&strided, &params, &no_read).unwrap(),
         estimate(&strided, &params, &dearer).unwrap(),
     );
     assert_eq!(a.held_products_ms, 0.0);
@@ -224,7 +234,19 @@ fn strided_held_products_are_priced_apart() {
     assert!(b.counts.sc_mult > 0);
     let extra = b.counts.sc_mult as f64 * 100.0 * limbs / 1e3;
     assert!((b.held_products_ms - extra).abs() < 1e-6, "{b:?}");
-    // a 3x3 filter is not strided: nothing added held
+    let read = |e: &kernels::Estimate| e.encoded_bytes as f64 / 1e6 * 30.0 / 1e3;
+    let reading = |m: &CostModel| CostModel {
+        held_read_us_per_mb: Some(30.0),
+        ..*m
+    };
+    let c = estimate(&strided, &params, &reading(&dearer)).unwrap();
+    assert!(c.encoded_bytes > 0);
+    assert!(
+        (c.held_products_ms - extra - read(&c)).abs() < 1e-6,
+        "{c:?}"
+    );
+    assert_eq!(c.server_ms, b.server_ms);
+    // a 3x3 filter is not strided: held, it adds only the reading of its plaintexts
     let full = ConvLayout::new(
         ConvMethod::Cheetah,
         ConvShape::new([64, 14, 14], [64, 3, 3], 1, Padding::Same),
@@ -235,6 +257,14 @@ fn strided_held_products_are_priced_apart() {
     assert_eq!(
         estimate(&full, &params, &dearer).unwrap().held_products_ms,
         0.0
+    );
+    let d = estimate(&full, &params, &reading(&dearer)).unwrap();
+    assert!(d.encoded_bytes > c.encoded_bytes);
+    assert!((d.held_products_ms - read(&d)).abs() < 1e-6, "{d:?}");
+    // a cache saved before the figure existed reads at the reference's price
+    assert_eq!(
+        reference.held_read_us_per_mb(),
+        kernels::estimate::REFERENCE_HELD_READ_US_PER_MB
     );
 }
 
