@@ -16,7 +16,7 @@
 //! response 0.23 ms; encoding a weight plaintext 250 µs (slots), 190 µs (coefficients),
 //! 17 µs (one constant per row), a product by a row-constant plaintext 1.6 times one by
 //! a full plaintext; a held weight plaintext read from memory adds 100 µs per MB to its
-//! product (measured on the IFMA machine kind, where the product itself took 45-57 µs
+//! product (96-118 µs on the IFMA machine kind, where the product itself took 33-91 µs
 //! per 0.33 MB term in the same runs; priced for every held layer, also where a small
 //! network's few MB of weights might stay in the cache: well under a millisecond).
 //! Other sets scale linearly in n·L (fhe.rs's operations) or in n times the moduli
