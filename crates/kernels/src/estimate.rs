@@ -851,16 +851,19 @@ pub fn busy_median_us<T>(threads: usize, reps: usize, f: impl Fn() -> T + Sync) 
     medians.iter().sum::<f64>() / medians.len() as f64
 }
 
-/// Plaintext bytes each thread streams through in [`measure_held_read`]: beyond the
-/// last-level cache of any machine this runs on, as a network's held weights are.
+/// Plaintext bytes [`measure_held_read`] streams through: beyond the last-level cache of
+/// any machine this runs on, as a network's held weights are, and the same whatever the
+/// threads (the threads share them).
 pub const HELD_READ_SAMPLE_BYTES: usize = 192 << 20;
 
 /// What a fused product adds per MB of held weight plaintexts for reading them from
-/// memory (µs): on `threads` threads at once, each thread's fused product over
+/// memory (µs): on `threads` threads at once, each thread's fused product over all of
 /// [`HELD_READ_SAMPLE_BYTES`] of distinct NTT-form plaintexts (top level), each read once
 /// per product as a held layer reads its plaintexts once per query, against the same
-/// product over one plaintext repeated (in the cache), per MB. The median of `reps` on
-/// each thread, the mean over the threads; never below zero.
+/// product over one plaintext repeated (in the cache), per MB. The threads share one set
+/// of plaintexts, each starting at its own offset, so that between two threads' reads of
+/// a plaintext the others stream the rest of the set through the cache. The median of
+/// `reps` on each thread, the mean over the threads; never below zero.
 pub fn measure_held_read(b: &Bfv, v: &[u64], reps: usize, threads: usize) -> Result<f64> {
     let params = b
         .params()
@@ -869,11 +872,15 @@ pub fn measure_held_read(b: &Bfv, v: &[u64], reps: usize, threads: usize) -> Res
     let ct = b.encrypt_pk(&b.encode(v)?)?;
     let mb = prepared_bytes(params, 0) as f64 / 1e6;
     let terms = (HELD_READ_SAMPLE_BYTES as f64 / (mb * 1e6)).ceil().max(1.0) as usize;
+    // distinct copies: distinct memory, written here once
+    let held: Vec<he::BfvPrepared> = vec![pt.clone(); terms];
+    let next = std::sync::atomic::AtomicUsize::new(0);
     let runs = on_every_thread(threads, || {
-        // each thread its own copies: distinct memory, written here once
-        let held: Vec<he::BfvPrepared> = vec![pt.clone(); terms];
+        let t = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let start = t * terms / threads.max(1);
         let cts: Vec<&he::BfvCt> = vec![&ct; terms];
-        let streamed: Vec<&he::BfvPrepared> = held.iter().collect();
+        let streamed: Vec<&he::BfvPrepared> =
+            (0..terms).map(|i| &held[(start + i) % terms]).collect();
         let cached: Vec<&he::BfvPrepared> = vec![&pt; terms];
         let read = median_us(reps, || b.dot(&cts, &streamed));
         let in_cache = median_us(reps, || b.dot(&cts, &cached));
