@@ -596,6 +596,18 @@ pub fn estimate<L: LinearLayer>(
     let (resp, _) = layout.respond(&b, &m, &q, &mut pool)?;
     let counts = b.take();
     let bytes_down = resp.iter().map(|c| b.wire_size(c) as u64).sum();
+    // held: strided transforms' products at their own cost, and every held plaintext
+    // read from memory once per query
+    let strided_ms = if held_ratio > 1 {
+        counts.sc_mult as f64
+            * (1.0 - row_share)
+            * (model.sc_mult_strided_us() - model.sc_mult_us)
+            * limbs
+            / 1e3
+    } else {
+        0.0
+    };
+    let read_ms = encoded_bytes as f64 / 1e6 * model.held_read_us_per_mb() / 1e3;
     Ok(Estimate {
         server_ms: (model.server_ms(&counts, 0)
             + counts.sc_mult as f64 * row_share * (model.sc_mult_rows_us() - model.sc_mult_us)
@@ -621,15 +633,7 @@ pub fn estimate<L: LinearLayer>(
         } else {
             encode_ms
         },
-        held_products_ms: if held_ratio > 1 {
-            counts.sc_mult as f64
-                * (1.0 - row_share)
-                * (model.sc_mult_strided_us() - model.sc_mult_us)
-                * limbs
-                / 1e3
-        } else {
-            0.0
-        } + encoded_bytes as f64 / 1e6 * model.held_read_us_per_mb() / 1e3,
+        held_products_ms: strided_ms + read_ms,
         flood_ms: layout.output_cts() as f64 * model.flood_us_at(pool.bits(), level, params) / 1e3,
         client_ms: (q.len() as f64 * model.encrypt_us_for(layout.encoding()) * limbs
             + resp.len() as f64 * model.decrypt_us_for(layout.encoding()))

@@ -397,13 +397,12 @@ fn a_layer_is_held_only_where_holding_is_faster() {
     );
     // beyond reading its plaintexts, a held layer pays only for strided products
     let read_us_per_mb = planner.model.held_read_us_per_mb();
-    let strided_held = |l: &protocol::LayerPick| {
-        l.picked()
-            .and_then(|c| c.estimate.as_ref().ok())
-            .is_some_and(|e| {
-                e.held_products_ms > e.encoded_bytes as f64 / 1e6 * read_us_per_mb / 1e3 + 1e-9
-            })
+    let pays_for_strides = |c: &Candidate| {
+        c.estimate.as_ref().is_ok_and(|e| {
+            e.held_products_ms > e.encoded_bytes as f64 / 1e6 * read_us_per_mb / 1e3 + 1e-9
+        })
     };
+    let strided_held = |l: &protocol::LayerPick| l.picked().is_some_and(pays_for_strides);
     let mut per_query = 0;
     for (k, l) in got.layers.iter().enumerate() {
         let fly = none.layers[k].picked().unwrap().predicted_ms;
@@ -433,10 +432,7 @@ fn a_layer_is_held_only_where_holding_is_faster() {
             .candidates
             .iter()
             .find(|c| c.method == method)
-            .and_then(|c| c.estimate.as_ref().ok())
-            .is_some_and(|e| {
-                e.held_products_ms > e.encoded_bytes as f64 / 1e6 * read_us_per_mb / 1e3 + 1e-9
-            })
+            .is_some_and(pays_for_strides)
     };
     assert!(
         (0..all.layers.len())
