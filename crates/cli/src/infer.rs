@@ -108,11 +108,16 @@ struct Report {
 /// The inputs of `--input` (or seeded ones for `--net`), at most `--limit`.
 fn inputs(a: &InferArgs, sample: &[usize]) -> Res<Vec<Vec<f32>>> {
     let len: usize = sample.iter().product();
-    let mut inputs = match &a.input {
+    let inputs = match &a.input {
         Some(path) => helina::array::read_batch(path, sample)?,
         None if a.net.is_some() => crate::args::seeded_inputs(7, a.limit.unwrap_or(1), len),
         None => return Err("--input x.npy is needed with --model".into()),
     };
+    limited(a, inputs)
+}
+
+/// At most `--limit` of `inputs`, and at least one.
+fn limited(a: &InferArgs, mut inputs: Vec<Vec<f32>>) -> Res<Vec<Vec<f32>>> {
     if let Some(n) = a.limit {
         inputs.truncate(n);
     }
@@ -128,8 +133,23 @@ pub fn run(a: &InferArgs) -> Res<()> {
     let (name, model, inputs, calibration) = match a.model.as_deref() {
         // a compiled model (`helina compile`) carries its fixed point and methods
         Some(path) if crate::args::is_compiled(path) => {
+            // one session runs these inputs: its flooding is sized for them, as for an
+            // ONNX model below (the batch size, read before the model gives the input
+            // shape: never below the inputs run, since a file without a batch axis holds
+            // one input)
+            let file = a
+                .input
+                .as_deref()
+                .ok_or("--input x.npy is needed with --model")?;
+            let (shape, data) = helina::array::read_f32(file)?;
+            let runs = shape.first().copied().unwrap_or(1);
+            let runs = a.limit.map_or(runs, |n| runs.min(n)).max(1);
+            planning.session_inputs = planning.session_inputs.or(u32::try_from(runs).ok());
             let (model, calibration) = crate::args::load_compiled(path, &a.fixed, &planning)?;
-            let inputs = inputs(a, model.input_shape())?;
+            let inputs = limited(
+                a,
+                helina::array::batch_from(file, &shape, &data, model.input_shape())?,
+            )?;
             (path.to_string(), model, inputs, calibration)
         }
         _ => {

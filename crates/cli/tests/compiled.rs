@@ -70,6 +70,35 @@ fn a_compiled_model_is_served_without_calibration_and_gives_the_same_results() {
         .unwrap()
         .iter()
         .all(|o| o["matches_fixed_reference"] == true));
+    // and plans its session for the 8 inputs it runs, as for the ONNX model: the same
+    // bytes per input (sized for a full session instead, the responses' flooding is
+    // larger and so are the responses)
+    let onnx = Command::new(BIN)
+        .args([
+            "infer",
+            "--json",
+            "--limit",
+            "8",
+            "--faithful-truncation",
+            "--model",
+        ])
+        .arg(fixture("digits-cnn-bn.onnx"))
+        .arg("--calibration")
+        .arg(fixture("digits-cnn-bn-calibration.npy"))
+        .arg("--input")
+        .arg(fixture("digits-cnn-bn-test.npy"))
+        .output()
+        .unwrap();
+    succeeded(&onnx);
+    let o: serde_json::Value = serde_json::from_slice(&onnx.stdout).unwrap();
+    let bytes = |j: &serde_json::Value| -> Vec<u64> {
+        let outs = j["outputs"].as_array().unwrap();
+        outs.iter()
+            .map(|o| o["total_bytes"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(bytes(&j).len(), 8);
+    assert_eq!(bytes(&j), bytes(&o));
     let refused = Command::new(BIN)
         .args(["infer", "--model"])
         .arg(&saved)

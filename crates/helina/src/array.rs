@@ -80,7 +80,18 @@ pub fn batch(shape: &[usize], data: &[f32], sample: &[usize]) -> Result<Vec<Vec<
 /// An `.npy` batch for a model with input shape `sample` (see [`batch`]).
 pub fn read_batch(path: &str, sample: &[usize]) -> Result<Vec<Vec<f32>>> {
     let (shape, data) = read_f32(path)?;
-    batch(&shape, &data, sample).map_err(|e| match e {
+    batch_from(path, &shape, &data, sample)
+}
+
+/// [`batch`] of the array [`read_f32`] read from `path`, a shape that does not fit the
+/// model reported as an error of that file.
+pub fn batch_from(
+    path: &str,
+    shape: &[usize],
+    data: &[f32],
+    sample: &[usize],
+) -> Result<Vec<Vec<f32>>> {
+    batch(shape, data, sample).map_err(|e| match e {
         Error::InputShape { expected, actual } => Error::Array {
             path: path.into(),
             detail: format!(
