@@ -718,6 +718,7 @@ fn network_client(a: &ClientArgs) -> Res<()> {
             m.remove("outputs");
             m.insert("summary".into(), true.into());
             m.insert("inputs".into(), xs.len().into());
+            m.insert("peak_rss_bytes".into(), protocol::peak_rss_bytes().into());
         }
         println!("{}", serde_json::to_string(&summary)?);
         return Ok(());
@@ -726,7 +727,19 @@ fn network_client(a: &ClientArgs) -> Res<()> {
     pb.finish_and_clear();
     let out = out?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        /// The client's report and the peak resident memory of this (the client's)
+        /// process; the server logs its own with each session.
+        #[derive(serde::Serialize)]
+        struct Report<'a> {
+            #[serde(flatten)]
+            run: &'a helina::Inference,
+            peak_rss_bytes: Option<u64>,
+        }
+        let report = Report {
+            run: &out,
+            peak_rss_bytes: protocol::peak_rss_bytes(),
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for (i, o) in out.outputs.iter().enumerate() {
             println!(

@@ -50,6 +50,10 @@ fn a_compiled_model_is_served_without_calibration_and_gives_the_same_results() {
     assert!(server.wait().unwrap().success());
     let private = fixed_outputs(&client.stdout);
     assert_eq!(private.len(), 32);
+    // the client's own peak memory (this process only: the server logs its own)
+    let report: serde_json::Value = serde_json::from_slice(&client.stdout).unwrap();
+    let rss = report["peak_rss_bytes"].as_u64().unwrap_or(0);
+    assert!((1 << 20..1 << 32).contains(&rss), "client peak RSS {rss}");
     let reference = local_fixed_outputs("digits-cnn-bn");
     assert_eq!(private, reference);
 

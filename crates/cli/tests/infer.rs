@@ -378,8 +378,11 @@ fn residual_cifar_sessions_of_32_inputs_in_one_and_two_processes() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (remote, _) = json_lines(&out.stdout);
+    let (remote, summary) = json_lines(&out.stdout);
     assert_eq!(remote.len(), 32);
+    // the client process's own peak memory: a CIFAR-sized session of 32 inputs
+    let rss = summary["peak_rss_bytes"].as_u64().unwrap_or(0);
+    assert!((1 << 20..1 << 32).contains(&rss), "client peak RSS {rss}");
     check_outputs(&remote, &reference, false);
     for (k, (a, b)) in local.iter().zip(&remote).enumerate() {
         assert_eq!(a["fixed"], b["fixed"], "input {k}");
