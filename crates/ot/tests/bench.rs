@@ -177,6 +177,62 @@ fn silent_throughput() {
     }
 }
 
+/// Wall time per COT (both parties on this host) of `rounds` refill rounds that each make
+/// `sc` batches of direction SC and `cs` of direction CS (`OtSession::reserve`), every
+/// COT then taken: `(1, 0)` is a round of one direction, as most of a layer's refills
+/// are; `(1, 1)` a round of both, where each party compresses its sender batch on a
+/// second thread while it expands and compresses its receiver batch.
+fn round_rate(sc: usize, cs: usize, rounds: usize) -> f64 {
+    use ot::{OtSession, Role};
+    let params = SilentParams::DEFAULT;
+    let u = params.usable();
+    let (mut a, mut b) =
+        MemChannel::pair(net::DEFAULT_MAX_FRAME, Duration::from_secs(300), Link::NONE);
+    let h = std::thread::spawn(move || {
+        let mut s = OtSession::new(&mut a, Role::Server, params).unwrap();
+        let t = std::time::Instant::now();
+        for _ in 0..rounds {
+            s.reserve(&mut a, sc * u, cs * u).unwrap();
+            if sc > 0 {
+                s.cot_send(&mut a, sc * u).unwrap();
+            }
+            if cs > 0 {
+                s.cot_receive(&mut a, cs * u).unwrap();
+            }
+        }
+        t.elapsed().as_secs_f64()
+    });
+    let mut c = OtSession::new(&mut b, Role::Client, params).unwrap();
+    let t = std::time::Instant::now();
+    for _ in 0..rounds {
+        c.reserve(&mut b, sc * u, cs * u).unwrap();
+        if sc > 0 {
+            c.cot_receive(&mut b, sc * u).unwrap();
+        }
+        if cs > 0 {
+            c.cot_send(&mut b, cs * u).unwrap();
+        }
+    }
+    let tc = t.elapsed().as_secs_f64();
+    let ts = h.join().unwrap();
+    tc.max(ts) * 1e9 / ((sc + cs) * u * rounds) as f64
+}
+
+/// Refill rounds of one direction against rounds of both, alternating, 64 batches each
+/// time (five times): why a take pairs its first refill with the other direction only when that
+/// pool runs low (`ot::session::refill_rounds`) rather than balancing the directions.
+#[test]
+#[ignore]
+fn silent_rounds_one_or_both_directions() {
+    for _ in 0..5 {
+        let one = round_rate(1, 0, 64);
+        let both = round_rate(1, 1, 32);
+        println!(
+            "silent OT refill rounds: one direction {one:.1} ns per COT, both directions {both:.1} ns per COT (both parties, wall)"
+        );
+    }
+}
+
 /// Steady state of a long session: `layers` consecutive layers of 10^4 ReLUs in one
 /// session (after the setup), offline and online each, with every silent-OT refill
 /// they trigger; wall time per layer (both parties on this host) and bytes per ReLU.
