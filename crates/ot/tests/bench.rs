@@ -186,41 +186,37 @@ fn round_rate(sc: usize, cs: usize, rounds: usize) -> f64 {
     use ot::{OtSession, Role};
     let params = SilentParams::DEFAULT;
     let u = params.usable();
-    let (mut a, mut b) =
-        MemChannel::pair(net::DEFAULT_MAX_FRAME, Duration::from_secs(300), Link::NONE);
-    let h = std::thread::spawn(move || {
-        let mut s = OtSession::new(&mut a, Role::Server, params).unwrap();
+    // one party's rounds (the server sends direction SC, the client CS): its wall time
+    let run = move |ch: &mut MemChannel, role: Role| {
+        let mut s = OtSession::new(ch, role, params).unwrap();
+        let (mine, theirs) = match role {
+            Role::Server => (sc * u, cs * u),
+            Role::Client => (cs * u, sc * u),
+        };
         let t = std::time::Instant::now();
         for _ in 0..rounds {
-            s.reserve(&mut a, sc * u, cs * u).unwrap();
-            if sc > 0 {
-                s.cot_send(&mut a, sc * u).unwrap();
+            s.reserve(ch, sc * u, cs * u).unwrap();
+            if mine > 0 {
+                s.cot_send(ch, mine).unwrap();
             }
-            if cs > 0 {
-                s.cot_receive(&mut a, cs * u).unwrap();
+            if theirs > 0 {
+                s.cot_receive(ch, theirs).unwrap();
             }
         }
         t.elapsed().as_secs_f64()
-    });
-    let mut c = OtSession::new(&mut b, Role::Client, params).unwrap();
-    let t = std::time::Instant::now();
-    for _ in 0..rounds {
-        c.reserve(&mut b, sc * u, cs * u).unwrap();
-        if sc > 0 {
-            c.cot_receive(&mut b, sc * u).unwrap();
-        }
-        if cs > 0 {
-            c.cot_send(&mut b, cs * u).unwrap();
-        }
-    }
-    let tc = t.elapsed().as_secs_f64();
+    };
+    let (mut a, mut b) =
+        MemChannel::pair(net::DEFAULT_MAX_FRAME, Duration::from_secs(300), Link::NONE);
+    let h = std::thread::spawn(move || run(&mut a, Role::Server));
+    let tc = run(&mut b, Role::Client);
     let ts = h.join().unwrap();
     tc.max(ts) * 1e9 / ((sc + cs) * u * rounds) as f64
 }
 
 /// Refill rounds of one direction against rounds of both, alternating, 64 batches each
-/// time (five times): why a take pairs its first refill with the other direction only when that
-/// pool runs low (`ot::session::refill_rounds`) rather than balancing the directions.
+/// time (five times): why a take pairs its first refill with the other direction only
+/// when that pool runs low (`ot::session::refill_rounds`) rather than balancing the
+/// directions.
 #[test]
 #[ignore]
 fn silent_rounds_one_or_both_directions() {
