@@ -109,3 +109,27 @@ for (kind, part), e in sorted(errors.items()):
         f"| {kind}, {part} | {len(e)} | {sum(abs(x) <= 0.2 for x in e)} "
         f"| {statistics.median(e) * 100:+.0f}% | {min(e) * 100:+.0f}% to {max(e) * 100:+.0f}% |"
     )
+
+# The linear layers online, by party: each party's own work is its time in the step less
+# its wait for the other's ciphertexts (`server_wait_ms`, `client_wait_ms`: the server's
+# own work includes its cleartext part W·x_S + b, which the projection does not price).
+linear_rows = [
+    (row, measured[row["layer"]])
+    for row in projected["rows"]
+    if row.get("pick") and row["kind"] in ("conv", "matvec") and row["layer"] in measured
+]
+if linear_rows and all("server_wait_ms" in m for _, m in linear_rows):
+    parts = (
+        ("server's own work (products, response; its cleartext part)", "predicted_server_ms",
+         lambda m: m["server_ms"] - m["server_wait_ms"]),
+        ("client's own work (query, decryption)", "predicted_client_ms",
+         lambda m: m["client_ms"] - m["client_wait_ms"]),
+        ("step (the client's time)", "ms", lambda m: m["client_ms"]),
+    )
+    print()
+    print(f"| linear layers online, {len(linear_rows)} layers | predicted | measured | error |")
+    print("|---|---|---|---|")
+    for name, key, f in parts:
+        p = sum(r[key] for r, _ in linear_rows)
+        m = sum(f(m) for _, m in linear_rows)
+        print(f"| {name} | {p / 1e3:.1f} s | {m / 1e3:.1f} s | {(p / m - 1) * 100:+.0f}% |")

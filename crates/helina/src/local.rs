@@ -45,6 +45,12 @@ pub struct Layer {
     pub server_ms: f64,
     /// Client's online time, ms.
     pub client_ms: f64,
+    /// Of `server_ms`, the server's wait for the client's query (linear and Square steps;
+    /// the server computes its own part W·x_S + b first), ms.
+    pub server_wait_ms: f64,
+    /// Of `client_ms`, the client's wait for the server's response (linear and Square
+    /// steps), ms. `client_ms − client_wait_ms` is the client's encryption and decryption.
+    pub client_wait_ms: f64,
     /// Offline time of the step's own work (the longer party's; waits for the peer to
     /// finish its earlier steps are not counted), ms.
     pub offline_ms: f64,
@@ -79,6 +85,8 @@ fn merge(c: &StepReport, s: &StepReport) -> Layer {
         },
         server_ms: s.ms,
         client_ms: c.ms,
+        server_wait_ms: s.wait_ms,
+        client_wait_ms: c.wait_ms,
         offline_ms: c.offline_ms.max(s.offline_ms),
         bytes_up: c.bytes_sent,
         bytes_down: c.bytes_received,

@@ -76,6 +76,10 @@ pub struct StepReport {
     /// earlier steps (the OT hello), ms: counted in the phase's time
     /// ([`InferenceReport::offline_ms`]), not in the step's.
     pub offline_wait_ms: f64,
+    /// Time this party's online part of a linear or Square step waited for the peer's
+    /// ciphertexts (the server for the query, the client for the response), ms: counted
+    /// in `ms`. `ms − wait_ms` is this party's own work in the step.
+    pub wait_ms: f64,
     /// Bytes this party sent in the step (offline + online).
     pub bytes_sent: u64,
     /// Bytes this party received in the step (offline + online).
@@ -990,10 +994,17 @@ impl Side for ServerSide<'_> {
         ch: &mut C,
         i: usize,
         x: Vec<u64>,
-        _r: &mut StepReport,
+        r: &mut StepReport,
     ) -> Result<Vec<u64>> {
         let step = &self.prog.steps[i];
+        // The server's own part W·x_S + b first: it needs no query, so it runs while the
+        // client encrypts and sends (in two processes it is then off the critical path).
+        let p = self.prog.p;
+        let clear = clear_linear(step, &x, p)?;
+        drop(x);
+        let t = Instant::now();
         let cts = self.query_cts(ch, i)?;
+        r.wait_ms = t.elapsed().as_secs_f64() * 1e3;
         let pool = self.pools[i].as_mut().ok_or(PlanError::Missing {
             what: "offline pool of step",
             index: i,
@@ -1021,8 +1032,7 @@ impl Side for ServerSide<'_> {
             }
         };
         self.respond(ch, i, resp)?;
-        let p = self.prog.p;
-        add_mod(&mine, &clear_linear(step, &x, p)?, p)
+        add_mod(&mine, &clear, p)
     }
 
     fn square<C: Channel>(
@@ -1030,10 +1040,12 @@ impl Side for ServerSide<'_> {
         ch: &mut C,
         i: usize,
         x: Vec<u64>,
-        _r: &mut StepReport,
+        r: &mut StepReport,
     ) -> Result<Vec<u64>> {
         let sq = SquareLayout::new(x.len(), slots(self.params))?;
+        let t = Instant::now();
         let cts = self.query_cts(ch, i)?;
+        r.wait_ms = t.elapsed().as_secs_f64() * 1e3;
         let w: Vec<i64> = x.iter().map(|&v| v as i64).collect();
         let m = sq.encode_weights(self.b, &w)?;
         let pool = self.pools[i].as_mut().ok_or(PlanError::Missing {
@@ -1134,7 +1146,9 @@ impl<'a> ClientSide<'a> {
                 index: i,
             })?
             .response_max;
+        let t = Instant::now();
         let cts = recv_cts(ch, CtMessage::Response, i, layout.output_cts(), max)?;
+        r.wait_ms = t.elapsed().as_secs_f64() * 1e3;
         let resp = cts
             .par_iter()
             .map(|c| b.deserialize(c))

@@ -134,6 +134,25 @@ fn check_bytes_with(
         srv.shares.is_empty(),
         "the server keeps no shares of revealed outputs"
     );
+    // Each party's wait for the other's ciphertexts in a linear step is part of its time
+    // in the step; the client always waits for the server's products.
+    let first = srv.first.as_ref().unwrap();
+    let linear = |s: &protocol::StepReport| matches!(s.kind.as_str(), "linear" | "conv" | "square");
+    for (c, s) in out.outputs[0].report.steps.iter().zip(&first.steps) {
+        for (party, r) in [("client", c), ("server", s)] {
+            assert!(
+                (0.0..=r.ms).contains(&r.wait_ms),
+                "{net_name}: {party} {}: waited {} of {} ms",
+                r.layer,
+                r.wait_ms,
+                r.ms
+            );
+            assert!(linear(r) || r.wait_ms == 0.0, "{net_name}: {}", r.layer);
+        }
+        if linear(c) {
+            assert!(c.wait_ms > 0.0, "{net_name}: {}", c.layer);
+        }
+    }
     for (x, o) in xq.iter().zip(&out.outputs) {
         let (y, rep) = (o.value.as_ref().unwrap(), &o.report);
         // the reference, approximate truncations replayed from the client's shares
