@@ -133,3 +133,37 @@ if linear_rows and all("server_wait_ms" in m for _, m in linear_rows):
         p = sum(r[key] for r, _ in linear_rows)
         m = sum(f(m) for _, m in linear_rows)
         print(f"| {name} | {p / 1e3:.1f} s | {m / 1e3:.1f} s | {(p / m - 1) * 100:+.0f}% |")
+
+# How far the machine lets a per-layer prediction go: the same layer's time from one run
+# to the next (max/min − 1 over the runs, layers over 50 ms in every run), and each run
+# against its own projection (the one run right after it).
+pairs = list(zip(runs, [r for r in loaded if "rows" in r]))
+if len(runs) > 1 and len(pairs) == len(runs):
+    per_run = [{l["layer"]: l for l in r["layers"]} for r in runs]
+    print()
+    print(
+        f"| per layer, over the {len(runs)} runs | layers | the same layer from run to run, median spread "
+        "| within 20% of its own projection, per run |"
+    )
+    print("|---|---|---|---|")
+    for (kind, part) in sorted(errors):
+        key, pkey = ("client_ms", "ms") if part == "online" else ("offline_ms", "offline_ms")
+        spreads, within, count = [], [0] * len(pairs), 0
+        for name in per_run[0]:
+            is_linear = per_run[0][name]["kind"] in ("conv", "linear")
+            if (kind == "linear") != is_linear or any(name not in m for m in per_run):
+                continue
+            v = [m[name][key] for m in per_run]
+            if min(v) <= 50:
+                continue
+            count += 1
+            spreads.append(max(v) / min(v) - 1)
+            for i, (run, proj) in enumerate(pairs):
+                row = next((r for r in proj["rows"] if r.get("pick") and r["layer"] == name), None)
+                if row is not None and abs(row[pkey] / per_run[i][name][key] - 1) <= 0.2:
+                    within[i] += 1
+        if count:
+            print(
+                f"| {kind}, {part} | {count} | {statistics.median(spreads) * 100:.0f}% "
+                f"| {', '.join(str(w) for w in within)} |"
+            )
