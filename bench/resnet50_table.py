@@ -137,7 +137,7 @@ if linear_rows and all("server_wait_ms" in m for _, m in linear_rows):
 # How far the machine lets a per-layer prediction go: the same layer's time from one run
 # to the next (max/min − 1 over the runs, layers over 50 ms in every run), and each run
 # against its own projection (the one run right after it).
-pairs = list(zip(runs, [r for r in loaded if "rows" in r]))
+pairs = list(zip(runs, projections))
 if len(runs) > 1 and len(pairs) == len(runs):
     per_run = [{l["layer"]: l for l in r["layers"]} for r in runs]
     print()
@@ -158,7 +158,7 @@ if len(runs) > 1 and len(pairs) == len(runs):
                 continue
             count += 1
             spreads.append(max(v) / min(v) - 1)
-            for i, (run, proj) in enumerate(pairs):
+            for i, (_, proj) in enumerate(pairs):
                 row = next((r for r in proj["rows"] if r.get("pick") and r["layer"] == name), None)
                 if row is not None and abs(row[pkey] / per_run[i][name][key] - 1) <= 0.2:
                     within[i] += 1

@@ -930,7 +930,14 @@ impl<'a> ServerSide<'a> {
 
     /// The query of step `i`: its ciphertext count and frame size checked against the
     /// layout before anything is decoded.
-    fn query_cts<C: Channel>(&self, ch: &mut C, i: usize) -> Result<Vec<Vec<u8>>> {
+    /// Step `i`'s query from the client, its wait recorded in `r.wait_ms`.
+    fn query_cts<C: Channel>(
+        &self,
+        ch: &mut C,
+        i: usize,
+        r: &mut StepReport,
+    ) -> Result<Vec<Vec<u8>>> {
+        let t = Instant::now();
         let wire = self
             .limits
             .steps
@@ -941,7 +948,9 @@ impl<'a> ServerSide<'a> {
                 what: "wire sizes of step",
                 index: i,
             })?;
-        recv_cts(ch, CtMessage::Query, i, wire.query_cts, wire.query_max)
+        let cts = recv_cts(ch, CtMessage::Query, i, wire.query_cts, wire.query_max)?;
+        r.wait_ms = t.elapsed().as_secs_f64() * 1e3;
+        Ok(cts)
     }
 
     fn respond<C: Channel>(&mut self, ch: &mut C, i: usize, cts: Vec<Vec<u8>>) -> Result<()> {
@@ -1002,9 +1011,7 @@ impl Side for ServerSide<'_> {
         let p = self.prog.p;
         let clear = clear_linear(step, &x, p)?;
         drop(x);
-        let t = Instant::now();
-        let cts = self.query_cts(ch, i)?;
-        r.wait_ms = t.elapsed().as_secs_f64() * 1e3;
+        let cts = self.query_cts(ch, i, r)?;
         let pool = self.pools[i].as_mut().ok_or(PlanError::Missing {
             what: "offline pool of step",
             index: i,
@@ -1043,9 +1050,7 @@ impl Side for ServerSide<'_> {
         r: &mut StepReport,
     ) -> Result<Vec<u64>> {
         let sq = SquareLayout::new(x.len(), slots(self.params))?;
-        let t = Instant::now();
-        let cts = self.query_cts(ch, i)?;
-        r.wait_ms = t.elapsed().as_secs_f64() * 1e3;
+        let cts = self.query_cts(ch, i, r)?;
         let w: Vec<i64> = x.iter().map(|&v| v as i64).collect();
         let m = sq.encode_weights(self.b, &w)?;
         let pool = self.pools[i].as_mut().ok_or(PlanError::Missing {

@@ -134,10 +134,11 @@ fn check_bytes_with(
         srv.shares.is_empty(),
         "the server keeps no shares of revealed outputs"
     );
-    // Each party's wait for the other's ciphertexts in a linear step is part of its time
-    // in the step; the client always waits for the server's products.
+    // Each party's wait for the other's ciphertexts in an HE step (linear or Square) is
+    // part of its time in the step; the client always waits for the server's products.
     let first = srv.first.as_ref().unwrap();
-    let linear = |s: &protocol::StepReport| matches!(s.kind.as_str(), "linear" | "conv" | "square");
+    let he_step =
+        |s: &protocol::StepReport| matches!(s.kind.as_str(), "linear" | "conv" | "square");
     for (c, s) in out.outputs[0].report.steps.iter().zip(&first.steps) {
         for (party, r) in [("client", c), ("server", s)] {
             assert!(
@@ -147,9 +148,9 @@ fn check_bytes_with(
                 r.wait_ms,
                 r.ms
             );
-            assert!(linear(r) || r.wait_ms == 0.0, "{net_name}: {}", r.layer);
+            assert!(he_step(r) || r.wait_ms == 0.0, "{net_name}: {}", r.layer);
         }
-        if linear(c) {
+        if he_step(c) {
             assert!(c.wait_ms > 0.0, "{net_name}: {}", c.layer);
         }
     }
