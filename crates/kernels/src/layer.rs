@@ -91,25 +91,55 @@ pub trait LinearLayer {
     }
     /// Offline: encode the weights.
     fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<Self::Encoded<B>>;
+    /// Client: the input packed into the values of each query ciphertext, in the
+    /// layer's [`LinearLayer::encoding`] (checked: its length, and every value reduced
+    /// mod p).
+    fn query_values(&self, x: &[u64]) -> Result<Vec<Vec<u64>>>;
     /// Client: pack and encrypt the input (before the rounding of
-    /// [`LinearLayer::query`]).
-    fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>>;
-    /// Client: pack, encrypt and round the input for the wire
-    /// ([`LinearLayer::query_rounding`]).
-    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+    /// [`LinearLayer::query`]), the ciphertexts in parallel.
+    fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
         use rayon::prelude::*;
-        let cts = self.encrypt_query(b, x)?;
-        let Some(params) = b.params() else {
-            return Ok(cts);
-        };
-        let r = Rounding {
+        let (encoding, level) = (self.encoding(), self.query_level_on(b));
+        self.query_values(x)?
+            .par_iter()
+            .map(|v| Ok(b.encrypt_sym(&b.encode_as_at(v, encoding, level)?)?))
+            .collect()
+    }
+    /// Client: pack, encrypt and round the input for the wire
+    /// ([`LinearLayer::query_rounding`]), each ciphertext encrypted and rounded in one
+    /// pass.
+    fn query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+        self.query_each(b, x, Ok)
+    }
+    /// Client: [`LinearLayer::query`] serialised for the wire, each ciphertext
+    /// encrypted, rounded and serialised in one pass (while it is in the cache).
+    fn query_wire<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<Vec<u8>>> {
+        self.query_each(b, x, |c| Ok(b.serialize(&c)?))
+    }
+    /// Client: each query ciphertext encrypted, rounded for the wire and mapped by `f`,
+    /// in parallel, one ciphertext at a time.
+    fn query_each<B: Backend, T: Send>(
+        &self,
+        b: &B,
+        x: &[u64],
+        f: impl Fn(B::Ct) -> Result<T> + Sync,
+    ) -> Result<Vec<T>> {
+        use rayon::prelude::*;
+        let (encoding, level) = (self.encoding(), self.query_level_on(b));
+        let rounding = b.params().map(|params| Rounding {
             c0: self.query_rounding(params),
             c1: Dropped::NONE,
-        };
-        if r.is_none() {
-            return Ok(cts);
-        }
-        cts.par_iter().map(|c| Ok(b.round(c, r)?)).collect()
+        });
+        self.query_values(x)?
+            .par_iter()
+            .map(|v| {
+                let c = b.encrypt_sym(&b.encode_as_at(v, encoding, level)?)?;
+                match rounding {
+                    Some(r) if !r.is_none() => f(b.round(&c, r)?),
+                    _ => f(c),
+                }
+            })
+            .collect()
     }
     /// Server: the HE computation before `share_output`.
     fn compute<B: Backend>(&self, b: &B, m: &Self::Encoded<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>>;
@@ -197,6 +227,18 @@ pub trait LinearLayer {
         let slots = resp
             .par_iter()
             .map(|c| b.decrypt_as(c, encoding))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        self.finish(&slots)
+    }
+
+    /// Client: [`LinearLayer::decrypt`] of the response as it came off the wire, each
+    /// ciphertext deserialised and decrypted in one pass.
+    fn decrypt_wire<B: Backend>(&self, b: &B, resp: &[Vec<u8>]) -> Result<Vec<u64>> {
+        use rayon::prelude::*;
+        let encoding = self.encoding();
+        let slots = resp
+            .par_iter()
+            .map(|bytes| b.decrypt_as(&b.deserialize(bytes)?, encoding))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         self.finish(&slots)
     }

@@ -498,6 +498,57 @@ fn conv_on_bfv() {
     bfv_conv(shape(2, 100, 90, 3, 3, 1, Padding::Same), 63); // spatial tiles
 }
 
+/// The client's wire path (`query_wire`, `decrypt_wire`: each ciphertext encrypted,
+/// rounded and serialised in one pass; deserialised and decrypted in one pass), for a
+/// coefficient-encoded and a slot-encoded convolution: each query ciphertext is as many
+/// bytes as a rounded, seeded one at the query level and decrypts to its packed values,
+/// and the shares of the round trip over bytes reconstruct the plaintext convolution.
+#[test]
+fn wire_queries_decrypt_to_their_values_and_reconstruct() {
+    let sh = shape(40, 16, 16, 24, 3, 1, Padding::Same);
+    let (x, f) = conv_problem(&sh, 64);
+    // Cheetah on the smallest preset that affords it, with the shared client; the slot
+    // method on the full chain its flooding needs, with its Galois keys (one backend
+    // plays both parties)
+    let full = Params::preset("n8192").unwrap();
+    for (method, p) in [(ConvMethod::Cheetah, params()), (ConvMethod::Bsgs, &full)] {
+        let layout = ConvLayout::new(method, sh, real(p)).unwrap();
+        let keyed;
+        let b: &Bfv = if layout.galois() == GaloisSpec::none() {
+            client()
+        } else {
+            keyed = Bfv::keygen(p, layout.galois()).unwrap();
+            &keyed
+        };
+        let xr: Vec<u64> = x.iter().map(|&v| p.reduce(v)).collect();
+        let values = layout.query_values(&xr).unwrap();
+        let wire = layout.query_wire(b, &xr).unwrap();
+        assert_eq!(values.len(), layout.query_cts(), "{method:?}");
+        assert_eq!(wire.len(), layout.query_cts(), "{method:?}");
+        for (v, bytes) in values.iter().zip(&wire) {
+            assert_eq!(bytes.len(), query_bytes(p, &layout), "{method:?}");
+            let ct = b.deserialize(bytes).unwrap();
+            assert_eq!(b.level(&ct), layout.query_level(p), "{method:?}");
+            assert_eq!(
+                &b.decrypt_as(&ct, layout.encoding()).unwrap(),
+                v,
+                "{method:?}"
+            );
+        }
+        let q: Vec<_> = wire.iter().map(|c| b.deserialize(c).unwrap()).collect();
+        let m = layout.encode_weights(b, &f).unwrap();
+        let mut pool = FloodPool::at_level(layout.flood_bits(p).unwrap(), b.level(&q[0]));
+        pool.fill(b, layout.output_cts()).unwrap();
+        let (resp, s) = layout.respond(b, &m, &q, &mut pool).unwrap();
+        let resp: Vec<Vec<u8>> = resp.iter().map(|c| b.serialize(c).unwrap()).collect();
+        assert_eq!(
+            reconstruct(&layout.decrypt_wire(b, &resp).unwrap(), &s, p.p()),
+            conv_ref(&sh, &x, &f, p.p()),
+            "{method:?}"
+        );
+    }
+}
+
 /// Flooding as for every method: each pool zero decrypts to noise of the flooding
 /// size, and a response keeps the budget of the unflooded result switched down.
 #[test]

@@ -35,7 +35,6 @@ use he::{Backend, Bfv, OpCounts, Params};
 use kernels::{FloodPool, LinearLayer, SquareLayout};
 use net::{Channel, Counters};
 use nn::{NonlinearOp, Program, Step};
-use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::limits::{SessionLimits, SMALL_MAX_BYTES};
@@ -1128,11 +1127,7 @@ impl<'a> ClientSide<'a> {
         r: &mut StepReport,
     ) -> Result<Vec<u64>> {
         let b = self.b;
-        let q = layout.query(b, x)?;
-        let cts = q
-            .par_iter()
-            .map(|c| b.serialize(c))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let cts = layout.query_wire(b, x)?;
         send(
             ch,
             &Msg::Query {
@@ -1154,22 +1149,19 @@ impl<'a> ClientSide<'a> {
         let t = Instant::now();
         let cts = recv_cts(ch, CtMessage::Response, i, layout.output_cts(), max)?;
         r.wait_ms = t.elapsed().as_secs_f64() * 1e3;
-        let resp = cts
-            .par_iter()
-            .map(|c| b.deserialize(c))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
         // The noise budget left, a diagnostic: measured on the first response only. A
         // step's responses are flooded alike, so the first stands for the others, and
         // the measurement costs ten times a decryption (1.3 against 0.13 ms at n = 8192
         // and the last level): on every response it held up a slot-packed ResNet-50
         // layer's client by 0.1-0.2 s.
-        if let Some(c) = resp.first() {
-            if let Some(bits) = b.noise_budget(c)? {
+        if let Some(c) = cts.first() {
+            if let Some(bits) = b.noise_budget(&b.deserialize(c)?)? {
                 r.noise_budget = Some(r.noise_budget.map_or(bits, |v| v.min(bits)));
                 self.noise_budget = Some(self.noise_budget.map_or(bits, |v| v.min(bits)));
             }
         }
-        Ok(layout.decrypt(b, &resp)?)
+        // each response ciphertext deserialised and decrypted in one pass
+        Ok(layout.decrypt_wire(b, &cts)?)
     }
 }
 

@@ -61,7 +61,6 @@ pub mod grouped;
 pub mod heliks;
 
 use he::{Backend, Encoding, GaloisSpec, Layout, Params, SlotInfo};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{KernelError, Result};
@@ -1063,19 +1062,14 @@ impl crate::layer::LinearLayer for ConvLayout {
         // Strip-major, as `compute` orders them.
         interleave(per_output, ctxs.len())
     }
-    fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+    fn query_values(&self, x: &[u64]) -> Result<Vec<Vec<u64>>> {
         let g = &self.geom;
         let sh = g.shape;
         let p = self.slots.p;
         check_input(x, sh.c_i * sh.h * sh.w, p)?;
         if let Some(e) = &self.cheetah {
-            let level = self.query_level_on(b);
-            return cheetah::query_values(&sh, e, x)
-                .par_iter()
-                .map(|v| Ok(b.encrypt_sym(&b.encode_coeffs_at(v, level)?)?))
-                .collect();
+            return Ok(cheetah::query_values(&sh, e, x));
         }
-        // The packed values of every query ciphertext, then their encryptions in parallel.
         let mut out: Vec<Vec<u64>> = Vec::with_capacity(self.query_cts());
         for strip in 0..g.strips {
             // Input rows of this strip: padded rows [start, start + hp), halo included.
@@ -1106,9 +1100,7 @@ impl crate::layer::LinearLayer for ConvLayout {
                 out.push(vals);
             }
         }
-        out.par_iter()
-            .map(|v| Ok(b.encrypt_sym(&b.encode(v)?)?))
-            .collect()
+        Ok(out)
     }
     fn compute<B: Backend>(&self, b: &B, m: &EncodedFilters<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
         if m.layout != self.id() {

@@ -49,7 +49,6 @@ pub mod naive;
 
 use bincode::Options;
 use he::{Backend, Encoding, GaloisSpec, Params, SlotInfo};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{KernelError, Result};
@@ -520,7 +519,7 @@ impl crate::layer::LinearLayer for MatvecLayout {
     fn encode_weights<B: Backend>(&self, b: &B, w: &[i64]) -> Result<EncodedMatrix<B>> {
         self.encode(b, w)
     }
-    fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
+    fn query_values(&self, x: &[u64]) -> Result<Vec<Vec<u64>>> {
         let g = &self.geom;
         if x.len() != g.n_i {
             return Err(KernelError::Shape {
@@ -534,19 +533,13 @@ impl crate::layer::LinearLayer for MatvecLayout {
             return Err(he::HeError::NotReduced { index, value, p }.into());
         }
         if self.method == Method::Cheetah {
-            let level = self.query_level_on(b);
-            return (0..g.col_tiles)
-                .into_par_iter()
-                .map(|tile| {
-                    let v = cheetah::query_values(g, x, p, tile);
-                    Ok(b.encrypt_sym(&b.encode_coeffs_at(&v, level)?)?)
-                })
-                .collect();
+            return Ok((0..g.col_tiles)
+                .map(|tile| cheetah::query_values(g, x, p, tile))
+                .collect());
         }
-        (0..g.col_tiles)
-            .into_par_iter()
+        Ok((0..g.col_tiles)
             .map(|tile| {
-                let v: Vec<u64> = (0..g.n)
+                (0..g.n)
                     .map(|slot| {
                         let i = (slot % g.span) % g.period;
                         let c = tile * g.tile + i;
@@ -556,10 +549,9 @@ impl crate::layer::LinearLayer for MatvecLayout {
                             0
                         }
                     })
-                    .collect();
-                Ok(b.encrypt_sym(&b.encode(&v)?)?)
+                    .collect()
             })
-            .collect()
+            .collect())
     }
     fn compute<B: Backend>(&self, b: &B, m: &EncodedMatrix<B>, q: &[B::Ct]) -> Result<Vec<B::Ct>> {
         if m.layout != self.id() {
