@@ -95,16 +95,6 @@ pub trait LinearLayer {
     /// layer's [`LinearLayer::encoding`] (checked: its length, and every value reduced
     /// mod p).
     fn query_values(&self, x: &[u64]) -> Result<Vec<Vec<u64>>>;
-    /// Client: pack and encrypt the input (before the rounding of
-    /// [`LinearLayer::query`]), the ciphertexts in parallel.
-    fn encrypt_query<B: Backend>(&self, b: &B, x: &[u64]) -> Result<Vec<B::Ct>> {
-        use rayon::prelude::*;
-        let (encoding, level) = (self.encoding(), self.query_level_on(b));
-        self.query_values(x)?
-            .par_iter()
-            .map(|v| Ok(b.encrypt_sym(&b.encode_as_at(v, encoding, level)?)?))
-            .collect()
-    }
     /// Client: pack, encrypt and round the input for the wire
     /// ([`LinearLayer::query_rounding`]), each ciphertext encrypted and rounded in one
     /// pass.
@@ -126,17 +116,20 @@ pub trait LinearLayer {
     ) -> Result<Vec<T>> {
         use rayon::prelude::*;
         let (encoding, level) = (self.encoding(), self.query_level_on(b));
-        let rounding = b.params().map(|params| Rounding {
-            c0: self.query_rounding(params),
-            c1: Dropped::NONE,
-        });
+        let rounding = b
+            .params()
+            .map(|params| Rounding {
+                c0: self.query_rounding(params),
+                c1: Dropped::NONE,
+            })
+            .filter(|r| !r.is_none());
         self.query_values(x)?
             .par_iter()
             .map(|v| {
                 let c = b.encrypt_sym(&b.encode_as_at(v, encoding, level)?)?;
                 match rounding {
-                    Some(r) if !r.is_none() => f(b.round(&c, r)?),
-                    _ => f(c),
+                    Some(r) => f(b.round(&c, r)?),
+                    None => f(c),
                 }
             })
             .collect()
@@ -232,15 +225,24 @@ pub trait LinearLayer {
     }
 
     /// Client: [`LinearLayer::decrypt`] of the response as it came off the wire, each
-    /// ciphertext deserialised and decrypted in one pass.
-    fn decrypt_wire<B: Backend>(&self, b: &B, resp: &[Vec<u8>]) -> Result<Vec<u64>> {
+    /// ciphertext deserialised and decrypted in one pass; with it, the noise budget left
+    /// in the first response (a diagnostic: a step's responses are flooded alike, so the
+    /// first stands for the others; `None` on a backend without one).
+    fn decrypt_wire<B: Backend>(&self, b: &B, resp: &[Vec<u8>]) -> Result<(Vec<u64>, Option<u32>)> {
         use rayon::prelude::*;
         let encoding = self.encoding();
-        let slots = resp
+        let decrypted = resp
             .par_iter()
-            .map(|bytes| b.decrypt_as(&b.deserialize(bytes)?, encoding))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        self.finish(&slots)
+            .enumerate()
+            .map(|(i, bytes)| {
+                let ct = b.deserialize(bytes)?;
+                let budget = if i == 0 { b.noise_budget(&ct)? } else { None };
+                Ok((b.decrypt_as(&ct, encoding)?, budget))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let budget = decrypted.first().and_then(|(_, bits)| *bits);
+        let slots: Vec<Vec<u64>> = decrypted.into_iter().map(|(s, _)| s).collect();
+        Ok((self.finish(&slots)?, budget))
     }
 }
 

@@ -542,7 +542,7 @@ fn wire_queries_decrypt_to_their_values_and_reconstruct() {
         let (resp, s) = layout.respond(b, &m, &q, &mut pool).unwrap();
         let resp: Vec<Vec<u8>> = resp.iter().map(|c| b.serialize(c).unwrap()).collect();
         assert_eq!(
-            reconstruct(&layout.decrypt_wire(b, &resp).unwrap(), &s, p.p()),
+            reconstruct(&layout.decrypt_wire(b, &resp).unwrap().0, &s, p.p()),
             conv_ref(&sh, &x, &f, p.p()),
             "{method:?}"
         );
