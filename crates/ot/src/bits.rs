@@ -217,6 +217,29 @@ impl BitWriter {
         }
     }
 
+    /// Bits written so far.
+    pub fn bits(&self) -> usize {
+        8 * self.out.len() + self.nacc as usize
+    }
+
+    /// Appends the first `bits` bits of `bytes` (LSB first), as [`BitWriter::finish`]
+    /// of another writer returns them: whole bytes at once when this writer is at a
+    /// byte boundary.
+    pub fn append(&mut self, bytes: &[u8], bits: usize) {
+        let whole = (bits / 8).min(bytes.len());
+        if self.nacc == 0 {
+            self.out.extend_from_slice(&bytes[..whole]);
+        } else {
+            for &b in &bytes[..whole] {
+                self.push(b as u64, 8);
+            }
+        }
+        let rest = (bits - 8 * whole) as u32;
+        if rest > 0 {
+            self.push(bytes.get(whole).copied().unwrap_or(0) as u64, rest);
+        }
+    }
+
     /// The bytes (the last one zero-padded).
     pub fn finish(mut self) -> Vec<u8> {
         if self.nacc > 0 {
@@ -247,6 +270,17 @@ impl<'a> BitReader<'a> {
         }
     }
 
+    /// A reader over `bytes` from bit `bit` on.
+    pub fn at(bytes: &'a [u8], bit: usize) -> Self {
+        let mut r = Self::new(bytes);
+        r.pos = bit / 8;
+        let skip = (bit % 8) as u32;
+        if skip > 0 {
+            r.read(skip);
+        }
+        r
+    }
+
     /// The next `width` (≤ 64) bits.
     #[inline]
     pub fn read(&mut self, width: u32) -> u64 {
@@ -273,6 +307,23 @@ pub fn bytes_for(bits: usize) -> usize {
     bits.div_ceil(8)
 }
 
+/// Elements per parallel piece of a nonlinear layer's per-element loops (a multiple
+/// of 64, so that each piece owns whole words of the layer's bit vectors).
+pub(crate) const PIECE: usize = 4096;
+
+/// `f` on the consecutive ranges of `0..n`, [`PIECE`] elements each (the last one
+/// shorter), on the rayon pool; the results in order. One range runs on the calling
+/// thread.
+pub(crate) fn pieces<R: Send>(n: usize, f: impl Fn(std::ops::Range<usize>) -> R + Sync) -> Vec<R> {
+    use rayon::prelude::*;
+    let count = n.div_ceil(PIECE);
+    let range = |c: usize| c * PIECE..((c + 1) * PIECE).min(n);
+    if count <= 1 {
+        return (0..count).map(|c| f(range(c))).collect();
+    }
+    (0..count).into_par_iter().map(|c| f(range(c))).collect()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -294,6 +345,47 @@ mod tests {
         for &(v, k) in &fields {
             let m = if k == 64 { u64::MAX } else { (1 << k) - 1 };
             assert_eq!(r.read(k), v & m);
+        }
+    }
+
+    #[test]
+    fn pieces_written_apart_append_to_the_serial_stream() {
+        // rows of odd widths, from an unaligned start: the pieces' streams appended in
+        // order equal one writer's, and a reader placed at a row reads it
+        for (start, width) in [(0u32, 7u32), (3, 13), (5, 64), (1, 1)] {
+            let n = 3 * PIECE + 17;
+            let row = |i: usize| (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let mut serial = BitWriter::default();
+            serial.push(0b101, start);
+            for i in 0..n {
+                serial.push(row(i), width);
+            }
+            let mut joined = BitWriter::default();
+            joined.push(0b101, start);
+            for (bytes, bits) in pieces(n, |r| {
+                let mut w = BitWriter::default();
+                for i in r {
+                    w.push(row(i), width);
+                }
+                (w.bits(), w.finish())
+            })
+            .into_iter()
+            .map(|(bits, bytes)| (bytes, bits))
+            {
+                joined.append(&bytes, bits);
+            }
+            assert_eq!(joined.bits(), start as usize + n * width as usize);
+            let bytes = serial.finish();
+            assert_eq!(joined.finish(), bytes);
+            let m = if width == 64 {
+                u64::MAX
+            } else {
+                (1 << width) - 1
+            };
+            for i in [0, 1, PIECE, n - 1] {
+                let mut r = BitReader::at(&bytes, start as usize + i * width as usize);
+                assert_eq!(r.read(width), row(i) & m);
+            }
         }
     }
 

@@ -251,23 +251,42 @@ fn xor_permute_bytes128(v: u128, delta: usize) -> u128 {
     pick(v, v.rotate_left(64), 3)
 }
 
-/// Bits of one element's share into the word vectors of its comparison outputs.
-#[inline(always)]
-fn set_share(
-    gt: &mut [Vec<Vec<u64>>],
-    eq: &mut [Vec<Vec<u64>>],
-    k: usize,
-    j: usize,
-    i: usize,
-    share: u8,
-) {
-    let (w, b) = (i / 64, i % 64);
-    for kk in 0..k {
-        if j == 0 {
-            gt[kk][j][w] |= (((share >> kk) & 1) as u64) << b;
-        } else {
-            gt[kk][j][w] |= (((share >> (2 * kk)) & 1) as u64) << b;
-            eq[kk][j][w] |= (((share >> (2 * kk + 1)) & 1) as u64) << b;
+/// One piece's leaf shares of one digit ([`crate::bits::pieces`]): per comparison `κ`,
+/// the words of its `gt` and `eq` bits, the piece's first element at bit 0.
+struct PieceShares {
+    gt: Vec<Vec<u64>>,
+    eq: Vec<Vec<u64>>,
+}
+
+impl PieceShares {
+    fn new(k: usize, len: usize) -> Self {
+        Self {
+            gt: vec![vec![0u64; len.div_ceil(64)]; k],
+            eq: vec![vec![0u64; len.div_ceil(64)]; k],
+        }
+    }
+
+    /// Bits of element `i`'s (of the piece) share into the comparison outputs' words.
+    #[inline(always)]
+    fn set(&mut self, j: usize, i: usize, share: u8) {
+        let (w, b) = (i / 64, i % 64);
+        for (kk, (gt, eq)) in self.gt.iter_mut().zip(&mut self.eq).enumerate() {
+            if j == 0 {
+                gt[w] |= (((share >> kk) & 1) as u64) << b;
+            } else {
+                gt[w] |= (((share >> (2 * kk)) & 1) as u64) << b;
+                eq[w] |= (((share >> (2 * kk + 1)) & 1) as u64) << b;
+            }
+        }
+    }
+
+    /// Copies the words into digit `j` of the layer's `[κ][digit]` word vectors, the
+    /// piece starting at element `start` (a multiple of 64).
+    fn place(self, gt: &mut [Vec<Vec<u64>>], eq: &mut [Vec<Vec<u64>>], j: usize, start: usize) {
+        let at = start / 64;
+        for (kk, (g, e)) in self.gt.into_iter().zip(self.eq).enumerate() {
+            gt[kk][j][at..at + g.len()].copy_from_slice(&g);
+            eq[kk][j][at..at + e.len()].copy_from_slice(&e);
         }
     }
 }
@@ -284,7 +303,8 @@ fn to_bits(w: Vec<Vec<Vec<u64>>>, n: usize) -> Vec<Vec<BitVec>> {
 }
 
 /// Sender: reads the receiver's `δ`s, builds the tables for thresholds `t[κ][i]`;
-/// returns the message and its leaf shares `(gt[κ][j], eq[κ][j])`.
+/// returns the message and its leaf shares `(gt[κ][j], eq[κ][j])`. The elements run
+/// in pieces on the rayon pool (the message is the same).
 #[allow(clippy::type_complexity)]
 pub(crate) fn tables(
     s: &MillShape,
@@ -306,94 +326,111 @@ pub(crate) fn tables(
         ));
     }
     let digits = s.digits();
-    let mut r = BitReader::new(derand);
+    if pads.len() != digits.len() || pads.iter().zip(&digits).any(|(p, &m)| p.len() != s.n << m) {
+        return Err(OtError::Internal("millionaire: pads of the wrong shape"));
+    }
     let mut w = BitWriter::with_capacity(8 * s.table_bytes());
     let mut gt = words(s.k, digits.len(), s.n);
     let mut eq = words(s.k, digits.len(), s.n);
-    let mut shift = 0;
+    let (mut shift, mut derand_at) = (0, 0);
     for (j, &m) in digits.iter().enumerate() {
         let size = 1usize << m;
         let wb = s.entry_bits(j) as u32;
         let mask = (1u64 << wb) - 1;
         let p = &pads[j];
-        // The sender's table rows of digit `j` for every element, with all `2^m` entries as
-        // the bytes of one `$word` (`u64` for `m ≤ 3`, `u128` for `m = 4`): table `T[x]`
-        // from the threshold digits, pads `P(x ⊕ δ)` by a byte permutation; pushes each row
-        // without its entry at `δ` and records the sender's share.
-        macro_rules! table_rows {
-            ($word:ty, $permute:ident) => {{
-                const BYTES: usize = std::mem::size_of::<$word>();
-                let size_mask: $word = if size == BYTES {
-                    <$word>::MAX
-                } else {
-                    ((1 as $word) << (8 * size)) - 1
-                };
-                let ones: $word = <$word>::from_le_bytes([1u8; BYTES]) & size_mask;
-                for i in 0..s.n {
-                    let delta = r.read(m as u32) as usize;
-                    let mut e: $word = 0;
-                    for (kk, tk) in t.iter().enumerate() {
-                        let td = digit_of(tk[i], shift, m);
-                        let gt_x = ones.checked_shl(8 * (td as u32 + 1)).unwrap_or(0) & size_mask;
-                        if j == 0 {
-                            e |= gt_x << kk;
-                        } else {
-                            e |= (gt_x << (2 * kk)) | ((1 as $word) << (8 * td + 2 * kk + 1));
+        let piece = |range: std::ops::Range<usize>| {
+            let mut r = BitReader::at(derand, derand_at + range.start * m);
+            let mut w = BitWriter::with_capacity(range.len() * (size - 1) * wb as usize);
+            let mut sh = PieceShares::new(s.k, range.len());
+            let start = range.start;
+            // The sender's table rows of digit `j` for every element, with all `2^m`
+            // entries as the bytes of one `$word` (`u64` for `m ≤ 3`, `u128` for
+            // `m = 4`): table `T[x]` from the threshold digits, pads `P(x ⊕ δ)` by a
+            // byte permutation; pushes each row without its entry at `δ` and records the
+            // sender's share.
+            macro_rules! table_rows {
+                ($word:ty, $permute:ident) => {{
+                    const BYTES: usize = std::mem::size_of::<$word>();
+                    let size_mask: $word = if size == BYTES {
+                        <$word>::MAX
+                    } else {
+                        ((1 as $word) << (8 * size)) - 1
+                    };
+                    let ones: $word = <$word>::from_le_bytes([1u8; BYTES]) & size_mask;
+                    for i in range {
+                        let delta = r.read(m as u32) as usize;
+                        let mut e: $word = 0;
+                        for (kk, tk) in t.iter().enumerate() {
+                            let td = digit_of(tk[i], shift, m);
+                            let gt_x =
+                                ones.checked_shl(8 * (td as u32 + 1)).unwrap_or(0) & size_mask;
+                            if j == 0 {
+                                e |= gt_x << kk;
+                            } else {
+                                e |= (gt_x << (2 * kk)) | ((1 as $word) << (8 * td + 2 * kk + 1));
+                            }
                         }
+                        let mut rb = [0u8; BYTES];
+                        rb[..size].copy_from_slice(&p[i * size..(i + 1) * size]);
+                        let pads_x = $permute(<$word>::from_le_bytes(rb), delta);
+                        let rho = (e >> (8 * delta)) as u8 ^ rb[0];
+                        let v = e ^ pads_x ^ (ones * rho as $word);
+                        let mut packed = 0u64;
+                        for x in 0..size {
+                            packed |= (((v >> (8 * x)) as u64) & mask) << (wb * x as u32);
+                        }
+                        let cut = wb * delta as u32;
+                        let lo = packed & ((1u64 << cut) - 1);
+                        let hi = packed.checked_shr(cut + wb).unwrap_or(0) << cut;
+                        w.push(lo | hi, wb * (size as u32 - 1));
+                        sh.set(j, i - start, rho);
+                    }
+                }};
+            }
+            if size <= 8 && s.k <= 4 {
+                table_rows!(u64, xor_permute_bytes64);
+            } else if size <= 16 && s.k <= 4 && (size - 1) * wb as usize <= 64 {
+                table_rows!(u128, xor_permute_bytes128);
+            } else {
+                let mut table = vec![0u8; size];
+                for i in range {
+                    let delta = r.read(m as u32) as usize;
+                    for (x, e) in table.iter_mut().enumerate() {
+                        let mut v = 0u8;
+                        for (kk, tk) in t.iter().enumerate() {
+                            let td = digit_of(tk[i], shift, m);
+                            if j == 0 {
+                                v |= ((x > td) as u8) << kk;
+                            } else {
+                                v |= ((x > td) as u8) << (2 * kk);
+                                v |= ((x == td) as u8) << (2 * kk + 1);
+                            }
+                        }
+                        *e = v;
                     }
                     let row = &p[i * size..(i + 1) * size];
-                    let mut rb = [0u8; BYTES];
-                    rb[..size].copy_from_slice(row);
-                    let pads_x = $permute(<$word>::from_le_bytes(rb), delta);
-                    let rho = (e >> (8 * delta)) as u8 ^ rb[0];
-                    let v = e ^ pads_x ^ (ones * rho as $word);
-                    let mut packed = 0u64;
-                    for x in 0..size {
-                        packed |= (((v >> (8 * x)) as u64) & mask) << (wb * x as u32);
+                    let rho = table[delta] ^ row[0];
+                    for x in (0..size).filter(|&x| x != delta) {
+                        w.push(((table[x] ^ rho ^ row[x ^ delta]) as u64) & mask, wb);
                     }
-                    let cut = wb * delta as u32;
-                    let lo = packed & ((1u64 << cut) - 1);
-                    let hi = packed.checked_shr(cut + wb).unwrap_or(0) << cut;
-                    w.push(lo | hi, wb * (size as u32 - 1));
-                    set_share(&mut gt, &mut eq, s.k, j, i, rho);
+                    sh.set(j, i - start, rho);
                 }
-            }};
-        }
-        if size <= 8 && s.k <= 4 {
-            table_rows!(u64, xor_permute_bytes64);
-        } else if size <= 16 && s.k <= 4 && (size - 1) * wb as usize <= 64 {
-            table_rows!(u128, xor_permute_bytes128);
-        } else {
-            let mut table = vec![0u8; size];
-            for i in 0..s.n {
-                let delta = r.read(m as u32) as usize;
-                for (x, e) in table.iter_mut().enumerate() {
-                    let mut v = 0u8;
-                    for (kk, tk) in t.iter().enumerate() {
-                        let td = digit_of(tk[i], shift, m);
-                        if j == 0 {
-                            v |= ((x > td) as u8) << kk;
-                        } else {
-                            v |= ((x > td) as u8) << (2 * kk);
-                            v |= ((x == td) as u8) << (2 * kk + 1);
-                        }
-                    }
-                    *e = v;
-                }
-                let row = &p[i * size..(i + 1) * size];
-                let rho = table[delta] ^ row[0];
-                for x in (0..size).filter(|&x| x != delta) {
-                    w.push(((table[x] ^ rho ^ row[x ^ delta]) as u64) & mask, wb);
-                }
-                set_share(&mut gt, &mut eq, s.k, j, i, rho);
             }
+            (w.bits(), w.finish(), sh)
+        };
+        let parts = crate::bits::pieces(s.n, piece);
+        for (c, (bits, bytes, sh)) in parts.into_iter().enumerate() {
+            w.append(&bytes, bits);
+            sh.place(&mut gt, &mut eq, j, c * crate::bits::PIECE);
         }
         shift += m;
+        derand_at += s.n * m;
     }
     Ok((w.finish(), to_bits(gt, s.n), to_bits(eq, s.n)))
 }
 
-/// Receiver: its leaf shares from the sender's tables (`u` and the `δ`s it sent).
+/// Receiver: its leaf shares from the sender's tables (`u` and the `δ`s it sent), in
+/// pieces on the rayon pool.
 #[allow(clippy::type_complexity)]
 pub(crate) fn receive(
     s: &MillShape,
@@ -407,41 +444,61 @@ pub(crate) fn receive(
     };
     expect_len("millionaire tables", s.table_bytes(), msg.len())?;
     let digits = s.digits();
-    let mut r = BitReader::new(msg);
+    if pads.len() != digits.len()
+        || deltas.len() != digits.len()
+        || u.len() != s.n
+        || deltas.iter().any(|d| d.len() != s.n)
+        || pads.iter().any(|(_, pc)| pc.len() != s.n)
+    {
+        return Err(OtError::Internal(
+            "millionaire: receiver state of the wrong shape",
+        ));
+    }
     let mut gt = words(s.k, digits.len(), s.n);
     let mut eq = words(s.k, digits.len(), s.n);
-    let mut shift = 0;
+    let (mut shift, mut msg_at) = (0, 0);
     for (j, &m) in digits.iter().enumerate() {
         let size = 1usize << m;
         let wb = s.entry_bits(j) as u32;
         let mask = (1u64 << wb) - 1;
         let packed = (size - 1) * wb as usize <= 64;
+        let row_bits = (size - 1) * wb as usize;
         let (_, pc) = &pads[j];
-        for i in 0..s.n {
-            let x = digit_of(u[i], shift, m);
-            let delta = deltas[j][i] as usize;
-            // the sender skipped index δ; our entry (none if x = δ) has rank x − [x > δ]
-            let rank = x - (x > delta) as usize;
-            let val = if packed {
-                let all = r.read((size - 1) as u32 * wb);
-                if x == delta {
-                    0
-                } else {
-                    ((all >> (rank as u32 * wb)) & mask) as u8
-                }
-            } else {
-                let mut val = 0u8;
-                for y in (0..size).filter(|&y| y != delta) {
-                    let e = r.read(wb) as u8;
-                    if y == x {
-                        val = e;
+        let piece = |range: std::ops::Range<usize>| {
+            let mut r = BitReader::at(msg, msg_at + range.start * row_bits);
+            let mut sh = PieceShares::new(s.k, range.len());
+            let start = range.start;
+            for i in range {
+                let x = digit_of(u[i], shift, m);
+                let delta = deltas[j][i] as usize;
+                // the sender skipped index δ; our entry (none if x = δ) has rank x − [x > δ]
+                let rank = x - (x > delta) as usize;
+                let val = if packed {
+                    let all = r.read((size - 1) as u32 * wb);
+                    if x == delta {
+                        0
+                    } else {
+                        ((all >> (rank as u32 * wb)) & mask) as u8
                     }
-                }
-                val
-            };
-            set_share(&mut gt, &mut eq, s.k, j, i, val ^ pc[i]);
+                } else {
+                    let mut val = 0u8;
+                    for y in (0..size).filter(|&y| y != delta) {
+                        let e = r.read(wb) as u8;
+                        if y == x {
+                            val = e;
+                        }
+                    }
+                    val
+                };
+                sh.set(j, i - start, val ^ pc[i]);
+            }
+            sh
+        };
+        for (c, sh) in crate::bits::pieces(s.n, piece).into_iter().enumerate() {
+            sh.place(&mut gt, &mut eq, j, c * crate::bits::PIECE);
         }
         shift += m;
+        msg_at += s.n * row_bits;
     }
     Ok((to_bits(gt, s.n), to_bits(eq, s.n)))
 }

@@ -638,22 +638,41 @@ pub(crate) fn run<C: Channel>(
                         eval.advance(c)?;
                         let s = choice_bits(&eval, o)?;
                         let size = 1usize << o.k();
-                        let mut w = BitWriter::with_capacity(o.n * (size - 1) * l);
-                        let mut t = vec![0u64; size];
-                        for i2 in 0..o.n {
-                            let delta = ots[i].x[i2] as usize;
-                            for (x, tx) in t.iter_mut().enumerate() {
-                                *tx = f.eval((s[i2] as usize) ^ x, i2, p);
-                            }
-                            let row = &pads[i2 * size..(i2 + 1) * size];
-                            let rho = add_mod(t[delta], row[0], p);
-                            for x in 0..size {
-                                if x != delta {
-                                    let m = add_mod(sub_mod(t[x], rho, p), row[x ^ delta], p);
-                                    w.push(m, l as u32);
+                        let delta_of = &ots[i].x;
+                        if delta_of.len() != o.n || pads.len() != o.n * size {
+                            return Err(OtError::Internal("OT tables of the wrong shape"));
+                        }
+                        // the rows in pieces on the rayon pool, the sender's shares added
+                        // in order afterwards
+                        let piece = |range: std::ops::Range<usize>| {
+                            let mut w = BitWriter::with_capacity(range.len() * (size - 1) * l);
+                            let mut rhos = Vec::with_capacity(range.len());
+                            let mut t = vec![0u64; size];
+                            for i2 in range {
+                                let delta = delta_of[i2] as usize;
+                                for (x, tx) in t.iter_mut().enumerate() {
+                                    *tx = f.eval((s[i2] as usize) ^ x, i2, p);
                                 }
+                                let row = &pads[i2 * size..(i2 + 1) * size];
+                                let rho = add_mod(t[delta], row[0], p);
+                                for x in 0..size {
+                                    if x != delta {
+                                        let m = add_mod(sub_mod(t[x], rho, p), row[x ^ delta], p);
+                                        w.push(m, l as u32);
+                                    }
+                                }
+                                rhos.push(rho);
                             }
-                            add(&mut out, o, i2, rho);
+                            (w.bits(), w.finish(), rhos)
+                        };
+                        let mut w = BitWriter::with_capacity(o.n * (size - 1) * l);
+                        let mut i2 = 0;
+                        for (bits, bytes, rhos) in crate::bits::pieces(o.n, piece) {
+                            w.append(&bytes, bits);
+                            for rho in rhos {
+                                add(&mut out, o, i2, rho);
+                                i2 += 1;
+                            }
                         }
                         buf.extend_from_slice(&w.finish());
                     }
@@ -701,32 +720,49 @@ pub(crate) fn run<C: Channel>(
                             return Err(OtError::Internal("OT tables received on sender state"));
                         };
                         let size = 1usize << o.k();
-                        let mut r = BitReader::new(msg);
-                        let mut at = 0usize;
-                        for i2 in 0..o.n {
-                            let x = ots[i].x[i2] as usize;
-                            // our δ was x ⊕ c; the sender skipped index δ
-                            let delta = x ^ cs[i2] as usize;
-                            let mut val = 0u64;
-                            for y in 0..size {
-                                if y == delta {
-                                    continue;
+                        let choice = &ots[i].x;
+                        if choice.len() != o.n || cs.len() != o.n || pc.len() != o.n {
+                            return Err(OtError::Internal("OT receiver state of the wrong shape"));
+                        }
+                        // the rows in pieces on the rayon pool, the shares added in order
+                        // afterwards
+                        let piece = |range: std::ops::Range<usize>| -> Result<Vec<u64>> {
+                            let mut r = BitReader::at(msg, range.start * (size - 1) * l);
+                            let mut at = range.start * (size - 1);
+                            let mut vals = Vec::with_capacity(range.len());
+                            for i2 in range {
+                                let x = choice[i2] as usize;
+                                // our δ was x ⊕ c; the sender skipped index δ
+                                let delta = x ^ cs[i2] as usize;
+                                let mut val = 0u64;
+                                for y in 0..size {
+                                    if y == delta {
+                                        continue;
+                                    }
+                                    let m = r.read(l as u32);
+                                    if m >= p {
+                                        return Err(OtError::OutOfRange {
+                                            what: "OT message mod p",
+                                            index: at,
+                                            value: m,
+                                            bound: p,
+                                        });
+                                    }
+                                    at += 1;
+                                    if y == x {
+                                        val = m;
+                                    }
                                 }
-                                let m = r.read(l as u32);
-                                if m >= p {
-                                    return Err(OtError::OutOfRange {
-                                        what: "OT message mod p",
-                                        index: at,
-                                        value: m,
-                                        bound: p,
-                                    });
-                                }
-                                at += 1;
-                                if y == x {
-                                    val = m;
-                                }
+                                vals.push(sub_mod(val, pc[i2], p));
                             }
-                            add(&mut out, o, i2, sub_mod(val, pc[i2], p));
+                            Ok(vals)
+                        };
+                        let mut i2 = 0;
+                        for vals in crate::bits::pieces(o.n, piece) {
+                            for v in vals? {
+                                add(&mut out, o, i2, v);
+                                i2 += 1;
+                            }
                         }
                     }
                 }

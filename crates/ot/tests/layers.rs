@@ -612,3 +612,44 @@ fn coarse_drelu_zeroes_only_small_relu_inputs_and_leaves_identity_exact() {
         assert!(bad.validate().is_err(), "{bad:?}");
     }
 }
+
+/// Layers of more elements than one parallel piece (4096): the millionaire's tables,
+/// the OTs' rows and the 1-of-2^k pads run in pieces on the rayon pool, and every
+/// element, across the pieces' boundaries, equals the reference (ReLU and Identity with
+/// both truncations, the high-bits and coarse DReLUs, a max tree with signs).
+#[test]
+fn layers_of_several_pieces() {
+    let mut rng = ChaCha20Rng::seed_from_u64(41);
+    let f = 7;
+    let y = values(P32, f, 2 * 4096 + 1000, &mut rng);
+    let n = y.len();
+    assert!(n > 3 * 4096);
+    check(OtSpec::faithful(relu(P32, f, n)), &y, false, 1);
+    check(OtSpec::approximate(relu(P32, f, n)), &y, false, 2);
+    let id = NonlinSpec {
+        op: Nonlinear::Identity,
+        ..relu(P32, f, n)
+    };
+    check(OtSpec::faithful(id), &y, false, 3);
+    // inputs within the high-bits and coarse DReLUs' bound
+    let b = ((P32 - 1) / 2) as i128 - (1i128 << (f + 3));
+    let y: Vec<u64> = (0..n)
+        .map(|_| centred(P32, rng.random_range(-b..=b)))
+        .collect();
+    check(
+        OtSpec::approximate(relu(P32, f, n)).high_bits().coarse(3),
+        &y,
+        false,
+        4,
+    );
+    let window = 3;
+    let count = 3 * 4096 / window + 5;
+    let y = windows(P32, f, count * window, 1, &mut rng);
+    let spec = NonlinSpec {
+        p: P32,
+        op: Nonlinear::MaxPool { window },
+        trunc_bits: f,
+        count,
+    };
+    check(OtSpec::faithful(spec), &y, false, 5);
+}
