@@ -49,10 +49,12 @@ pub(crate) fn sender_pads(
 }
 
 /// [`sender_pads`] with each pad mapped by `f` and appended to `out`, hashing in
-/// chunks (no buffer of the size of the input), the chunks on the rayon pool (each
-/// with its own hash scratch; `hash` serves a single chunk).
+/// chunks (no buffer of the size of the input), on the calling party's thread: with
+/// the chunks on the rayon pool, where the other party's offline work also runs,
+/// ResNet-50's offline phase took 4-12 s longer (BENCHMARKS.md, "the nonlinear
+/// layers' online loops on both cores").
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn sender_pads_map<T: Send>(
+pub(crate) fn sender_pads_map<T>(
     delta: u128,
     v: &[u128],
     first: u64,
@@ -60,116 +62,64 @@ pub(crate) fn sender_pads_map<T: Send>(
     k: usize,
     hash: &mut Tccr,
     out: &mut Vec<T>,
-    f: impl Fn(u128) -> T + Sync,
+    f: impl Fn(u128) -> T,
 ) {
     debug_assert!((1..=8).contains(&k));
     let inst = v.len() / k;
     let nodes = (1usize << k) - 1; // prefix-tree nodes per instance
-    let per_chunk = (CHUNK_HASHES / (2 * nodes)).max(1);
-    out.reserve(inst << k);
-    let chunk = |hash: &mut Tccr, c: usize, out: &mut Vec<T>| {
-        let i0 = c * per_chunk;
-        let i1 = (i0 + per_chunk).min(inst);
-        sender_chunk(
-            delta,
-            &v[i0 * k..i1 * k],
-            first + (i0 * k) as u64,
-            dir,
-            k,
-            hash,
-            out,
-            &f,
-        );
-    };
-    in_chunks(inst.div_ceil(per_chunk), hash, out, chunk);
-}
-
-/// `sender_pads_map` of one chunk of instances (`v` holds whole instances, `first`
-/// the global index of `v[0]`).
-#[allow(clippy::too_many_arguments)]
-fn sender_chunk<T>(
-    delta: u128,
-    v: &[u128],
-    first: u64,
-    dir: u8,
-    k: usize,
-    hash: &mut Tccr,
-    out: &mut Vec<T>,
-    f: &impl Fn(u128) -> T,
-) {
-    let inst = v.len() / k;
-    let nodes = (1usize << k) - 1;
     let n = 1usize << k;
+    let per_chunk = (CHUNK_HASHES / (2 * nodes)).max(1);
+    out.reserve(inst * n);
     // π(K) of each key once (`H(K, i) = π(π(K) ⊕ i) ⊕ π(K)`): a key serves 2^s
     // nodes, so 2k + 2(2^k − 1) AES calls per instance instead of 4(2^k − 1).
-    let mut keys = Vec::with_capacity(inst * k * 2);
-    for key in v {
-        keys.push(*key);
-        keys.push(key ^ delta);
-    }
-    hash.permute(&mut keys);
-    let mut xs = Vec::with_capacity(inst * nodes * 2);
-    for i in 0..inst {
-        for s in 0..k {
-            let g = first + (i * k + s) as u64;
-            let at = 2 * (i * k + s);
-            let (p0, p1) = (keys[at], keys[at + 1]);
-            for pref in 0..1usize << s {
-                let t = tweak(DOMAIN_POOL, dir, g, ((1usize << s) | pref) as u8);
-                xs.push(p0 ^ t);
-                xs.push(p1 ^ t);
-            }
-        }
-    }
-    hash.permute(&mut xs);
+    let mut keys = Vec::with_capacity(per_chunk * k * 2);
+    let mut xs = Vec::with_capacity(per_chunk * nodes * 2);
     let mut pads = [0u128; 256];
-    let instances = xs.chunks_exact(2 * nodes).zip(keys.chunks_exact(2 * k));
-    for (h, pk) in instances {
-        // pad(x) by prefix doubling: P_{s+1}(x) = P_s(x mod 2^s) ⊕ H(K_s^{x_s},
-        // node (s, x mod 2^s)), in place from the top so that P_s(low) is still
-        // there when read; H = π(π(K) ⊕ node) ⊕ π(K), its second π(K) added here
-        pads[0] = 0;
-        let (mut width, mut node0) = (1usize, 0usize);
-        for s in 0..k {
-            for x in (0..2 * width).rev() {
-                let (low, bit) = (x & (width - 1), x >> s);
-                pads[x] = pads[low] ^ h[2 * (node0 + low) + bit] ^ pk[2 * s + bit];
-            }
-            node0 += width;
-            width *= 2;
+    let mut i0 = 0;
+    while i0 < inst {
+        let i1 = (i0 + per_chunk).min(inst);
+        keys.clear();
+        for key in &v[i0 * k..i1 * k] {
+            keys.push(*key);
+            keys.push(key ^ delta);
         }
-        out.extend(pads[..n].iter().map(|&p| f(p)));
+        hash.permute(&mut keys);
+        xs.clear();
+        for i in i0..i1 {
+            for s in 0..k {
+                let g = first + (i * k + s) as u64;
+                let at = 2 * ((i - i0) * k + s);
+                let (p0, p1) = (keys[at], keys[at + 1]);
+                for pref in 0..1usize << s {
+                    let t = tweak(DOMAIN_POOL, dir, g, ((1usize << s) | pref) as u8);
+                    xs.push(p0 ^ t);
+                    xs.push(p1 ^ t);
+                }
+            }
+        }
+        hash.permute(&mut xs);
+        let instances = xs.chunks_exact(2 * nodes).zip(keys.chunks_exact(2 * k));
+        for (h, pk) in instances {
+            // pad(x) by prefix doubling: P_{s+1}(x) = P_s(x mod 2^s) ⊕ H(K_s^{x_s},
+            // node (s, x mod 2^s)), in place from the top so that P_s(low) is still
+            // there when read; H = π(π(K) ⊕ node) ⊕ π(K), its second π(K) added here
+            pads[0] = 0;
+            let (mut width, mut node0) = (1usize, 0usize);
+            for s in 0..k {
+                for x in (0..2 * width).rev() {
+                    let (low, bit) = (x & (width - 1), x >> s);
+                    pads[x] = pads[low] ^ h[2 * (node0 + low) + bit] ^ pk[2 * s + bit];
+                }
+                node0 += width;
+                width *= 2;
+            }
+            out.extend(pads[..n].iter().map(|&p| f(p)));
+        }
+        i0 = i1;
     }
     keys.zeroize();
     xs.zeroize();
     pads.zeroize();
-}
-
-/// Runs `chunk(hash, c, out)` for chunks `c = 0..count` in order into `out`: on the
-/// calling thread with `hash` when there is one chunk, else on the rayon pool, each
-/// worker with a hash of its own, the chunks' outputs appended in order.
-fn in_chunks<T: Send>(
-    count: usize,
-    hash: &mut Tccr,
-    out: &mut Vec<T>,
-    chunk: impl Fn(&mut Tccr, usize, &mut Vec<T>) + Sync,
-) {
-    use rayon::prelude::*;
-    if count <= 1 {
-        (0..count).for_each(|c| chunk(hash, c, out));
-        return;
-    }
-    let parts: Vec<Vec<T>> = (0..count)
-        .into_par_iter()
-        .map_init(Tccr::new, |hash, c| {
-            let mut part = Vec::new();
-            chunk(hash, c, &mut part);
-            part
-        })
-        .collect();
-    for part in parts {
-        out.extend(part);
-    }
 }
 
 /// Receiver: the random choice `c` (bit `s` = `lsb(w[i·k + s])`) and `pad(c)` of each
@@ -188,9 +138,9 @@ pub(crate) fn receiver_pads(
 }
 
 /// [`receiver_pads`] with each pad mapped by `f`, appended to `choice` and `out`,
-/// hashing in chunks, the chunks on the rayon pool as [`sender_pads_map`]'s.
+/// hashing in chunks.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn receiver_pads_map<T: Send>(
+pub(crate) fn receiver_pads_map<T>(
     w: &[u128],
     first: u64,
     dir: u8,
@@ -198,50 +148,41 @@ pub(crate) fn receiver_pads_map<T: Send>(
     hash: &mut Tccr,
     choice: &mut Vec<u8>,
     out: &mut Vec<T>,
-    f: impl Fn(u128) -> T + Sync,
+    f: impl Fn(u128) -> T,
 ) {
     debug_assert!((1..=8).contains(&k));
     let inst = w.len() / k;
     let per_chunk = (CHUNK_HASHES / k).max(1);
     choice.reserve(inst);
     out.reserve(inst);
-    let mut both = Vec::with_capacity(inst);
-    let chunk = |hash: &mut Tccr, c: usize, out: &mut Vec<(u8, T)>| {
-        let i0 = c * per_chunk;
+    let mut xs = Vec::with_capacity(per_chunk * k);
+    let mut tw = Vec::with_capacity(per_chunk * k);
+    let mut i0 = 0;
+    while i0 < inst {
         let i1 = (i0 + per_chunk).min(inst);
-        let w = &w[i0 * k..i1 * k];
-        let first = first + (i0 * k) as u64;
-        let mut xs = Vec::with_capacity(w.len());
-        let mut tw = Vec::with_capacity(w.len());
-        let mut cs = Vec::with_capacity(i1 - i0);
-        for wi in w.chunks_exact(k) {
+        xs.clear();
+        tw.clear();
+        for i in i0..i1 {
             let mut c = 0usize;
-            for (s, ws) in wi.iter().enumerate() {
-                c |= ((ws & 1) as usize) << s;
+            for s in 0..k {
+                c |= ((w[i * k + s] & 1) as usize) << s;
             }
-            cs.push(c as u8);
-        }
-        for (i, (wi, &c)) in w.chunks_exact(k).zip(&cs).enumerate() {
-            for (s, &ws) in wi.iter().enumerate() {
+            choice.push(c as u8);
+            for s in 0..k {
                 let g = first + (i * k + s) as u64;
-                let pref = c as usize & ((1 << s) - 1);
-                xs.push(ws);
+                let pref = c & ((1 << s) - 1);
+                xs.push(w[i * k + s]);
                 tw.push(tweak(DOMAIN_POOL, dir, g, ((1usize << s) | pref) as u8));
             }
         }
         hash.hash(&mut xs, &tw);
         out.extend(
             xs.chunks_exact(k)
-                .zip(cs)
-                .map(|(h, c)| (c, f(h.iter().fold(0, |a, b| a ^ b)))),
+                .map(|h| f(h.iter().fold(0, |a, b| a ^ b))),
         );
-        xs.zeroize();
-    };
-    in_chunks(inst.div_ceil(per_chunk), hash, &mut both, chunk);
-    for (c, p) in both {
-        choice.push(c);
-        out.push(p);
+        i0 = i1;
     }
+    xs.zeroize();
 }
 
 #[cfg(test)]

@@ -160,78 +160,52 @@ impl Shape {
     }
 }
 
-/// A worker's tree scratch: the hash and two levels of one group (wiped when the
-/// worker is done).
-struct Scratch {
-    prg: Prg,
-    cur: Vec<u128>,
-    next: Vec<u128>,
-}
-
-impl Scratch {
-    fn new() -> Self {
-        Self {
-            prg: Prg::new(),
-            cur: Vec::new(),
-            next: Vec::new(),
-        }
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        self.cur.zeroize();
-        self.next.zeroize();
-    }
-}
-
 /// Sender side: expands the trees from `seeds` (one per tree) into `leaves` (the
 /// `N'` leaves as lanes, least significant bit cleared) and returns the message for
 /// the receiver. `base_v[j·h + l]` is the sender's half of the base COT of tree `j`,
-/// level `l+1`. The groups of trees expand on the rayon pool.
+/// level `l+1`. On the calling party's thread (the groups on the rayon pool, with the
+/// 1-of-2^k pads there too, made ResNet-50's offline phase slower: BENCHMARKS.md).
 pub(crate) fn send(
     shape: Shape,
     delta: u128,
     base_v: &[u128],
     seeds: &[u128],
+    prg: &mut Prg,
     leaves: &mut [Lane],
 ) -> Vec<u128> {
-    use rayon::prelude::*;
     let (t, h) = (shape.trees, shape.depth);
     debug_assert_eq!(base_v.len(), t * h);
     debug_assert_eq!(seeds.len(), t);
     debug_assert_eq!(leaves.len(), shape.leaves());
     let mut msg = vec![0u128; shape.msg_blocks()];
-    let group = |sc: &mut Scratch, g: usize, chunk: &mut [Lane], msg: &mut [u128]| {
-        let Scratch { prg, cur, next } = sc;
-        let seeds = &seeds[g * GROUP..(g + 1) * GROUP];
+    let mut cur = Vec::new();
+    let mut next = Vec::new();
+    for g in 0..t / GROUP {
         // level 1: (s, s ⊕ Δ)
         cur.clear();
-        cur.extend_from_slice(seeds);
-        cur.extend(seeds.iter().map(|s| s ^ delta));
+        cur.extend_from_slice(&seeds[g * GROUP..(g + 1) * GROUP]);
+        cur.extend(seeds[g * GROUP..(g + 1) * GROUP].iter().map(|s| s ^ delta));
         for k in 0..GROUP {
-            msg[k * h] = seeds[k];
+            msg[(g * GROUP + k) * h] = seeds[g * GROUP + k];
         }
         for l in 1..h {
             next.resize(GROUP << (l + 1), 0);
-            let sides = prg.expand_level(cur, next);
+            let sides = prg.expand_level(&cur, &mut next);
             for (k, side) in sides.iter().enumerate() {
-                msg[k * h + l] = side[0];
+                msg[(g * GROUP + k) * h + l] = side[0];
             }
-            std::mem::swap(cur, next);
+            std::mem::swap(&mut cur, &mut next);
         }
         // `cur` holds the group's leaves
+        let chunk = &mut leaves[(g * GROUP) << h..((g + 1) * GROUP) << h];
         for (out, kids) in chunk.chunks_exact_mut(GROUP).zip(cur.chunks_exact(GROUP)) {
             for k in 0..GROUP {
                 out[k] = lane(kids[k] & !1);
             }
         }
-    };
-    leaves
-        .par_chunks_mut(GROUP << h)
-        .zip(msg.par_chunks_mut(GROUP * h))
-        .enumerate()
-        .for_each_init(Scratch::new, |sc, (g, (chunk, m))| group(sc, g, chunk, m));
+    }
+    cur.zeroize();
+    next.zeroize();
     // c_l = K⁰_l ⊕ v
     for (c, v) in msg.iter_mut().zip(base_v) {
         *c ^= v;
@@ -253,24 +227,24 @@ pub(crate) fn points(shape: Shape, base_c: &[bool]) -> Vec<usize> {
 
 /// Receiver side: rebuilds every leaf but the punctured ones into `leaves` and sets
 /// `r_α = s_α ⊕ Δ`: the `N'` leaves in the sender's layout (least significant bit =
-/// noise bit). `msg` must hold [`Shape::msg_blocks`] blocks. The groups of trees
-/// expand on the rayon pool.
+/// noise bit). `msg` must hold [`Shape::msg_blocks`] blocks.
 pub(crate) fn receive(
     shape: Shape,
     base_w: &[u128],
     base_c: &[bool],
     msg: &[u128],
+    prg: &mut Prg,
     leaves: &mut [Lane],
 ) -> Result<()> {
-    use rayon::prelude::*;
     let (t, h) = (shape.trees, shape.depth);
     expect_len("PPRF message (blocks)", shape.msg_blocks(), msg.len())?;
     expect_len("PPRF base COTs", t * h, base_w.len())?;
     expect_len("PPRF base choices", t * h, base_c.len())?;
     expect_len("PPRF leaves", shape.leaves(), leaves.len())?;
     let alpha = points(shape, base_c);
-    let group = |sc: &mut Scratch, g: usize, chunk: &mut [Lane]| {
-        let Scratch { prg, cur, next } = sc;
+    let mut cur = Vec::new();
+    let mut next = Vec::new();
+    for g in 0..t / GROUP {
         for l in 0..h {
             // level l+1 from level l; the path node's children come from a zero
             // placeholder and are fixed below (level 1 has no parent: zeros)
@@ -279,7 +253,7 @@ pub(crate) fn receive(
             let side = if l == 0 {
                 [[0u128; 2]; GROUP]
             } else {
-                prg.expand_level(cur, next)
+                prg.expand_level(&cur, &mut next)
             };
             for k in 0..GROUP {
                 let j = g * GROUP + k;
@@ -293,8 +267,9 @@ pub(crate) fn receive(
                 next[sib * GROUP + k] ^= known ^ side[k][c];
                 next[path * GROUP + k] = 0;
             }
-            std::mem::swap(cur, next);
+            std::mem::swap(&mut cur, &mut next);
         }
+        let chunk = &mut leaves[(g * GROUP) << h..((g + 1) * GROUP) << h];
         // X = ⊕_{i≠α} s_i (the punctured leaf is a zero placeholder) = s_α ⊕ Δ
         let mut acc = [0u128; GROUP];
         for (out, kids) in chunk.chunks_exact_mut(GROUP).zip(cur.chunks_exact(GROUP)) {
@@ -308,11 +283,9 @@ pub(crate) fn receive(
             chunk[alpha[j] * GROUP + k] = lane(acc[k] | 1);
         }
         acc.zeroize();
-    };
-    leaves
-        .par_chunks_mut(GROUP << h)
-        .enumerate()
-        .for_each_init(Scratch::new, |sc, (g, chunk)| group(sc, g, chunk));
+    }
+    cur.zeroize();
+    next.zeroize();
     Ok(())
 }
 
@@ -358,10 +331,11 @@ mod tests {
             .map(|(v, &c)| if c { v ^ delta } else { *v })
             .collect();
         let seeds: Vec<u128> = (0..shape.trees).map(|_| rng.random()).collect();
+        let mut prg = Prg::new();
         let mut s = vec![Block::ZERO; shape.leaves()];
-        let msg = send(shape, delta, &v, &seeds, &mut s);
+        let msg = send(shape, delta, &v, &seeds, &mut prg, &mut s);
         let mut r = vec![Block::ZERO; shape.leaves()];
-        receive(shape, &w, &c, &msg, &mut r).unwrap();
+        receive(shape, &w, &c, &msg, &mut prg, &mut r).unwrap();
         let (s, r): (Vec<u128>, Vec<u128>) = (
             s.into_iter().map(unlane).collect(),
             r.into_iter().map(unlane).collect(),
@@ -383,6 +357,6 @@ mod tests {
         assert_eq!(noisy, shape.trees);
         // a wrong message length is an error, not a panic
         let mut r2 = vec![Block::ZERO; shape.leaves()];
-        assert!(receive(shape, &w, &c, &msg[1..], &mut r2).is_err());
+        assert!(receive(shape, &w, &c, &msg[1..], &mut prg, &mut r2).is_err());
     }
 }

@@ -13,6 +13,10 @@
 //! known in advance and checked. Strict alternation also means at most one party is
 //! writing at any time, so large flights cannot deadlock on TCP buffers. With
 //! ping-pong openings a circuit of depth `D` takes about `D + 1` flights, not `2D`.
+//! In each flight one party computes while the other waits for its message, so the
+//! per-element loops of the online phase (the millionaire's tables and leaf shares, the
+//! OTs' rows on both sides) run in pieces of 4096 elements on the
+//! rayon pool, their bit streams appended in order: the same bytes as one loop.
 //!
 //! **OTs into Z_p** ("F_OT"): the receiver's choice `x` is its `k` share bits of the
 //! choice wires, the sender's table is `T[x] = F(s ⊕ x)` with `s` its own share bits,

@@ -72,7 +72,7 @@ use cryprot_codes::ExConvCode;
 use cryprot_core::Block;
 
 use crate::error::{expect_len, OtError, Result};
-use crate::pprf::{self, Shape, GROUP};
+use crate::pprf::{self, Prg, Shape, GROUP};
 use crate::pprf::{unlane, wipe, Lane};
 
 /// The fewest noisy positions (trees) accepted: 128-bit security with `δ = 0.1`.
@@ -267,6 +267,7 @@ pub(crate) struct SilentSender {
     batch: u64,
     dir: u8,
     code: ExConvCode,
+    prg: Prg,
     rng: ChaCha20Rng,
 }
 
@@ -296,6 +297,7 @@ impl SilentSender {
             batch: 0,
             dir,
             code: ExConvCode::new(params.outputs()),
+            prg: Prg::new(),
             rng: ChaCha20Rng::from_rng(&mut rand::rng()),
         }
     }
@@ -323,6 +325,7 @@ impl SilentSender {
             self.delta,
             &self.base,
             &seeds,
+            &mut self.prg,
             pool.refill_buffer(shape.leaves()),
         );
         seeds.zeroize();
@@ -353,6 +356,7 @@ pub(crate) struct SilentReceiver {
     batch: u64,
     dir: u8,
     code: ExConvCode,
+    prg: Prg,
 }
 
 impl Drop for SilentReceiver {
@@ -381,6 +385,7 @@ impl SilentReceiver {
             batch: 0,
             dir,
             code: ExConvCode::new(params.outputs()),
+            prg: Prg::new(),
         }
     }
 
@@ -406,6 +411,7 @@ impl SilentReceiver {
             &self.base_w,
             &self.base_c,
             &blocks,
+            &mut self.prg,
             pool.refill_buffer(shape.leaves()),
         )?;
         self.batch += 1;
