@@ -362,16 +362,13 @@ mod tests {
             }
             let mut joined = BitWriter::default();
             joined.push(0b101, start);
-            for (bytes, bits) in pieces(n, |r| {
+            for (bits, bytes) in pieces(n, |r| {
                 let mut w = BitWriter::default();
                 for i in r {
                     w.push(row(i), width);
                 }
                 (w.bits(), w.finish())
-            })
-            .into_iter()
-            .map(|(bits, bytes)| (bytes, bits))
-            {
+            }) {
                 joined.append(&bytes, bits);
             }
             assert_eq!(joined.bits(), start as usize + n * width as usize);

@@ -15,8 +15,8 @@
 //! ping-pong openings a circuit of depth `D` takes about `D + 1` flights, not `2D`.
 //! In each flight one party computes while the other waits for its message, so the
 //! per-element loops of the online phase (the millionaire's tables and leaf shares, the
-//! OTs' rows on both sides) run in pieces of 4096 elements on the
-//! rayon pool, their bit streams appended in order: the same bytes as one loop.
+//! OTs' rows on both sides) run in pieces of 4096 elements on the rayon pool, their
+//! bit streams appended in order: the same bytes as one loop.
 //!
 //! **OTs into Z_p** ("F_OT"): the receiver's choice `x` is its `k` share bits of the
 //! choice wires, the sender's table is `T[x] = F(s ⊕ x)` with `s` its own share bits,
@@ -670,13 +670,13 @@ pub(crate) fn run<C: Channel>(
                             (w.bits(), w.finish(), rhos)
                         };
                         let mut w = BitWriter::with_capacity(o.n * (size - 1) * l);
-                        let mut i2 = 0;
-                        for (bits, bytes, rhos) in crate::bits::pieces(o.n, piece) {
+                        let mut rhos = Vec::with_capacity(o.n);
+                        for (bits, bytes, piece_rhos) in crate::bits::pieces(o.n, piece) {
                             w.append(&bytes, bits);
-                            for rho in rhos {
-                                add(&mut out, o, i2, rho);
-                                i2 += 1;
-                            }
+                            rhos.extend(piece_rhos);
+                        }
+                        for (i2, rho) in rhos.into_iter().enumerate() {
+                            add(&mut out, o, i2, rho);
                         }
                         buf.extend_from_slice(&w.finish());
                     }
@@ -761,12 +761,11 @@ pub(crate) fn run<C: Channel>(
                             }
                             Ok(vals)
                         };
-                        let mut i2 = 0;
-                        for vals in crate::bits::pieces(o.n, piece) {
-                            for v in vals? {
-                                add(&mut out, o, i2, v);
-                                i2 += 1;
-                            }
+                        let vals = crate::bits::pieces(o.n, piece)
+                            .into_iter()
+                            .collect::<Result<Vec<_>>>()?;
+                        for (i2, v) in vals.into_iter().flatten().enumerate() {
+                            add(&mut out, o, i2, v);
                         }
                     }
                 }
